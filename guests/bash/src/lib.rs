@@ -1,0 +1,95 @@
+//! Bash handler: runs `main.sh` with bash.
+#![no_std]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use sandlot_handler_kit::*;
+
+struct Bash;
+
+impl Guest for Bash {
+    fn info() -> LanguageInfo {
+        LanguageInfo {
+            id: "bash".into(),
+            aliases: vec!["sh".into(), "shell".into()],
+            display_name: "Bash".into(),
+            file_extension: "sh".into(),
+            default_image: "sandlot/polyglot:latest".into(),
+            can_install_libraries: false,
+            can_capture_plots: false,
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+
+    fn plan(code: String, libraries: Vec<String>, options: PlanOptions) -> Result<Plan, String> {
+        Self::install(libraries, options.workdir)?;
+        Ok(Plan {
+            files: vec![file("main.sh", code)],
+            commands: vec![command(Phase::Run, &["bash", "main.sh"]).args(&options.args)],
+        })
+    }
+
+    fn install(libraries: Vec<String>, _workdir: String) -> Result<Vec<Command>, String> {
+        no_libraries(&libraries, "bash")
+    }
+
+    fn plot_prelude(_output_dir: String) -> Option<String> {
+        None
+    }
+
+    fn analyze(code: String) -> Vec<Finding> {
+        analyze(&code, "#", RULES)
+    }
+}
+
+const RULES: &[Rule] = &[
+    Rule {
+        id: "bash.fork-bomb",
+        severity: Severity::Critical,
+        needles: &[":(){", ":() {"],
+        message: "defines a fork bomb",
+    },
+    Rule {
+        id: "bash.destructive",
+        severity: Severity::High,
+        needles: &["rm -rf /", "mkfs", "dd if=", "> /dev/sd", "shred "],
+        message: "destroys files or disks",
+    },
+    Rule {
+        id: "bash.privilege",
+        severity: Severity::High,
+        needles: &["sudo ", "su -", "chmod +s", "chmod u+s", "setcap "],
+        message: "tries to gain privileges",
+    },
+    Rule {
+        id: "bash.network",
+        severity: Severity::Medium,
+        needles: &[
+            "curl ",
+            "wget ",
+            "nc ",
+            "ncat ",
+            "/dev/tcp/",
+            "/dev/udp/",
+            "ssh ",
+        ],
+        message: "uses the network",
+    },
+    Rule {
+        id: "bash.dynamic-code",
+        severity: Severity::Medium,
+        needles: &["eval ", "source <(", "bash -c", "sh -c"],
+        message: "evaluates dynamically built code",
+    },
+    Rule {
+        id: "bash.file-deletion",
+        severity: Severity::Low,
+        needles: &["rm "],
+        message: "deletes files",
+    },
+];
+
+export_handler!(Bash);

@@ -1,0 +1,105 @@
+//! C++ handler: compiles `main.cpp` with g++ (C++17, optimised) and runs the binary.
+#![no_std]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use sandlot_handler_kit::*;
+
+struct Cpp;
+
+impl Guest for Cpp {
+    fn info() -> LanguageInfo {
+        LanguageInfo {
+            id: "cpp".into(),
+            aliases: vec!["c++".into(), "cxx".into(), "g++".into()],
+            display_name: "C++".into(),
+            file_extension: "cpp".into(),
+            default_image: "sandlot/cpp:latest".into(),
+            can_install_libraries: false,
+            can_capture_plots: false,
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+
+    fn plan(code: String, libraries: Vec<String>, options: PlanOptions) -> Result<Plan, String> {
+        Self::install(libraries, options.workdir.clone())?;
+        Ok(Plan {
+            files: vec![file("main.cpp", code)],
+            commands: vec![
+                command(
+                    Phase::Build,
+                    &[
+                        "g++",
+                        "-std=c++17",
+                        "-O2",
+                        "-pipe",
+                        "-Wall",
+                        "-o",
+                        "main",
+                        "main.cpp",
+                        "-pthread",
+                        "-lm",
+                    ],
+                ),
+                command(Phase::Run, &["./main"]).args(&options.args),
+            ],
+        })
+    }
+
+    fn install(libraries: Vec<String>, _workdir: String) -> Result<Vec<Command>, String> {
+        no_libraries(&libraries, "cpp")
+    }
+
+    fn plot_prelude(_output_dir: String) -> Option<String> {
+        None
+    }
+
+    fn analyze(code: String) -> Vec<Finding> {
+        analyze(&code, "//", RULES)
+    }
+}
+
+const RULES: &[Rule] = &[
+    Rule {
+        id: "cpp.process",
+        severity: Severity::High,
+        needles: &[
+            "system(",
+            "popen(",
+            "execl",
+            "execv",
+            "execvp",
+            "posix_spawn",
+        ],
+        message: "starts other processes",
+    },
+    Rule {
+        id: "cpp.process-control",
+        severity: Severity::Medium,
+        needles: &["fork(", "kill(", "ptrace(", "setuid("],
+        message: "controls processes",
+    },
+    Rule {
+        id: "cpp.native-loading",
+        severity: Severity::High,
+        needles: &["dlopen(", "asm(", "__asm__", "syscall("],
+        message: "loads code or issues raw system calls",
+    },
+    Rule {
+        id: "cpp.network",
+        severity: Severity::Medium,
+        needles: &["socket(", "connect(", "<sys/socket.h>", "<netinet/"],
+        message: "uses the network",
+    },
+    Rule {
+        id: "cpp.file-deletion",
+        severity: Severity::Medium,
+        needles: &["remove(", "unlink(", "rmdir(", "std::filesystem::remove"],
+        message: "deletes files",
+    },
+];
+
+export_handler!(Cpp);

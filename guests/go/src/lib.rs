@@ -1,0 +1,118 @@
+//! Go handler: sets up a module so `go get` works, builds `main.go` and runs the
+//! binary. The module cache and build cache live in the working directory because the
+//! sandbox's root is read-only.
+#![no_std]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use sandlot_handler_kit::*;
+
+struct Go;
+
+/// The module path of the user's program.
+const MODULE: &str = "sandlot.local/main";
+
+impl Guest for Go {
+    fn info() -> LanguageInfo {
+        LanguageInfo {
+            id: "go".into(),
+            aliases: vec!["golang".into()],
+            display_name: "Go".into(),
+            file_extension: "go".into(),
+            default_image: "sandlot/go:latest".into(),
+            can_install_libraries: true,
+            can_capture_plots: false,
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+
+    fn plan(code: String, libraries: Vec<String>, options: PlanOptions) -> Result<Plan, String> {
+        let mut commands = vec![command(Phase::Setup, &["go", "mod", "init", MODULE])];
+        commands.extend(Self::install(libraries, options.workdir.clone())?);
+        commands.push(command(Phase::Build, &["go", "build", "-o", "main", "."]));
+        commands.push(command(Phase::Run, &["./main"]).args(&options.args));
+        let env = go_env(&options.workdir);
+        for command in &mut commands {
+            if command.phase != Phase::Run {
+                command.env.extend(env.iter().cloned());
+            }
+        }
+        Ok(Plan {
+            files: vec![file("main.go", code)],
+            commands,
+        })
+    }
+
+    fn install(libraries: Vec<String>, workdir: String) -> Result<Vec<Command>, String> {
+        if libraries.is_empty() {
+            return Ok(Vec::new());
+        }
+        // A module path with an optional `@version`.
+        check_libraries(&libraries, "Go module", |l| only(l, "._~/-@+"))?;
+        let mut install = command(Phase::Install, &["go", "get"])
+            .args(&libraries)
+            .network();
+        install.env = go_env(&workdir);
+        Ok(vec![install])
+    }
+
+    fn plot_prelude(_output_dir: String) -> Option<String> {
+        None
+    }
+
+    fn analyze(code: String) -> Vec<Finding> {
+        analyze(&code, "//", RULES)
+    }
+}
+
+/// Environment of every go command: caches inside the working directory, no automatic
+/// toolchain download, no cgo (no C compiler is needed in the image).
+fn go_env(workdir: &str) -> Vec<(String, String)> {
+    [
+        ("GOPATH", join(workdir, ".sandlot/go")),
+        ("GOCACHE", join(workdir, ".sandlot/go-build")),
+        ("GOTOOLCHAIN", "local".into()),
+        ("GOFLAGS", "-mod=mod".into()),
+        ("CGO_ENABLED", "0".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.into(), v))
+    .collect()
+}
+
+const RULES: &[Rule] = &[
+    Rule {
+        id: "go.process",
+        severity: Severity::High,
+        needles: &[
+            "\"os/exec\"",
+            "exec.Command(",
+            "syscall.Exec(",
+            "syscall.ForkExec(",
+        ],
+        message: "starts other processes",
+    },
+    Rule {
+        id: "go.unsafe",
+        severity: Severity::Medium,
+        needles: &["\"unsafe\"", "\"syscall\"", "\"plugin\""],
+        message: "bypasses Go's memory safety or calls the kernel directly",
+    },
+    Rule {
+        id: "go.network",
+        severity: Severity::Medium,
+        needles: &["\"net\"", "\"net/http\"", "net.Dial(", "http.Get("],
+        message: "uses the network",
+    },
+    Rule {
+        id: "go.file-deletion",
+        severity: Severity::Medium,
+        needles: &["os.Remove(", "os.RemoveAll("],
+        message: "deletes files",
+    },
+];
+
+export_handler!(Go);

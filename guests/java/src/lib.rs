@@ -1,0 +1,128 @@
+//! Java handler: compiles a single-file program with `javac` and runs its main class.
+//! The file and class are named after the program's public class (or its first class),
+//! and a `package` declaration is honoured.
+#![no_std]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+use sandlot_handler_kit::*;
+
+struct Java;
+
+impl Guest for Java {
+    fn info() -> LanguageInfo {
+        LanguageInfo {
+            id: "java".into(),
+            aliases: vec!["jvm".into()],
+            display_name: "Java".into(),
+            file_extension: "java".into(),
+            default_image: "sandlot/jvm:latest".into(),
+            can_install_libraries: false,
+            can_capture_plots: false,
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+
+    fn plan(code: String, libraries: Vec<String>, options: PlanOptions) -> Result<Plan, String> {
+        Self::install(libraries, options.workdir.clone())?;
+        let class = main_class(&code);
+        let qualified = match package(&code) {
+            Some(package) => format!("{package}.{class}"),
+            None => class.to_string(),
+        };
+        let source = format!("{class}.java");
+        Ok(Plan {
+            commands: vec![
+                command(
+                    Phase::Build,
+                    &["javac", "-encoding", "UTF-8", "-d", ".", &source],
+                ),
+                command(Phase::Run, &["java", "-cp", ".", &qualified]).args(&options.args),
+            ],
+            files: vec![file(&source, code)],
+        })
+    }
+
+    fn install(libraries: Vec<String>, _workdir: String) -> Result<Vec<Command>, String> {
+        no_libraries(&libraries, "java")
+    }
+
+    fn plot_prelude(_output_dir: String) -> Option<String> {
+        None
+    }
+
+    fn analyze(code: String) -> Vec<Finding> {
+        analyze(&code, "//", RULES)
+    }
+}
+
+/// The class javac requires the file to be named after: the public class, else the
+/// first class, else `Main`.
+fn main_class(code: &str) -> &str {
+    let public = code.match_indices("public").find_map(|(at, _)| {
+        let rest = code[at + "public".len()..].trim_start();
+        let rest = rest
+            .strip_prefix("final ")
+            .or_else(|| rest.strip_prefix("abstract "))
+            .unwrap_or(rest)
+            .trim_start();
+        identifier_after(rest, "class")
+            .filter(|_| rest.starts_with("class"))
+            .or_else(|| identifier_after(rest, "record").filter(|_| rest.starts_with("record")))
+    });
+    public
+        .or_else(|| identifier_after(code, "class"))
+        .unwrap_or("Main")
+}
+
+/// The dotted name of the `package` declaration, if there is one.
+fn package(code: &str) -> Option<&str> {
+    code.lines().find_map(|line| {
+        let name = line.trim().strip_prefix("package ")?.trim();
+        let name = name.strip_suffix(';')?.trim();
+        let valid = !name.is_empty()
+            && name
+                .split('.')
+                .all(|part| !part.is_empty() && only(part, "_$"));
+        valid.then_some(name)
+    })
+}
+
+const RULES: &[Rule] = &[
+    Rule {
+        id: "java.process",
+        severity: Severity::High,
+        needles: &["Runtime.getRuntime().exec", "ProcessBuilder"],
+        message: "starts other processes",
+    },
+    Rule {
+        id: "java.native-code",
+        severity: Severity::High,
+        needles: &["System.load", "sun.misc.Unsafe", "JNI"],
+        message: "loads native code",
+    },
+    Rule {
+        id: "java.reflection",
+        severity: Severity::Medium,
+        needles: &["setAccessible(", "Class.forName(", "MethodHandles"],
+        message: "uses reflection to reach private code",
+    },
+    Rule {
+        id: "java.network",
+        severity: Severity::Medium,
+        needles: &["java.net", "Socket(", "HttpClient", "URLConnection"],
+        message: "uses the network",
+    },
+    Rule {
+        id: "java.file-deletion",
+        severity: Severity::Medium,
+        needles: &["Files.delete", ".delete()", "deleteOnExit"],
+        message: "deletes files",
+    },
+];
+
+export_handler!(Java);

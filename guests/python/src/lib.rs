@@ -1,0 +1,197 @@
+//! Python handler: runs `main.py` with CPython 3, installs libraries with pip into the
+//! sandbox's working directory, captures matplotlib figures as PNG files.
+#![no_std]
+
+extern crate alloc;
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use alloc::{format, vec};
+use sandlot_handler_kit::*;
+
+struct Python;
+
+/// Where pip installs libraries, relative to the working directory. The root filesystem
+/// of a sandbox is read-only, so libraries live next to the code.
+const SITE: &str = ".sandlot/python";
+
+impl Guest for Python {
+    fn info() -> LanguageInfo {
+        LanguageInfo {
+            id: "python".into(),
+            aliases: vec!["py".into(), "python3".into()],
+            display_name: "Python 3".into(),
+            file_extension: "py".into(),
+            default_image: "sandlot/python:latest".into(),
+            can_install_libraries: true,
+            can_capture_plots: true,
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+
+    fn plan(code: String, libraries: Vec<String>, options: PlanOptions) -> Result<Plan, String> {
+        let mut commands = Self::install(libraries, options.workdir.clone())?;
+        let prelude = options
+            .capture_plots
+            .then(|| Self::plot_prelude(options.output_dir.clone()))
+            .flatten();
+        let source = prepend(prelude, &code);
+        let site = join(&options.workdir, SITE);
+        commands.push(
+            command(Phase::Run, &["python3", "-u", "main.py"])
+                .args(&options.args)
+                .env("PYTHONPATH", &site)
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .env("MPLBACKEND", "Agg"),
+        );
+        Ok(Plan {
+            files: vec![file("main.py", source)],
+            commands,
+        })
+    }
+
+    fn install(libraries: Vec<String>, workdir: String) -> Result<Vec<Command>, String> {
+        if libraries.is_empty() {
+            return Ok(Vec::new());
+        }
+        // A requirement specifier: name, extras, version constraints. No URLs, no
+        // paths, no options.
+        check_libraries(&libraries, "Python", |l| only(l, "._-[],<>=!~* "))?;
+        Ok(vec![command(
+            Phase::Install,
+            &[
+                "python3",
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-input",
+                "--disable-pip-version-check",
+                "--no-cache-dir",
+                "--target",
+                &join(&workdir, SITE),
+            ],
+        )
+        .args(&libraries)
+        .network()])
+    }
+
+    fn plot_prelude(output_dir: String) -> Option<String> {
+        Some(PRELUDE.replace("@OUTPUT_DIR@", &python_string(&output_dir)))
+    }
+
+    fn analyze(code: String) -> Vec<Finding> {
+        analyze(&code, "#", RULES)
+    }
+}
+
+/// `s` as a Python string literal.
+fn python_string(s: &str) -> String {
+    let mut out = "'".to_string();
+    for c in s.chars() {
+        match c {
+            '\\' | '\'' => out.push_str(&format!("\\{c}")),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Saves every open matplotlib figure as `plot-NNN.png` when the program calls
+/// `plt.show()` and when it exits with figures still open. pyplot is patched only when the program imports it,
+/// so programs without plots do not pay for importing matplotlib.
+const PRELUDE: &str = r#"def _sandlot_capture_plots(out):
+    import atexit, importlib.util, os, sys
+    os.environ["MPLBACKEND"] = "Agg"
+    count = [0]
+    def save_figures(*_args, **_kwargs):
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is None:
+            return
+        for num in plt.get_fignums():
+            count[0] += 1
+            plt.figure(num).savefig(os.path.join(out, "plot-%03d.png" % count[0]))
+        plt.close("all")
+    class PyplotHook:
+        def find_spec(self, name, path=None, target=None):
+            if name != "matplotlib.pyplot":
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.loader is None:
+                return spec
+            exec_module = spec.loader.exec_module
+            def patched(module):
+                exec_module(module)
+                module.show = save_figures
+                # Registered after pyplot's own exit handler, so it runs before
+                # matplotlib closes the figures left open.
+                atexit.register(save_figures)
+            spec.loader.exec_module = patched
+            return spec
+    os.makedirs(out, exist_ok=True)
+    sys.meta_path.insert(0, PyplotHook())
+_sandlot_capture_plots(@OUTPUT_DIR@)
+del _sandlot_capture_plots
+"#;
+
+const RULES: &[Rule] = &[
+    Rule {
+        id: "python.os-command",
+        severity: Severity::High,
+        needles: &[
+            "os.system(",
+            "os.popen(",
+            "os.exec",
+            "os.spawn",
+            "pty.spawn(",
+        ],
+        message: "runs a shell command",
+    },
+    Rule {
+        id: "python.subprocess",
+        severity: Severity::Medium,
+        needles: &["subprocess"],
+        message: "starts other processes through subprocess",
+    },
+    Rule {
+        id: "python.dynamic-code",
+        severity: Severity::Medium,
+        needles: &["eval(", "exec(", "compile(", "__import__("],
+        message: "evaluates dynamically built code",
+    },
+    Rule {
+        id: "python.native-code",
+        severity: Severity::High,
+        needles: &["ctypes", "cffi"],
+        message: "calls native code directly",
+    },
+    Rule {
+        id: "python.network",
+        severity: Severity::Medium,
+        needles: &["socket", "urllib", "requests.", "http.client", "httpx"],
+        message: "uses the network",
+    },
+    Rule {
+        id: "python.file-deletion",
+        severity: Severity::Medium,
+        needles: &["shutil.rmtree(", "os.remove(", "os.unlink(", "os.rmdir("],
+        message: "deletes files",
+    },
+    Rule {
+        id: "python.process-control",
+        severity: Severity::Medium,
+        needles: &["os.kill(", "os.fork(", "signal.signal(", "os.setuid("],
+        message: "controls processes or signals",
+    },
+    Rule {
+        id: "python.system-files",
+        severity: Severity::Low,
+        needles: &["/etc/", "/proc/", "/sys/", "/dev/"],
+        message: "refers to system files",
+    },
+];
+
+export_handler!(Python);

@@ -1,0 +1,99 @@
+//! Ruby handler: runs `main.rb`, installs gems into the sandbox's working directory.
+#![no_std]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use sandlot_handler_kit::*;
+
+struct Ruby;
+
+/// Gem directory, relative to the working directory.
+const GEMS: &str = ".sandlot/gems";
+
+impl Guest for Ruby {
+    fn info() -> LanguageInfo {
+        LanguageInfo {
+            id: "ruby".into(),
+            aliases: vec!["rb".into()],
+            display_name: "Ruby".into(),
+            file_extension: "rb".into(),
+            default_image: "sandlot/ruby:latest".into(),
+            can_install_libraries: true,
+            can_capture_plots: false,
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+
+    fn plan(code: String, libraries: Vec<String>, options: PlanOptions) -> Result<Plan, String> {
+        let mut commands = Self::install(libraries, options.workdir.clone())?;
+        let gems = join(&options.workdir, GEMS);
+        commands.push(
+            command(Phase::Run, &["ruby", "main.rb"])
+                .args(&options.args)
+                .env("GEM_HOME", &gems)
+                .env("GEM_PATH", &gems),
+        );
+        Ok(Plan {
+            files: vec![file("main.rb", code)],
+            commands,
+        })
+    }
+
+    fn install(libraries: Vec<String>, workdir: String) -> Result<Vec<Command>, String> {
+        if libraries.is_empty() {
+            return Ok(Vec::new());
+        }
+        // `name` or `name:version`, which `gem install` understands.
+        check_libraries(&libraries, "gem", |l| only(l, "._-:"))?;
+        let gems = join(&workdir, GEMS);
+        Ok(vec![command(
+            Phase::Install,
+            &["gem", "install", "--no-document", "--install-dir", &gems],
+        )
+        .args(&libraries)
+        .env("GEM_HOME", &gems)
+        .network()])
+    }
+
+    fn plot_prelude(_output_dir: String) -> Option<String> {
+        None
+    }
+
+    fn analyze(code: String) -> Vec<Finding> {
+        analyze(&code, "#", RULES)
+    }
+}
+
+const RULES: &[Rule] = &[
+    Rule {
+        id: "ruby.process",
+        severity: Severity::High,
+        needles: &[
+            "system(", "exec(", "spawn(", "IO.popen", "Open3", "%x(", "`",
+        ],
+        message: "starts other processes",
+    },
+    Rule {
+        id: "ruby.dynamic-code",
+        severity: Severity::Medium,
+        needles: &["eval(", "instance_eval", "class_eval", ".send("],
+        message: "evaluates dynamically built code",
+    },
+    Rule {
+        id: "ruby.network",
+        severity: Severity::Medium,
+        needles: &["Socket", "Net::HTTP", "open-uri", "URI.open"],
+        message: "uses the network",
+    },
+    Rule {
+        id: "ruby.file-deletion",
+        severity: Severity::Medium,
+        needles: &["FileUtils.rm", "File.delete(", "File.unlink("],
+        message: "deletes files",
+    },
+];
+
+export_handler!(Ruby);

@@ -1,0 +1,71 @@
+//! TypeScript handler: type-checks and compiles `main.ts` with `tsc`, then runs the
+//! result with Node.js. Type errors are compile errors, as for any TypeScript project.
+#![no_std]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use sandlot_handler_kit::*;
+
+struct TypeScript;
+
+/// Global type definitions the sandlot node image installs (`@types/node`), so code
+/// using `process` or `require` type-checks.
+const TYPE_ROOTS: &str = "/usr/local/lib/node_modules/@types";
+
+impl Guest for TypeScript {
+    fn info() -> LanguageInfo {
+        LanguageInfo {
+            id: "typescript".into(),
+            aliases: vec!["ts".into()],
+            display_name: "TypeScript".into(),
+            file_extension: "ts".into(),
+            default_image: "sandlot/node:latest".into(),
+            can_install_libraries: true,
+            can_capture_plots: false,
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+
+    fn plan(code: String, libraries: Vec<String>, options: PlanOptions) -> Result<Plan, String> {
+        let mut commands = npm_install(&libraries, &options.workdir)?;
+        commands.push(command(
+            Phase::Build,
+            &[
+                "tsc",
+                "--target",
+                "es2022",
+                "--module",
+                "commonjs",
+                "--esModuleInterop",
+                "--skipLibCheck",
+                "--typeRoots",
+                TYPE_ROOTS,
+                "--outDir",
+                ".sandlot/ts",
+                "main.ts",
+            ],
+        ));
+        commands.push(command(Phase::Run, &["node", ".sandlot/ts/main.js"]).args(&options.args));
+        Ok(Plan {
+            files: vec![file("main.ts", code)],
+            commands,
+        })
+    }
+
+    fn install(libraries: Vec<String>, workdir: String) -> Result<Vec<Command>, String> {
+        npm_install(&libraries, &workdir)
+    }
+
+    fn plot_prelude(_output_dir: String) -> Option<String> {
+        None
+    }
+
+    fn analyze(code: String) -> Vec<Finding> {
+        analyze(&code, "//", NODE_RULES)
+    }
+}
+
+export_handler!(TypeScript);

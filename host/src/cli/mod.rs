@@ -1,0 +1,448 @@
+//! Command-line interface: argument parsing and the commands.
+
+mod output;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use output::Table;
+use sandlot::plugin::{PluginReport, PluginStatus};
+use sandlot::{Config, PlanOptions, PluginHost};
+use serde_json::json;
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Run untrusted code in WebAssembly or container sandboxes.
+#[derive(Parser)]
+#[command(name = "sandlot", version, about, max_term_width = 100)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Commands,
+}
+
+#[derive(Args)]
+struct Global {
+    /// Configuration file (default: $SANDLOT_CONFIG, ./sandlot.toml, then
+    /// $XDG_CONFIG_HOME/sandlot/sandlot.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Also load plugins from DIR; takes precedence over every other plugin source.
+    /// Repeatable.
+    #[arg(long = "plugin-dir", global = true, value_name = "DIR")]
+    plugin_dirs: Vec<PathBuf>,
+    /// Cache compiled components in DIR (default: $SANDLOT_CACHE_DIR, the config's
+    /// cache_dir, then $XDG_CACHE_HOME/sandlot/components).
+    #[arg(long, global = true, value_name = "DIR", conflicts_with = "no_cache")]
+    cache_dir: Option<PathBuf>,
+    /// Compile plugins in memory; read and write no cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+}
+
+#[derive(Subcommand)]
+enum Commands {
+    /// List the languages sandlot can run.
+    Languages {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect plugins.
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
+    /// Show what running code would do — the handler's plan and its analysis — without
+    /// running anything.
+    Plan(PlanArgs),
+}
+
+#[derive(Subcommand)]
+enum PluginsCommand {
+    /// Every plugin sandlot looked at: where it came from, its API version, its status.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What a plugin file declares.
+    Inspect {
+        /// The component, a `.wasm` file.
+        file: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+struct PlanArgs {
+    /// Language id or alias (default: from FILE's extension).
+    #[arg(short, long)]
+    language: Option<String>,
+    /// Code to plan, instead of FILE.
+    #[arg(short, long, conflicts_with = "file")]
+    code: Option<String>,
+    /// File with the code; `-` reads standard input.
+    file: Option<PathBuf>,
+    /// Library to install first. Repeatable.
+    #[arg(long = "lib", value_name = "NAME")]
+    libraries: Vec<String>,
+    /// Do not add the plot-capture prelude.
+    #[arg(long)]
+    no_plots: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// Arguments for the program.
+    #[arg(last = true)]
+    args: Vec<String>,
+}
+
+/// Parses arguments, runs the command, prints errors.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Commands::Plugins(PluginsCommand::Inspect { file, json }) => inspect(&file, json),
+        Commands::Languages { json } => {
+            let host = load(&cli.global, true)?;
+            languages(&host, json)
+        }
+        Commands::Plugins(PluginsCommand::List { json }) => {
+            let host = load(&cli.global, false)?;
+            plugins(&host, json)
+        }
+        Commands::Plan(args) => {
+            let host = load(&cli.global, true)?;
+            plan(&host, args)
+        }
+    }
+}
+
+/// Loads the plugins; with `notes`, tells on stderr which plugins failed and which
+/// replaced a built-in.
+fn load(global: &Global, notes: bool) -> Result<PluginHost> {
+    let config = Config::discover(global.config.as_deref())?;
+    let mut builder = config.plugin_host_builder();
+    for dir in &global.plugin_dirs {
+        builder.plugin_dir(dir);
+    }
+    if global.no_cache {
+        builder.no_cache();
+    } else if let Some(dir) = &global.cache_dir {
+        builder.cache_dir(dir);
+    }
+    let host = builder.load()?;
+    if notes {
+        for report in host.reports() {
+            match &report.status {
+                PluginStatus::Active {
+                    replaces: Some(old),
+                } => eprintln!(
+                    "note: {} replaces {old} for language `{}`",
+                    report.source,
+                    report.language.as_deref().unwrap_or("?")
+                ),
+                PluginStatus::Failed(error) => eprintln!("warning: {error} (skipped)"),
+                _ => {}
+            }
+        }
+    }
+    Ok(host)
+}
+
+fn languages(host: &PluginHost, json: bool) -> Result<ExitCode> {
+    if json {
+        let languages: Vec<_> = host
+            .languages()
+            .iter()
+            .map(|h| json!({ "info": h.info(), "source": h.source().to_string(), "api_version": h.api_version() }))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&languages)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut table = Table::new([
+        "LANGUAGE", "ALIASES", "EXT", "LIBS", "PLOTS", "IMAGE", "SOURCE",
+    ]);
+    for handler in host.languages() {
+        let info = handler.info();
+        table.row([
+            format!("{} ({})", info.id, info.display_name),
+            info.aliases.join(", "),
+            format!(".{}", info.file_extension),
+            yes_no(info.can_install_libraries),
+            yes_no(info.can_capture_plots),
+            info.default_image.clone(),
+            source_label(handler.source()),
+        ]);
+    }
+    print!("{table}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn plugins(host: &PluginHost, json: bool) -> Result<ExitCode> {
+    if json {
+        let reports: Vec<_> = host.reports().iter().map(report_json).collect();
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut table = Table::new([
+        "SOURCE", "PATH", "KIND", "API", "LANGUAGE", "LOAD", "STATUS",
+    ]);
+    for report in host.reports() {
+        let (source, path) = match &report.source {
+            sandlot::PluginSource::Builtin { name } => {
+                ("built-in".to_string(), format!("builtin:{name}"))
+            }
+            sandlot::PluginSource::File { path } => {
+                ("directory".to_string(), path.display().to_string())
+            }
+            other => ("other".to_string(), other.to_string()),
+        };
+        table.row([
+            source,
+            path,
+            report
+                .kind
+                .map(|k| k.to_string())
+                .unwrap_or_else(|| "-".into()),
+            report.api_version.clone().unwrap_or_else(|| "-".into()),
+            report.language.clone().unwrap_or_else(|| "-".into()),
+            format!(
+                "{:.1} ms{}",
+                report.load_time.as_secs_f64() * 1e3,
+                match report.cache {
+                    Some(sandlot::plugin::CacheOutcome::Hit) => " (cached)",
+                    _ => "",
+                }
+            ),
+            status_text(&report.status),
+        ]);
+    }
+    print!("{table}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn inspect(file: &Path, json: bool) -> Result<ExitCode> {
+    let (inspection, handler) = sandlot::plugin::inspect_file(file)?;
+    if json {
+        let value = json!({
+            "file": file,
+            "inspection": inspection,
+            "language": handler.as_ref().map(|h| h.info()),
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("file:        {}", file.display());
+    println!("size:        {} bytes", inspection.size);
+    println!("sha256:      {}", inspection.sha256);
+    println!("kind:        {}", inspection.kind);
+    println!("api version: sandlot:plugin@{}", inspection.api_version);
+    println!("imports:     {}", list_or_none(&inspection.imports));
+    println!("exports:     {}", list_or_none(&inspection.exports));
+    if let Some(handler) = handler {
+        let info = handler.info();
+        println!("language:    {} ({})", info.id, info.display_name);
+        println!("aliases:     {}", list_or_none(&info.aliases));
+        println!("extension:   .{}", info.file_extension);
+        println!("image:       {}", info.default_image);
+        println!("libraries:   {}", yes_no(info.can_install_libraries));
+        println!("plots:       {}", yes_no(info.can_capture_plots));
+        println!("version:     {}", info.version);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn plan(host: &PluginHost, args: PlanArgs) -> Result<ExitCode> {
+    let (code, from) = match (&args.code, &args.file) {
+        (Some(code), _) => (code.clone(), None),
+        (None, Some(file)) if file.as_os_str() == "-" => (read_stdin()?, None),
+        (None, Some(file)) => (
+            std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?,
+            Some(file.as_path()),
+        ),
+        (None, None) => bail!("give the code with -c CODE, a FILE, or - for standard input"),
+    };
+    let handler = match (&args.language, from) {
+        (Some(language), _) => host.language(language)?,
+        (None, Some(file)) => {
+            let extension = file
+                .extension()
+                .and_then(|e| e.to_str())
+                .unwrap_or_default();
+            host.language_for_extension(extension).with_context(|| {
+                format!(
+                    "no language handler for the extension of {}; name the language with -l",
+                    file.display()
+                )
+            })?
+        }
+        (None, None) => bail!("name the language with -l LANGUAGE"),
+    };
+    let options = PlanOptions {
+        capture_plots: !args.no_plots && handler.info().can_capture_plots,
+        args: args.args.clone(),
+        ..PlanOptions::default()
+    };
+    let plan = handler.plan(&code, &args.libraries, &options)?;
+    let findings = handler.analyze(&code)?;
+    if args.json {
+        let value = json!({
+            "language": handler.info().id,
+            "source": handler.source().to_string(),
+            "options": options,
+            "plan": plan,
+            "findings": findings,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let info = handler.info();
+    println!(
+        "language: {} ({}), {}",
+        info.id,
+        info.display_name,
+        source_label(handler.source())
+    );
+    println!("workdir:  {}", options.workdir);
+    println!("\nfiles:");
+    for file in &plan.files {
+        println!(
+            "  {} ({} lines, {} bytes)",
+            file.path,
+            file.contents.lines().count(),
+            file.contents.len()
+        );
+    }
+    println!("\ncommands:");
+    for (i, command) in plan.commands.iter().enumerate() {
+        let network = if command.needs_network {
+            "  [network]"
+        } else {
+            ""
+        };
+        println!(
+            "  {}. {:<7} {}{network}",
+            i + 1,
+            command.phase,
+            shell_words(&command.argv)
+        );
+        for (key, value) in &command.env {
+            println!("     {:<7} {key}={value}", "");
+        }
+    }
+    println!("\nanalysis:");
+    if findings.is_empty() {
+        println!("  no findings");
+    }
+    let color = std::io::stdout().is_terminal();
+    for finding in &findings {
+        let line = finding
+            .line
+            .map(|l| format!("line {l}"))
+            .unwrap_or_else(|| "-".into());
+        let severity = output::severity(finding.severity, color);
+        println!(
+            "  {severity} {line:<8} {}: {}",
+            finding.rule_id, finding.message
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_stdin() -> Result<String> {
+    let mut code = String::new();
+    std::io::stdin()
+        .read_to_string(&mut code)
+        .context("cannot read code from standard input")?;
+    Ok(code)
+}
+
+fn report_json(report: &PluginReport) -> serde_json::Value {
+    let (status, detail) = match &report.status {
+        PluginStatus::Active { replaces } => {
+            ("active", replaces.as_ref().map(|r| format!("replaces {r}")))
+        }
+        PluginStatus::Shadowed { by } => ("shadowed", Some(format!("by {by}"))),
+        PluginStatus::Disabled => ("disabled", None),
+        PluginStatus::Unsupported(why) => ("unsupported", Some(why.clone())),
+        PluginStatus::Failed(error) => ("failed", Some(error.to_string())),
+        _ => ("unknown", None),
+    };
+    json!({
+        "source": report.source.to_string(),
+        "builtin": report.source.is_builtin(),
+        "path": match &report.source { sandlot::PluginSource::File { path } => Some(path.clone()), _ => None },
+        "kind": report.kind,
+        "api_version": report.api_version,
+        "language": report.language,
+        "description": report.description,
+        "cache": report.cache,
+        "load_ms": report.load_time.as_secs_f64() * 1e3,
+        "status": status,
+        "detail": detail,
+    })
+}
+
+fn status_text(status: &PluginStatus) -> String {
+    match status {
+        PluginStatus::Active { replaces: None } => "active".into(),
+        PluginStatus::Active {
+            replaces: Some(old),
+        } => format!("active, replaces {old}"),
+        PluginStatus::Shadowed { by } => format!("shadowed by {by}"),
+        PluginStatus::Disabled => "disabled by its manifest".into(),
+        PluginStatus::Unsupported(why) => format!("not loaded: {why}"),
+        PluginStatus::Failed(error) => format!("failed: {error}"),
+        _ => "unknown".into(),
+    }
+}
+
+fn source_label(source: &sandlot::PluginSource) -> String {
+    match source {
+        sandlot::PluginSource::Builtin { .. } => "built-in".into(),
+        sandlot::PluginSource::File { path } => path.display().to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn yes_no(value: bool) -> String {
+    if value { "yes" } else { "no" }.into()
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "(none)".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// `argv` as a shell would need it typed, for display only.
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:@,+%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

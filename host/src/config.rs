@@ -1,0 +1,163 @@
+//! The `sandlot.toml` configuration file and the environment.
+//!
+//! ```toml
+//! # Extra plugin directories, relative to this file.
+//! plugin_dirs = ["plugins", "/opt/sandlot/plugins"]
+//! # Where compiled components are cached.
+//! cache_dir = "/var/cache/sandlot"
+//! ```
+
+use crate::error::{Error, Result};
+use crate::plugin::PluginHostBuilder;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Settings read from `sandlot.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// The file the settings came from, if any.
+    pub path: Option<PathBuf>,
+    /// Plugin directories, resolved against the file's directory.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Cache directory for compiled components.
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    plugin_dirs: Vec<PathBuf>,
+    cache_dir: Option<PathBuf>,
+}
+
+impl Config {
+    /// Finds and reads the configuration: `explicit` if given (it must exist), else
+    /// `$SANDLOT_CONFIG` (it must exist), else `./sandlot.toml`, else
+    /// `$XDG_CONFIG_HOME/sandlot/sandlot.toml`; none of them is the default config.
+    pub fn discover(explicit: Option<&Path>) -> Result<Config> {
+        if let Some(path) = explicit {
+            return Config::read(path);
+        }
+        if let Some(path) = std::env::var_os("SANDLOT_CONFIG").filter(|p| !p.is_empty()) {
+            return Config::read(Path::new(&path));
+        }
+        let candidates = [
+            Some(PathBuf::from("sandlot.toml")),
+            xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("sandlot/sandlot.toml")),
+        ];
+        match candidates.into_iter().flatten().find(|p| p.is_file()) {
+            Some(path) => Config::read(&path),
+            None => Ok(Config::default()),
+        }
+    }
+
+    /// Reads the configuration file at `path`.
+    pub fn read(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses `text` as if read from `path`; relative directories are resolved against
+    /// the directory of `path`.
+    pub fn parse(text: &str, path: &Path) -> Result<Config> {
+        let file: File = toml::from_str(text).map_err(|e| Error::Config {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Ok(Config {
+            path: Some(path.to_path_buf()),
+            plugin_dirs: file.plugin_dirs.iter().map(|d| base.join(d)).collect(),
+            cache_dir: file.cache_dir.map(|d| base.join(d)),
+        })
+    }
+
+    /// A [`PluginHostBuilder`] with every plugin directory a user configured, from the
+    /// process environment. See [`Config::plugin_host_builder_with`].
+    pub fn plugin_host_builder(&self) -> PluginHostBuilder {
+        self.plugin_host_builder_with(|name| std::env::var(name).ok())
+    }
+
+    /// A [`PluginHostBuilder`] with the plugin directories in increasing precedence:
+    /// `$XDG_CONFIG_HOME/sandlot/plugins` (if it exists), this file's `plugin_dirs`,
+    /// then the `:`-separated `SANDLOT_PLUGIN_DIR`. The cache directory is
+    /// `SANDLOT_CACHE_DIR`, else this file's `cache_dir`, else the default. `env`
+    /// looks up environment variables.
+    pub fn plugin_host_builder_with(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> PluginHostBuilder {
+        let mut builder = PluginHostBuilder::default();
+        let config_home = env("XDG_CONFIG_HOME")
+            .filter(|d| Path::new(d).is_absolute())
+            .map(PathBuf::from)
+            .or_else(|| env("HOME").map(|h| Path::new(&h).join(".config")));
+        if let Some(home) = config_home {
+            builder.optional_plugin_dir(home.join("sandlot/plugins"));
+        }
+        for dir in &self.plugin_dirs {
+            builder.plugin_dir(dir);
+        }
+        if let Some(dirs) = env("SANDLOT_PLUGIN_DIR") {
+            for dir in dirs.split(':').filter(|d| !d.is_empty()) {
+                builder.plugin_dir(dir);
+            }
+        }
+        if let Some(dir) = env("SANDLOT_CACHE_DIR").filter(|d| !d.is_empty()) {
+            builder.cache_dir(dir);
+        } else if let Some(dir) = &self.cache_dir {
+            builder.cache_dir(dir);
+        }
+        builder
+    }
+}
+
+/// `$VAR` if it is an absolute path (as the XDG spec requires), else `$HOME/fallback`.
+pub(crate) fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(fallback)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_dirs_resolve_against_the_file() {
+        let config = Config::parse(
+            "plugin_dirs = [\"plugins\", \"/abs\"]\ncache_dir = \"cache\"\n",
+            Path::new("/etc/sandlot/sandlot.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            config.plugin_dirs,
+            vec![PathBuf::from("/etc/sandlot/plugins"), PathBuf::from("/abs")]
+        );
+        assert_eq!(config.cache_dir, Some(PathBuf::from("/etc/sandlot/cache")));
+    }
+
+    #[test]
+    fn unknown_keys_name_the_file_and_key() {
+        let err = Config::parse("plugin_dir = []\n", Path::new("/x/sandlot.toml")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("/x/sandlot.toml") && text.contains("plugin_dir"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_missing_explicit_file_is_an_error() {
+        let err = Config::discover(Some(Path::new("/nonexistent/sandlot.toml"))).unwrap_err();
+        assert!(
+            err.to_string().contains("/nonexistent/sandlot.toml"),
+            "{err}"
+        );
+    }
+}

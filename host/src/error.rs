@@ -1,0 +1,264 @@
+//! The library's error type.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where a plugin came from. Every plugin error names it, so a user knows which file
+/// to fix or remove.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PluginSource {
+    /// Embedded in the sandlot binary.
+    Builtin {
+        /// File stem of the built-in component, e.g. `python`.
+        name: &'static str,
+    },
+    /// A `.wasm` file found in a plugin directory or given on the command line.
+    File {
+        /// Path of the component.
+        path: PathBuf,
+    },
+}
+
+impl PluginSource {
+    /// Whether the plugin is embedded in the binary.
+    pub fn is_builtin(&self) -> bool {
+        matches!(self, PluginSource::Builtin { .. })
+    }
+}
+
+impl fmt::Display for PluginSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PluginSource::Builtin { name } => write!(f, "built-in plugin `{name}`"),
+            PluginSource::File { path } => write!(f, "plugin {}", path.display()),
+        }
+    }
+}
+
+/// Everything that can go wrong in sandlot's library.
+///
+/// Errors about a plugin name the plugin ([`PluginSource`]) and say what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A plugin file could not be read.
+    #[error("cannot read {plugin}: {source}")]
+    ReadPlugin {
+        /// The plugin.
+        plugin: PluginSource,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A plugin directory given explicitly could not be listed.
+    #[error("cannot read plugin directory {}: {source}", path.display())]
+    PluginDir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The file is not WebAssembly at all.
+    #[error(
+        "{plugin} is not a WebAssembly file ({reason}); a plugin is a WebAssembly component \
+         built for the sandlot:plugin WIT package"
+    )]
+    NotWasm {
+        /// The plugin.
+        plugin: PluginSource,
+        /// What the parser said.
+        reason: String,
+    },
+
+    /// The file is a core WebAssembly module, not a component.
+    #[error(
+        "{plugin} is a core WebAssembly module, not a component; build it as a component \
+         (target wasm32-wasip2, or `wasm-tools component new`)"
+    )]
+    CoreModule {
+        /// The plugin.
+        plugin: PluginSource,
+    },
+
+    /// The component belongs to another world.
+    #[error(
+        "{plugin} is not a sandlot plugin: it exports {}, but a plugin exports \
+         `sandlot:plugin/handler` (a language handler) or `sandlot:plugin/interpreter` \
+         (a runtime)",
+        list_or_nothing(exports)
+    )]
+    NotAPlugin {
+        /// The plugin.
+        plugin: PluginSource,
+        /// What the component exports instead.
+        exports: Vec<String>,
+    },
+
+    /// The component was built for a version of the contract this host does not know.
+    #[error(
+        "{plugin} was built for sandlot plugin API {found}, which this sandlot does not \
+         support (it supports {}); {}",
+        supported.join(", "),
+        if *newer { "upgrade sandlot to use it" } else { "rebuild it against a supported version" }
+    )]
+    UnsupportedApi {
+        /// The plugin.
+        plugin: PluginSource,
+        /// The version in the plugin's export names.
+        found: String,
+        /// Versions this host supports.
+        supported: Vec<&'static str>,
+        /// Whether `found` is newer than every supported version.
+        newer: bool,
+    },
+
+    /// A language handler imports something; handlers must be pure.
+    #[error(
+        "{plugin} imports {}, but a language handler must import nothing: handlers are \
+         pure functions and get no capabilities (build it `no_std`, or without WASI)",
+        imports.join(", ")
+    )]
+    HandlerImports {
+        /// The plugin.
+        plugin: PluginSource,
+        /// Import names.
+        imports: Vec<String>,
+    },
+
+    /// wasmtime rejected the component.
+    #[error("{plugin} could not be compiled: {reason}")]
+    Compile {
+        /// The plugin.
+        plugin: PluginSource,
+        /// wasmtime's reason.
+        reason: String,
+    },
+
+    /// The component's exports do not match the contract it claims.
+    #[error("{plugin} does not match the sandlot:plugin@{api} contract: {reason}")]
+    ContractMismatch {
+        /// The plugin.
+        plugin: PluginSource,
+        /// The contract version it claims.
+        api: String,
+        /// What does not match.
+        reason: String,
+    },
+
+    /// A call into the plugin trapped (a panic, an `unreachable`, a bad memory access).
+    #[error("{plugin} crashed in `{function}`: {reason}")]
+    Trap {
+        /// The plugin.
+        plugin: PluginSource,
+        /// The exported function called.
+        function: &'static str,
+        /// The trap.
+        reason: String,
+    },
+
+    /// A call into the plugin ran past its deadline and was stopped.
+    #[error("{plugin} did not return from `{function}` within {limit:?}; the call was stopped")]
+    Deadline {
+        /// The plugin.
+        plugin: PluginSource,
+        /// The exported function called.
+        function: &'static str,
+        /// The deadline.
+        limit: Duration,
+    },
+
+    /// A call into the plugin tried to use more memory than allowed and was stopped.
+    #[error(
+        "{plugin} tried to use more than {} MiB of memory in `{function}`; the call was stopped",
+        limit / (1024 * 1024)
+    )]
+    MemoryLimit {
+        /// The plugin.
+        plugin: PluginSource,
+        /// The exported function called.
+        function: &'static str,
+        /// The cap in bytes.
+        limit: usize,
+    },
+
+    /// The plugin returned data that breaks the contract.
+    #[error("{plugin} returned invalid data from `{function}`: {reason}")]
+    InvalidResponse {
+        /// The plugin.
+        plugin: PluginSource,
+        /// The exported function called.
+        function: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The handler declined the request, e.g. a library name it considers invalid.
+    #[error("{plugin} refused `{function}`: {message}")]
+    Refused {
+        /// The plugin.
+        plugin: PluginSource,
+        /// The exported function called.
+        function: &'static str,
+        /// The handler's message.
+        message: String,
+    },
+
+    /// No loaded handler serves the language.
+    #[error(
+        "unknown language `{name}`; known languages: {}",
+        list_or_nothing(known)
+    )]
+    UnknownLanguage {
+        /// What was asked for.
+        name: String,
+        /// Ids of the loaded languages.
+        known: Vec<String>,
+    },
+
+    /// A plugin's sibling manifest is invalid.
+    #[error("invalid plugin manifest {}: {reason}", path.display())]
+    Manifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// The configuration file is invalid or unreadable.
+    #[error("invalid configuration {}: {reason}", path.display())]
+    Config {
+        /// The configuration file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// The plugin kind is recognised but cannot be used by this build.
+    #[error("{plugin}: {reason}")]
+    Unsupported {
+        /// The plugin.
+        plugin: PluginSource,
+        /// Why.
+        reason: String,
+    },
+}
+
+fn list_or_nothing(items: &[String]) -> String {
+    if items.is_empty() {
+        "nothing".to_string()
+    } else {
+        items
+            .iter()
+            .map(|i| format!("`{i}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,153 @@
+//! What a language handler tells the host, as plain Rust types.
+//!
+//! These types are the host's own, independent of the WIT version a plugin was built
+//! against: each supported contract version converts into them (see
+//! [`crate::plugin`]), and every value is checked on the way in, so the rest of the
+//! host can trust them.
+
+use serde::Serialize;
+use std::fmt;
+
+/// What a handler declares about its language.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LanguageInfo {
+    /// Stable identifier, e.g. `python`.
+    pub id: String,
+    /// Other names users may type, e.g. `py`.
+    pub aliases: Vec<String>,
+    /// Human name, e.g. `Python 3`.
+    pub display_name: String,
+    /// File extension of source files, without the dot.
+    pub file_extension: String,
+    /// Container image the container backends use by default.
+    pub default_image: String,
+    /// Whether the handler can install libraries.
+    pub can_install_libraries: bool,
+    /// Whether the handler can make plotting libraries save figures.
+    pub can_capture_plots: bool,
+    /// Version of the handler itself.
+    pub version: String,
+}
+
+/// Options for [`crate::plugin::LanguageHandler::plan`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlanOptions {
+    /// Absolute path of the working directory inside the sandbox.
+    pub workdir: String,
+    /// Absolute path of the directory whose new files become artifacts.
+    pub output_dir: String,
+    /// Whether figures should be saved as files.
+    pub capture_plots: bool,
+    /// Arguments for the user's program.
+    pub args: Vec<String>,
+}
+
+impl Default for PlanOptions {
+    /// The layout every sandlot sandbox uses: code in `/workspace`, artifacts in
+    /// `/workspace/output`, plots captured.
+    fn default() -> Self {
+        PlanOptions {
+            workdir: "/workspace".into(),
+            output_dir: "/workspace/output".into(),
+            capture_plots: true,
+            args: Vec::new(),
+        }
+    }
+}
+
+/// A file the host writes into the sandbox before running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceFile {
+    /// Path relative to the working directory, checked to stay inside it.
+    pub path: String,
+    /// Contents.
+    pub contents: String,
+}
+
+/// Why a command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Prepares the working directory.
+    Setup,
+    /// Installs libraries; the only phase that may be given the network.
+    Install,
+    /// Compiles; a failure is a compile error.
+    Build,
+    /// Runs the user's program.
+    Run,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(match self {
+            Phase::Setup => "setup",
+            Phase::Install => "install",
+            Phase::Build => "build",
+            Phase::Run => "run",
+        })
+    }
+}
+
+/// One process to start, without a shell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Command {
+    /// Why it runs.
+    pub phase: Phase,
+    /// Program and arguments; never empty.
+    pub argv: Vec<String>,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+    /// Whether it needs the network (granted only if policy allows).
+    pub needs_network: bool,
+}
+
+/// Everything needed to run one piece of code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    /// Files to write first.
+    pub files: Vec<SourceFile>,
+    /// Commands to run in order.
+    pub commands: Vec<Command>,
+}
+
+/// How serious a finding is, from least to most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Worth knowing.
+    Info,
+    /// Unlikely to matter.
+    Low,
+    /// Could do harm in a sandbox with weak policy.
+    Medium,
+    /// Tries something the sandbox should stop.
+    High,
+    /// Clearly hostile.
+    Critical,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(match self {
+            Severity::Info => "info",
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+            Severity::Critical => "critical",
+        })
+    }
+}
+
+/// One thing a handler's static analysis noticed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Stable rule id, e.g. `python.os-command`.
+    pub rule_id: String,
+    /// How serious it is.
+    pub severity: Severity,
+    /// 1-based line, if the finding concerns one.
+    pub line: Option<u32>,
+    /// What was found.
+    pub message: String,
+}

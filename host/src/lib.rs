@@ -1,0 +1,40 @@
+//! sandlot runs untrusted, often model-written, code and hands back what it printed,
+//! its exit code and the files it made.
+//!
+//! Languages are plugins: each is a WebAssembly component implementing the
+//! `sandlot:plugin` WIT contract (`wit/` in the repository). Nine language handlers are
+//! built in; more load from plugin directories without recompiling anything.
+//!
+//! ```
+//! # fn main() -> Result<(), sandlot::Error> {
+//! let host = sandlot::PluginHost::builder().no_cache().load()?;
+//! let java = host.language("java")?;
+//! let plan = java.plan(
+//!     "public class Hello { public static void main(String[] a) { System.out.println(1); } }",
+//!     &[],
+//!     &sandlot::PlanOptions::default(),
+//! )?;
+//! assert_eq!(plan.files[0].path, "Hello.java");
+//! let argv: Vec<_> = plan.commands.iter().map(|c| c.argv.join(" ")).collect();
+//! assert_eq!(argv, ["javac -encoding UTF-8 -d . Hello.java", "java -cp . Hello"]);
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+pub mod config;
+mod error;
+pub mod language;
+pub mod plugin;
+
+pub use config::Config;
+pub use error::{Error, PluginSource, Result};
+pub use language::{
+    Command, Finding, LanguageInfo, Phase, Plan, PlanOptions, Severity, SourceFile,
+};
+pub use plugin::{HandlerLimits, LanguageHandler, PluginHost, PluginHostBuilder};
+
+/// The README's Rust examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,7 @@
+//! The `sandlot` command-line tool.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

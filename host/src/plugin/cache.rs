@@ -1,0 +1,196 @@
+//! Compiled components, cached on disk.
+//!
+//! Compiling a component with Cranelift takes milliseconds for a language handler and
+//! up to minutes for an interpreter; loading the compiled artifact takes about as long
+//! as mapping the file. The key is the SHA-256 of the wasm, wasmtime's engine
+//! compatibility hash and [`ENGINE_CONFIG_VERSION`], so an artifact compiled by another
+//! wasmtime or another engine configuration is never loaded.
+
+use super::engine::ENGINE_CONFIG_VERSION;
+use crate::error::{Error, PluginSource, Result};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use wasmtime::component::Component;
+use wasmtime::Engine;
+
+/// How a component was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheOutcome {
+    /// Loaded from the disk cache.
+    Hit,
+    /// Compiled, and the artifact stored for next time.
+    Compiled,
+    /// Compiled; the cache is off or could not be written.
+    CompiledUncached,
+}
+
+/// The on-disk cache of compiled components.
+#[derive(Debug, Clone)]
+pub(crate) struct ComponentCache {
+    dir: Option<PathBuf>,
+}
+
+impl ComponentCache {
+    /// A cache in `dir` (created on first write), or no cache.
+    pub(crate) fn new(dir: Option<PathBuf>) -> Self {
+        ComponentCache { dir }
+    }
+
+    /// The compiled form of `wasm`, from the cache or freshly compiled.
+    ///
+    /// A cache that cannot be read or written is never an error: the component is
+    /// compiled in memory instead.
+    pub(crate) fn load(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        plugin: &PluginSource,
+    ) -> Result<(Component, CacheOutcome)> {
+        let Some(dir) = &self.dir else {
+            return Ok((
+                compile(engine, wasm, plugin)?,
+                CacheOutcome::CompiledUncached,
+            ));
+        };
+        let path = dir.join(format!("{}.cwasm", key(engine, wasm)));
+        if path.is_file() {
+            // SAFETY: `deserialize_file` trusts the file to be an artifact wasmtime
+            // produced. Only this module writes into the cache directory, each file is
+            // written whole and then renamed into place, and its name binds it to the
+            // exact wasm and engine configuration; wasmtime itself checks the header and
+            // the engine compatibility.
+            #[allow(unsafe_code)]
+            let cached = unsafe { Component::deserialize_file(engine, &path) };
+            if let Ok(component) = cached {
+                return Ok((component, CacheOutcome::Hit));
+            }
+            // Unreadable or from an incompatible build: compile and replace it.
+        }
+        let component = compile(engine, wasm, plugin)?;
+        let stored = component
+            .serialize()
+            .ok()
+            .is_some_and(|bytes| store(dir, &path, &bytes).is_ok());
+        let outcome = if stored {
+            CacheOutcome::Compiled
+        } else {
+            CacheOutcome::CompiledUncached
+        };
+        Ok((component, outcome))
+    }
+}
+
+fn compile(engine: &Engine, wasm: &[u8], plugin: &PluginSource) -> Result<Component> {
+    Component::new(engine, wasm).map_err(|e| Error::Compile {
+        plugin: plugin.clone(),
+        reason: format!("{e:#}"),
+    })
+}
+
+/// Writes `bytes` to a temporary file beside `path` and renames it into place, so a
+/// reader never sees a partial artifact, even with several processes racing.
+fn store(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = path.with_extension(format!("{}-{nanos}.tmp", std::process::id()));
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// The cache key of `wasm` for `engine`, hex.
+fn key(engine: &Engine, wasm: &[u8]) -> String {
+    let mut hasher = DigestHasher(Sha256::new());
+    hasher.0.update(Sha256::digest(wasm));
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hasher.0.update(ENGINE_CONFIG_VERSION);
+    hex::encode(hasher.0.finalize())
+}
+
+/// Feeds [`Hash`] output into SHA-256: unlike `DefaultHasher`, stable across Rust
+/// releases, so the cache survives an upgrade of the compiler that built sandlot.
+struct DigestHasher(Sha256);
+
+impl Hasher for DigestHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        unreachable!("DigestHasher is read through its digest, not finish()")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plugin() -> PluginSource {
+        PluginSource::File {
+            path: "x.wasm".into(),
+        }
+    }
+
+    fn component() -> Vec<u8> {
+        wat::parse_str("(component)").unwrap()
+    }
+
+    #[test]
+    fn second_load_hits_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ComponentCache::new(Some(dir.path().join("nested")));
+        let engine = super::super::engine::shared();
+        let (_, first) = cache.load(engine, &component(), &plugin()).unwrap();
+        let (_, second) = cache.load(engine, &component(), &plugin()).unwrap();
+        assert_eq!((first, second), (CacheOutcome::Compiled, CacheOutcome::Hit));
+    }
+
+    #[test]
+    fn a_corrupt_artifact_is_recompiled_and_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ComponentCache::new(Some(dir.path().to_path_buf()));
+        let engine = super::super::engine::shared();
+        cache.load(engine, &component(), &plugin()).unwrap();
+        let artifact = std::fs::read_dir(dir.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        std::fs::write(&artifact, b"garbage").unwrap();
+        let (_, outcome) = cache.load(engine, &component(), &plugin()).unwrap();
+        assert_eq!(outcome, CacheOutcome::Compiled);
+        let (_, outcome) = cache.load(engine, &component(), &plugin()).unwrap();
+        assert_eq!(outcome, CacheOutcome::Hit);
+    }
+
+    #[test]
+    fn an_unwritable_cache_still_compiles() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        // A regular file where the directory should be: every write fails.
+        let cache = ComponentCache::new(Some(file.path().join("cache")));
+        let engine = super::super::engine::shared();
+        let (_, outcome) = cache.load(engine, &component(), &plugin()).unwrap();
+        assert_eq!(outcome, CacheOutcome::CompiledUncached);
+    }
+
+    #[test]
+    fn keys_differ_per_wasm() {
+        let engine = super::super::engine::shared();
+        let a = key(engine, &component());
+        let b = key(
+            engine,
+            &wat::parse_str("(component (core module))").unwrap(),
+        );
+        assert_ne!(a, b);
+        assert_eq!(a, key(engine, &component()));
+    }
+}

@@ -1,0 +1,61 @@
+//! The one wasmtime [`Engine`] of the process, and the clock behind call deadlines.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+use wasmtime::{Config, Engine};
+
+/// How often the engine's epoch advances. Deadlines are counted in these ticks, so a
+/// call overruns its deadline by at most one tick.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Bumped whenever [`config`] changes in a way that makes compiled artifacts
+/// incompatible; part of the cache key together with wasmtime's own compatibility hash,
+/// so a stale artifact is never loaded.
+pub(crate) const ENGINE_CONFIG_VERSION: &str = "sandlot-engine-1";
+
+/// The process-wide engine: compiled code and type information are shared between all
+/// plugins and sessions. The first call starts the epoch thread.
+pub(crate) fn shared() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let engine = Engine::new(&config()).expect("sandlot's engine configuration is valid");
+        let ticker = engine.clone();
+        std::thread::Builder::new()
+            .name("sandlot-epoch".into())
+            .spawn(move || loop {
+                std::thread::sleep(EPOCH_TICK);
+                ticker.increment_epoch();
+            })
+            .expect("cannot start the epoch thread");
+        engine
+    })
+}
+
+fn config() -> Config {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    // Every call gets a deadline; without epochs a looping plugin would hang the host.
+    config.epoch_interruption(true);
+    config.parallel_compilation(true);
+    config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    config
+}
+
+/// The number of epoch ticks that covers `limit`, rounded up, at least one.
+pub(crate) fn ticks(limit: Duration) -> u64 {
+    let tick = EPOCH_TICK.as_nanos();
+    (limit.as_nanos().div_ceil(tick) as u64).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_round_up_to_whole_ticks() {
+        assert_eq!(ticks(Duration::ZERO), 1);
+        assert_eq!(ticks(EPOCH_TICK), 1);
+        assert_eq!(ticks(EPOCH_TICK + Duration::from_nanos(1)), 2);
+        assert_eq!(ticks(Duration::from_secs(1)), 200);
+    }
+}

@@ -1,0 +1,509 @@
+//! Calling a language handler: one fresh instance per call from a reused
+//! [`InstancePre`](wasmtime::component::InstancePre), with a memory cap and a deadline,
+//! and every answer checked before the host uses it.
+
+use super::engine;
+use crate::error::{Error, PluginSource, Result};
+use crate::language::{
+    Command, Finding, LanguageInfo, Phase, Plan, PlanOptions, Severity, SourceFile,
+};
+use std::time::Duration;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{ResourceLimiter, Store, Trap};
+
+/// Bindings of each supported contract version; one `bindgen!` per released version,
+/// so plugins built against an older contract keep loading.
+mod v0_1_0 {
+    wasmtime::component::bindgen!({
+        path: "../wit/v0.1.0",
+        world: "language-handler",
+    });
+}
+
+use v0_1_0::exports::sandlot::plugin::handler as wit;
+
+/// Limits applied to every call into a language handler.
+///
+/// Handlers are pure functions that should answer in microseconds; these limits only
+/// stop a broken or hostile plugin from hanging or exhausting the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandlerLimits {
+    /// Most linear memory one call may use.
+    pub memory: usize,
+    /// Wall-clock deadline of one call.
+    pub timeout: Duration,
+}
+
+impl Default for HandlerLimits {
+    fn default() -> Self {
+        HandlerLimits {
+            memory: 64 << 20,
+            timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What each call's store holds: the memory cap and whether the plugin hit it.
+struct CallState {
+    memory_limit: usize,
+    hit_memory_limit: bool,
+}
+
+impl ResourceLimiter for CallState {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_limit {
+            self.hit_memory_limit = true;
+            // Failing the grow would let the guest's allocator report an out-of-memory
+            // panic; trapping right away stops the call as surely and sooner.
+            return Err(wasmtime::Error::msg("memory limit reached"));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// A loaded language handler, ready to be called from any thread.
+#[derive(Clone)]
+pub struct LanguageHandler {
+    source: PluginSource,
+    api_version: String,
+    info: LanguageInfo,
+    limits: HandlerLimits,
+    pre: v0_1_0::LanguageHandlerPre<CallState>,
+}
+
+impl std::fmt::Debug for LanguageHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LanguageHandler")
+            .field("source", &self.source)
+            .field("api_version", &self.api_version)
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LanguageHandler {
+    /// Prepares `component` (already checked to claim contract `api_version`) and asks
+    /// it for its [`LanguageInfo`].
+    pub(crate) fn new(
+        component: &Component,
+        source: PluginSource,
+        api_version: &str,
+        limits: HandlerLimits,
+    ) -> Result<Self> {
+        let engine = engine::shared();
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        if !imports.is_empty() {
+            return Err(Error::HandlerImports {
+                plugin: source,
+                imports,
+            });
+        }
+        let mismatch = |e: wasmtime::Error| Error::ContractMismatch {
+            plugin: source.clone(),
+            api: api_version.to_string(),
+            reason: format!("{e:#}"),
+        };
+        // No imports at all: a handler gets no capabilities, not even WASI.
+        let linker = Linker::new(engine);
+        let pre = linker.instantiate_pre(component).map_err(mismatch)?;
+        let pre = v0_1_0::LanguageHandlerPre::new(pre).map_err(mismatch)?;
+        let mut handler = LanguageHandler {
+            source,
+            api_version: api_version.to_string(),
+            info: placeholder_info(),
+            limits,
+            pre,
+        };
+        let info = handler.call("info", |h, store| h.call_info(store))?;
+        handler.info = check_info(info).map_err(|reason| handler.invalid("info", reason))?;
+        Ok(handler)
+    }
+
+    /// Where the plugin came from.
+    pub fn source(&self) -> &PluginSource {
+        &self.source
+    }
+
+    /// The contract version the plugin was built for.
+    pub fn api_version(&self) -> &str {
+        &self.api_version
+    }
+
+    /// What the handler declared when it was loaded.
+    pub fn info(&self) -> &LanguageInfo {
+        &self.info
+    }
+
+    /// Lays out a run of `code`: files to write and commands to run, including library
+    /// installation. Every path is checked to stay inside the working directory.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sandlot::Error> {
+    /// let host = sandlot::PluginHost::builder().no_cache().load()?;
+    /// let python = host.language("py")?;
+    /// let plan = python.plan("print('hi')", &[], &sandlot::PlanOptions::default())?;
+    /// assert_eq!(plan.commands.last().unwrap().argv[0], "python3");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn plan(&self, code: &str, libraries: &[String], options: &PlanOptions) -> Result<Plan> {
+        let wit_options = wit::PlanOptions {
+            workdir: options.workdir.clone(),
+            output_dir: options.output_dir.clone(),
+            capture_plots: options.capture_plots,
+            args: options.args.clone(),
+        };
+        let plan = self
+            .call("plan", |h, store| {
+                h.call_plan(store, code, libraries, &wit_options)
+            })?
+            .map_err(|message| self.refused("plan", message))?;
+        let files = plan
+            .files
+            .into_iter()
+            .map(|f| {
+                check_relative_path(&f.path).map_err(|reason| self.invalid("plan", reason))?;
+                Ok(SourceFile {
+                    path: f.path,
+                    contents: f.contents,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut seen = std::collections::HashSet::new();
+        if let Some(dup) = files.iter().find(|f| !seen.insert(f.path.as_str())) {
+            return Err(self.invalid("plan", format!("file `{}` is written twice", dup.path)));
+        }
+        let commands = self.commands("plan", plan.commands)?;
+        if !commands.iter().any(|c| c.phase == Phase::Run) {
+            return Err(self.invalid("plan", "the plan has no `run` command".into()));
+        }
+        Ok(Plan { files, commands })
+    }
+
+    /// Commands that install `libraries` into a sandbox whose working directory is
+    /// `workdir`.
+    pub fn install(&self, libraries: &[String], workdir: &str) -> Result<Vec<Command>> {
+        let commands = self
+            .call("install", |h, store| {
+                h.call_install(store, libraries, workdir)
+            })?
+            .map_err(|message| self.refused("install", message))?;
+        self.commands("install", commands)
+    }
+
+    /// Code that makes the language's plotting libraries save figures into
+    /// `output_dir`, if the language has any.
+    pub fn plot_prelude(&self, output_dir: &str) -> Result<Option<String>> {
+        self.call("plot-prelude", |h, store| {
+            h.call_plot_prelude(store, output_dir)
+        })
+    }
+
+    /// Static analysis of `code` for the security policy, most severe first.
+    pub fn analyze(&self, code: &str) -> Result<Vec<Finding>> {
+        let findings = self.call("analyze", |h, store| h.call_analyze(store, code))?;
+        let mut findings = findings
+            .into_iter()
+            .map(|f| {
+                if f.rule_id.trim().is_empty() {
+                    return Err(self.invalid("analyze", "a finding has an empty rule id".into()));
+                }
+                if f.line == Some(0) {
+                    return Err(self.invalid("analyze", "line numbers start at 1".into()));
+                }
+                Ok(Finding {
+                    rule_id: f.rule_id,
+                    severity: match f.severity {
+                        wit::Severity::Info => Severity::Info,
+                        wit::Severity::Low => Severity::Low,
+                        wit::Severity::Medium => Severity::Medium,
+                        wit::Severity::High => Severity::High,
+                        wit::Severity::Critical => Severity::Critical,
+                    },
+                    line: f.line,
+                    message: f.message,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.line.cmp(&b.line)));
+        Ok(findings)
+    }
+
+    /// Runs `f` on a fresh instance with the memory cap and deadline, and turns any
+    /// failure into an error naming the plugin and what happened.
+    fn call<R>(
+        &self,
+        function: &'static str,
+        f: impl FnOnce(&wit::Guest, &mut Store<CallState>) -> wasmtime::Result<R>,
+    ) -> Result<R> {
+        let mut store = Store::new(
+            engine::shared(),
+            CallState {
+                memory_limit: self.limits.memory,
+                hit_memory_limit: false,
+            },
+        );
+        store.limiter(|state| state);
+        store.set_epoch_deadline(engine::ticks(self.limits.timeout));
+        store.epoch_deadline_trap();
+        let result = self
+            .pre
+            .instantiate(&mut store)
+            .and_then(|bindings| f(bindings.sandlot_plugin_handler(), &mut store));
+        result.map_err(|e| {
+            if store.data().hit_memory_limit {
+                Error::MemoryLimit {
+                    plugin: self.source.clone(),
+                    function,
+                    limit: self.limits.memory,
+                }
+            } else if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+                Error::Deadline {
+                    plugin: self.source.clone(),
+                    function,
+                    limit: self.limits.timeout,
+                }
+            } else if let Some(trap) = e.downcast_ref::<Trap>() {
+                Error::Trap {
+                    plugin: self.source.clone(),
+                    function,
+                    reason: trap.to_string(),
+                }
+            } else {
+                // The host links no imports, so the only other failures are values the
+                // canonical ABI cannot lift: strings that are not UTF-8, bad pointers.
+                self.invalid(function, format!("{e:#}"))
+            }
+        })
+    }
+
+    fn commands(
+        &self,
+        function: &'static str,
+        commands: Vec<wit::Command>,
+    ) -> Result<Vec<Command>> {
+        commands
+            .into_iter()
+            .map(|c| {
+                check_command(&c).map_err(|reason| self.invalid(function, reason))?;
+                Ok(Command {
+                    phase: match c.phase {
+                        wit::Phase::Setup => Phase::Setup,
+                        wit::Phase::Install => Phase::Install,
+                        wit::Phase::Build => Phase::Build,
+                        wit::Phase::Run => Phase::Run,
+                    },
+                    argv: c.argv,
+                    env: c.env,
+                    needs_network: c.needs_network,
+                })
+            })
+            .collect()
+    }
+
+    fn invalid(&self, function: &'static str, reason: String) -> Error {
+        Error::InvalidResponse {
+            plugin: self.source.clone(),
+            function,
+            reason,
+        }
+    }
+
+    fn refused(&self, function: &'static str, message: String) -> Error {
+        Error::Refused {
+            plugin: self.source.clone(),
+            function,
+            message,
+        }
+    }
+}
+
+fn placeholder_info() -> LanguageInfo {
+    LanguageInfo {
+        id: String::new(),
+        aliases: Vec::new(),
+        display_name: String::new(),
+        file_extension: String::new(),
+        default_image: String::new(),
+        can_install_libraries: false,
+        can_capture_plots: false,
+        version: String::new(),
+    }
+}
+
+/// Language ids and aliases: short, lower case, usable on a command line.
+fn check_name(what: &str, name: &str) -> std::result::Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= 32
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-_.#".contains(c))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} `{}` must be 1-32 lower-case letters, digits or `+-_.#`, starting with a letter or digit",
+            name.escape_debug()
+        ))
+    }
+}
+
+fn check_info(info: wit::LanguageInfo) -> std::result::Result<LanguageInfo, String> {
+    check_name("language id", &info.id)?;
+    for alias in &info.aliases {
+        check_name("alias", alias)?;
+    }
+    let extension_ok = !info.file_extension.is_empty()
+        && info.file_extension.len() <= 16
+        && info
+            .file_extension
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric());
+    if !extension_ok {
+        return Err(format!(
+            "file extension `{}` must be 1-16 letters or digits, without the dot",
+            info.file_extension.escape_debug()
+        ));
+    }
+    for (what, value) in [
+        ("display name", &info.display_name),
+        ("default image", &info.default_image),
+        ("version", &info.version),
+    ] {
+        if value.trim().is_empty() || value.len() > 200 || value.chars().any(char::is_control) {
+            return Err(format!(
+                "{what} `{}` must be 1-200 printable characters",
+                value.escape_debug()
+            ));
+        }
+    }
+    Ok(LanguageInfo {
+        id: info.id,
+        aliases: info.aliases,
+        display_name: info.display_name,
+        file_extension: info.file_extension,
+        default_image: info.default_image,
+        can_install_libraries: info.can_install_libraries,
+        can_capture_plots: info.can_capture_plots,
+        version: info.version,
+    })
+}
+
+/// A path the host may write: relative, normal components only, no NUL.
+fn check_relative_path(path: &str) -> std::result::Result<(), String> {
+    let escapes = path.is_empty()
+        || path.starts_with('/')
+        || path.contains('\0')
+        || path.contains('\\')
+        || path
+            .split('/')
+            .any(|part| part.is_empty() || part == "." || part == "..");
+    if escapes {
+        Err(format!(
+            "file path `{}` must be relative to the working directory, without `.`, `..` or empty parts",
+            path.escape_debug()
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+fn check_command(command: &wit::Command) -> std::result::Result<(), String> {
+    match command.argv.first() {
+        None => return Err("a command has an empty argv".into()),
+        Some(program) if program.is_empty() => return Err("a command's program is empty".into()),
+        _ => {}
+    }
+    if let Some(arg) = command.argv.iter().find(|a| a.contains('\0')) {
+        return Err(format!(
+            "argument `{}` contains a NUL byte",
+            arg.escape_debug()
+        ));
+    }
+    for (key, value) in &command.env {
+        let key_ok = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !key_ok {
+            return Err(format!(
+                "environment name `{}` is not valid",
+                key.escape_debug()
+            ));
+        }
+        if value.contains('\0') {
+            return Err(format!("environment value of `{key}` contains a NUL byte"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_that_leave_the_workdir_are_refused() {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "a//b",
+            "./a",
+            "a\\b",
+            "a\0b",
+        ] {
+            assert!(check_relative_path(bad).is_err(), "{bad:?} accepted");
+        }
+        for good in ["main.py", "src/Main.java", ".sandlot/x", "a..b"] {
+            assert!(check_relative_path(good).is_ok(), "{good:?} refused");
+        }
+    }
+
+    #[test]
+    fn names_are_command_line_friendly() {
+        for good in ["python", "c++", "c#", "lua5.4", "objective-c"] {
+            assert!(check_name("id", good).is_ok(), "{good}");
+        }
+        for bad in ["", "Python", "two words", "-x", "a;b", &"x".repeat(33)] {
+            assert!(check_name("id", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn commands_need_a_program_and_valid_env() {
+        let command = |argv: &[&str], env: &[(&str, &str)]| wit::Command {
+            phase: wit::Phase::Run,
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            needs_network: false,
+        };
+        assert!(check_command(&command(&["python3", "main.py"], &[("A_1", "x")])).is_ok());
+        assert!(check_command(&command(&[], &[])).is_err());
+        assert!(check_command(&command(&[""], &[])).is_err());
+        assert!(check_command(&command(&["x"], &[("1A", "x")])).is_err());
+        assert!(check_command(&command(&["x"], &[("A=B", "x")])).is_err());
+        assert!(check_command(&command(&["x", "a\0"], &[])).is_err());
+    }
+}

@@ -1,0 +1,353 @@
+//! The `sandlot` command line, run as a user would, isolated from the machine's own
+//! configuration, plugins and cache.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use support::plugin_dir;
+
+/// `sandlot ARGS` with HOME, XDG dirs and the cache inside `home`.
+fn sandlot(home: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sandlot"));
+    command
+        .args(args)
+        .current_dir(home)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_CACHE_HOME", home.join("cache"));
+    command
+}
+
+fn run(command: &mut Command) -> (Output, String, String) {
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output, stdout, stderr)
+}
+
+fn ok(command: &mut Command) -> (String, String) {
+    let (output, stdout, stderr) = run(command);
+    assert!(output.status.success(), "failed: {stderr}\n{stdout}");
+    (stdout, stderr)
+}
+
+#[test]
+fn languages_lists_the_builtins_as_table_and_json() {
+    let home = tempfile::tempdir().unwrap();
+    let (table, _) = ok(&mut sandlot(home.path(), &["languages"]));
+    assert!(table.starts_with("LANGUAGE"), "{table}");
+    for id in [
+        "python (Python 3)",
+        "java (Java)",
+        "cpp (C++)",
+        "r (R)",
+        "bash (Bash)",
+    ] {
+        assert!(table.contains(id), "{id} missing from\n{table}");
+    }
+    let (json, _) = ok(&mut sandlot(home.path(), &["languages", "--json"]));
+    let languages: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let ids: Vec<_> = languages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["info"]["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "bash",
+            "cpp",
+            "go",
+            "java",
+            "javascript",
+            "python",
+            "r",
+            "ruby",
+            "typescript"
+        ]
+    );
+    assert_eq!(
+        languages[5]["info"]["aliases"],
+        serde_json::json!(["py", "python3"])
+    );
+    assert_eq!(languages[5]["api_version"], "0.1.0");
+    // The default cache directory was used.
+    assert!(
+        home.path()
+            .join("cache/sandlot/components")
+            .read_dir()
+            .unwrap()
+            .count()
+            >= 9
+    );
+}
+
+#[test]
+fn every_plugin_directory_source_is_honoured() {
+    let home = tempfile::tempdir().unwrap();
+
+    // --plugin-dir
+    let dir = plugin_dir(&[("examples/lua", "lua.wasm")]);
+    let (table, _) = ok(&mut sandlot(
+        home.path(),
+        &["--plugin-dir", dir.path().to_str().unwrap(), "languages"],
+    ));
+    assert!(table.contains("lua (Lua 5.4)"), "{table}");
+    let (without, _) = ok(&mut sandlot(home.path(), &["languages"]));
+    assert!(!without.contains("lua"), "{without}");
+
+    // SANDLOT_PLUGIN_DIR
+    let (table, _) = ok(sandlot(home.path(), &["languages"]).env("SANDLOT_PLUGIN_DIR", dir.path()));
+    assert!(table.contains("lua (Lua 5.4)"), "{table}");
+
+    // plugin_dirs in ./sandlot.toml, relative to the file
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(project.path().join("plugins")).unwrap();
+    std::fs::copy(
+        dir.path().join("lua.wasm"),
+        project.path().join("plugins/lua.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        project.path().join("sandlot.toml"),
+        "plugin_dirs = [\"plugins\"]\n",
+    )
+    .unwrap();
+    let (table, _) = ok(sandlot(home.path(), &["languages"]).current_dir(project.path()));
+    assert!(table.contains("lua (Lua 5.4)"), "{table}");
+
+    // $XDG_CONFIG_HOME/sandlot/plugins
+    let xdg = home.path().join("config/sandlot/plugins");
+    std::fs::create_dir_all(&xdg).unwrap();
+    std::fs::copy(dir.path().join("lua.wasm"), xdg.join("lua.wasm")).unwrap();
+    let (table, _) = ok(&mut sandlot(home.path(), &["languages"]));
+    assert!(table.contains("lua (Lua 5.4)"), "{table}");
+}
+
+#[test]
+fn an_override_of_a_builtin_is_announced() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = plugin_dir(&[("builtin/ruby", "ruby.wasm")]);
+    let path = dir.path().join("ruby.wasm");
+    let (table, stderr) = ok(&mut sandlot(
+        home.path(),
+        &["--plugin-dir", dir.path().to_str().unwrap(), "languages"],
+    ));
+    assert!(
+        stderr.contains(&format!(
+            "note: plugin {} replaces built-in plugin `ruby` for language `ruby`",
+            path.display()
+        )),
+        "{stderr}"
+    );
+    assert!(table.contains(&path.display().to_string()), "{table}");
+
+    let (list, _) = ok(&mut sandlot(
+        home.path(),
+        &[
+            "--plugin-dir",
+            dir.path().to_str().unwrap(),
+            "plugins",
+            "list",
+        ],
+    ));
+    assert!(
+        list.contains(&format!("shadowed by plugin {}", path.display())),
+        "{list}"
+    );
+    assert!(
+        list.contains("active, replaces built-in plugin `ruby`"),
+        "{list}"
+    );
+}
+
+#[test]
+fn plugins_list_shows_source_path_api_and_failures() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = plugin_dir(&[
+        ("examples/lua", "lua.wasm"),
+        ("fixtures/future-api", "future.wasm"),
+    ]);
+    let args = [
+        "--plugin-dir",
+        dir.path().to_str().unwrap(),
+        "plugins",
+        "list",
+    ];
+    let (table, _) = ok(&mut sandlot(home.path(), &args));
+    let lua_line = table.lines().find(|l| l.contains("lua.wasm")).unwrap();
+    for column in ["directory", "language-handler", "0.1.0", "lua", "active"] {
+        assert!(lua_line.contains(column), "{column} missing: {lua_line}");
+    }
+    let future_line = table.lines().find(|l| l.contains("future.wasm")).unwrap();
+    assert!(
+        future_line.contains("failed:") && future_line.contains("API 0.2.0"),
+        "{future_line}"
+    );
+    assert!(table.contains("builtin:python"), "{table}");
+
+    let (json, _) = ok(&mut sandlot(
+        home.path(),
+        &[&args[..], &["--json"]].concat(),
+    ));
+    let reports: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let future = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("future.wasm"))
+        })
+        .unwrap();
+    assert_eq!(future["status"], "failed");
+    assert!(future["detail"]
+        .as_str()
+        .unwrap()
+        .contains("upgrade sandlot"));
+
+    // Other commands warn about the broken plugin and carry on.
+    let (_, stderr) = ok(&mut sandlot(
+        home.path(),
+        &["--plugin-dir", dir.path().to_str().unwrap(), "languages"],
+    ));
+    assert!(
+        stderr.contains("warning:") && stderr.contains("future.wasm"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn plugins_inspect_shows_the_declaration_or_a_clear_error() {
+    let home = tempfile::tempdir().unwrap();
+    let lua = support::component("examples/lua");
+    let (text, _) = ok(&mut sandlot(
+        home.path(),
+        &["plugins", "inspect", lua.to_str().unwrap()],
+    ));
+    for line in [
+        "kind:        language-handler",
+        "api version: sandlot:plugin@0.1.0",
+        "imports:     (none)",
+        "exports:     sandlot:plugin/handler@0.1.0",
+        "language:    lua (Lua 5.4)",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+
+    let junk = home.path().join("junk.wasm");
+    std::fs::write(&junk, b"not wasm at all").unwrap();
+    let (output, _, stderr) = run(&mut sandlot(
+        home.path(),
+        &["plugins", "inspect", junk.to_str().unwrap()],
+    ));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr.contains("junk.wasm is not a WebAssembly file"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn plan_prints_files_commands_and_findings_without_running_anything() {
+    let home = tempfile::tempdir().unwrap();
+    let (text, _) = ok(&mut sandlot(
+        home.path(),
+        &[
+            "plan",
+            "-l",
+            "py",
+            "-c",
+            "import os\nos.system('id')",
+            "--lib",
+            "numpy",
+        ],
+    ));
+    assert!(
+        text.contains("language: python (Python 3), built-in"),
+        "{text}"
+    );
+    assert!(text.contains("main.py"), "{text}");
+    assert!(text.contains("install python3 -m pip install"), "{text}");
+    assert!(text.contains("[network]"), "{text}");
+    assert!(text.contains("run     python3 -u main.py"), "{text}");
+    assert!(
+        text.contains("high     line 2   python.os-command"),
+        "{text}"
+    );
+
+    // The language comes from the file's extension; `--` passes program arguments.
+    let file = home.path().join("Solver.java");
+    std::fs::write(
+        &file,
+        "public class Solver { public static void main(String[] a) {} }",
+    )
+    .unwrap();
+    let (json, _) = ok(&mut sandlot(
+        home.path(),
+        &["plan", file.to_str().unwrap(), "--json", "--", "x"],
+    ));
+    let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(plan["language"], "java");
+    assert_eq!(plan["plan"]["files"][0]["path"], "Solver.java");
+    assert_eq!(
+        plan["plan"]["commands"][1]["argv"],
+        serde_json::json!(["java", "-cp", ".", "Solver", "x"])
+    );
+    assert_eq!(plan["findings"], serde_json::json!([]));
+
+    // Standard input.
+    let mut child = sandlot(home.path(), &["plan", "-l", "bash", "-", "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"rm -rf /\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(plan["findings"][0]["rule_id"], "bash.destructive");
+}
+
+#[test]
+fn plan_errors_say_what_was_wrong() {
+    let home = tempfile::tempdir().unwrap();
+    let (output, _, stderr) = run(&mut sandlot(
+        home.path(),
+        &["plan", "-l", "cobol", "-c", "x"],
+    ));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr.contains("unknown language `cobol`; known languages:"),
+        "{stderr}"
+    );
+
+    let (_, _, stderr) = run(&mut sandlot(
+        home.path(),
+        &["plan", "-l", "python", "-c", "x", "--lib=--evil"],
+    ));
+    assert!(
+        stderr.contains("`--evil` is not a valid Python library name"),
+        "{stderr}"
+    );
+
+    let (_, _, stderr) = run(&mut sandlot(home.path(), &["plan", "notes.unknownext"]));
+    assert!(stderr.contains("cannot read"), "{stderr}");
+
+    let (output, _, stderr) = run(&mut sandlot(
+        home.path(),
+        &["--config", "/nonexistent.toml", "languages"],
+    ));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("/nonexistent.toml"), "{stderr}");
+}

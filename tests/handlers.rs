@@ -1,0 +1,493 @@
+//! Each built-in language handler plans a realistic program correctly.
+//!
+//! Where the language's toolchain is on every machine of the kind sandlot is built on
+//! (python3, node, javac, g++, bash), the plan is also carried out for real in a
+//! temporary directory, so the commands are proven, not just pattern-matched.
+
+mod support;
+
+use sandlot::{Error, Phase, Plan, PlanOptions, PluginHost, Severity};
+use std::path::Path;
+use std::sync::OnceLock;
+
+fn host() -> &'static PluginHost {
+    static HOST: OnceLock<PluginHost> = OnceLock::new();
+    HOST.get_or_init(|| PluginHost::builder().no_cache().load().unwrap())
+}
+
+fn options(workdir: &Path) -> PlanOptions {
+    PlanOptions {
+        workdir: workdir.to_str().unwrap().into(),
+        output_dir: workdir.join("output").to_str().unwrap().into(),
+        capture_plots: true,
+        args: vec!["first arg".into(), "second".into()],
+    }
+}
+
+fn plan(language: &str, code: &str, libraries: &[&str], workdir: &Path) -> Plan {
+    let libraries: Vec<String> = libraries.iter().map(|l| l.to_string()).collect();
+    host()
+        .language(language)
+        .unwrap()
+        .plan(code, &libraries, &options(workdir))
+        .unwrap()
+}
+
+fn argvs(plan: &Plan) -> Vec<String> {
+    plan.commands.iter().map(|c| c.argv.join(" ")).collect()
+}
+
+/// Writes the plan's files into `workdir` and runs its commands there in order, as a
+/// backend would, stopping at the first failure. Returns the last command's stdout.
+fn execute(plan: &Plan, workdir: &Path) -> String {
+    for file in &plan.files {
+        let path = workdir.join(&file.path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, &file.contents).unwrap();
+    }
+    let mut stdout = String::new();
+    for command in &plan.commands {
+        let output = std::process::Command::new(&command.argv[0])
+            .args(&command.argv[1..])
+            .envs(command.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(workdir)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", command.argv));
+        assert!(
+            output.status.success(),
+            "{:?} failed: {}",
+            command.argv,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout = String::from_utf8(output.stdout).unwrap();
+    }
+    stdout
+}
+
+#[test]
+fn python_installs_with_pip_into_the_sandbox_and_runs_unbuffered() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = "import sys\nprint('sum', sum(range(10)), sys.argv[1:])\n";
+    let plan = plan("python", code, &["numpy", "pandas>=2.0"], dir.path());
+    let workdir = dir.path().to_str().unwrap();
+    assert_eq!(
+        argvs(&plan),
+        [
+            format!(
+                "python3 -m pip install --quiet --no-input --disable-pip-version-check \
+                 --no-cache-dir --target {workdir}/.sandlot/python numpy pandas>=2.0"
+            ),
+            "python3 -u main.py first arg second".to_string(),
+        ]
+    );
+    assert_eq!(plan.commands[0].phase, Phase::Install);
+    assert!(plan.commands[0].needs_network);
+    assert!(!plan.commands[1].needs_network);
+    let run_env = &plan.commands[1].env;
+    assert!(run_env.contains(&("PYTHONPATH".into(), format!("{workdir}/.sandlot/python"))));
+    assert_eq!(plan.files.len(), 1);
+    assert_eq!(plan.files[0].path, "main.py");
+    assert!(plan.files[0].contents.ends_with(code));
+    assert!(plan.files[0]
+        .contents
+        .contains(&format!("{workdir}/output")));
+
+    // Without libraries, the plan runs for real, prelude included.
+    let plan = self::plan("python", code, &[], dir.path());
+    assert_eq!(
+        execute(&plan, dir.path()),
+        "sum 45 ['first arg', 'second']\n"
+    );
+}
+
+#[test]
+fn python_plot_prelude_saves_shown_and_left_open_figures_as_png() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = "import matplotlib.pyplot as plt\n\
+                plt.plot([1, 2, 3], [4, 1, 9])\n\
+                plt.show()\n\
+                plt.figure()\n\
+                plt.bar([1, 2], [3, 4])\n\
+                print('done')\n";
+    let mut plan = plan("python", code, &[], dir.path());
+    plan.commands[0].argv.truncate(3); // no program arguments
+    assert_eq!(execute(&plan, dir.path()), "done\n");
+    let mut plots: Vec<_> = std::fs::read_dir(dir.path().join("output"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    plots.sort();
+    let names: Vec<_> = plots
+        .iter()
+        .map(|p| p.file_name().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["plot-001.png", "plot-002.png"]);
+    for plot in plots {
+        let bytes = std::fs::read(plot).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 1000);
+    }
+
+    // A program without plots does not pay for importing matplotlib.
+    let plan = self::plan(
+        "python",
+        "import sys\nprint('matplotlib' in sys.modules)\n",
+        &[],
+        dir.path(),
+    );
+    assert_eq!(execute(&plan, dir.path()), "False\n");
+}
+
+#[test]
+fn python_plot_prelude_is_left_out_when_not_asked_for() {
+    let python = host().language("python").unwrap();
+    let options = PlanOptions {
+        capture_plots: false,
+        ..PlanOptions::default()
+    };
+    let plan = python.plan("print(1)", &[], &options).unwrap();
+    assert_eq!(plan.files[0].contents, "print(1)");
+    let prelude = python.plot_prelude("/out/it's").unwrap().unwrap();
+    assert!(prelude.contains(r"'/out/it\'s'"), "{prelude}");
+}
+
+#[test]
+fn python_refuses_library_names_that_are_options_or_urls() {
+    let python = host().language("python").unwrap();
+    for bad in [
+        "--index-url=http://evil.example",
+        "https://evil.example/x.whl",
+        "a;b",
+        "",
+    ] {
+        let err = python
+            .plan("print(1)", &[bad.to_string()], &PlanOptions::default())
+            .unwrap_err();
+        assert!(matches!(err, Error::Refused { .. }), "{bad}: {err}");
+        assert!(
+            err.to_string().contains("built-in plugin `python`"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn javascript_installs_with_npm_next_to_the_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = "const args = process.argv.slice(2);\nconsole.log(JSON.stringify({ n: [1, 2, 3].reduce((a, b) => a + b), args }));\n";
+    let plan = plan("js", code, &["lodash@4.17.21"], dir.path());
+    assert_eq!(
+        argvs(&plan),
+        [
+            "npm install --no-audit --no-fund --no-save --loglevel=error --prefix . lodash@4.17.21",
+            "node main.js first arg second",
+        ]
+    );
+    assert!(plan.commands[0].needs_network);
+    let workdir = dir.path().to_str().unwrap();
+    assert!(plan.commands[0].env.contains(&(
+        "npm_config_cache".into(),
+        format!("{workdir}/.sandlot/npm-cache")
+    )));
+
+    let plan = self::plan("javascript", code, &[], dir.path());
+    assert_eq!(
+        execute(&plan, dir.path()),
+        "{\"n\":6,\"args\":[\"first arg\",\"second\"]}\n"
+    );
+}
+
+#[test]
+fn typescript_type_checks_then_runs_the_compiled_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = "const xs: number[] = [1, 2, 3];\nconsole.log(xs.map((x) => x * 2));\n";
+    let plan = plan("ts", code, &[], dir.path());
+    assert_eq!(plan.files[0].path, "main.ts");
+    assert_eq!(
+        argvs(&plan),
+        [
+            "tsc --target es2022 --module commonjs --esModuleInterop --skipLibCheck \
+             --typeRoots /usr/local/lib/node_modules/@types --outDir .sandlot/ts main.ts",
+            "node .sandlot/ts/main.js first arg second",
+        ]
+    );
+    assert_eq!(plan.commands[0].phase, Phase::Build);
+}
+
+#[test]
+fn java_names_the_file_after_the_public_class_and_honours_packages() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = r#"package demo.app;
+
+import java.util.List;
+
+final class Helper { static int twice(int x) { return 2 * x; } }
+
+public class Greeter {
+    public static void main(String[] args) {
+        System.out.println("hello " + Helper.twice(21) + " " + List.of(args));
+    }
+}
+"#;
+    let plan = plan("java", code, &[], dir.path());
+    assert_eq!(plan.files[0].path, "Greeter.java");
+    assert_eq!(
+        argvs(&plan),
+        [
+            "javac -encoding UTF-8 -d . Greeter.java",
+            "java -cp . demo.app.Greeter first arg second",
+        ]
+    );
+    assert_eq!(execute(&plan, dir.path()), "hello 42 [first arg, second]\n");
+
+    // No public class: the first class; no class at all: Main.
+    let plan = self::plan(
+        "java",
+        "class Solution { public static void main(String[] a) {} }",
+        &[],
+        dir.path(),
+    );
+    assert_eq!(plan.files[0].path, "Solution.java");
+    let plan = self::plan("java", "// nothing here", &[], dir.path());
+    assert_eq!(plan.files[0].path, "Main.java");
+}
+
+#[test]
+fn java_cannot_install_libraries_and_says_so() {
+    let java = host().language("java").unwrap();
+    let err = java
+        .install(&["com.google.guava:guava:33.0.0-jre".into()], "/w")
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("cannot install libraries"),
+        "{err}"
+    );
+}
+
+#[test]
+fn cpp_compiles_with_gxx_then_runs_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = r#"#include <iostream>
+#include <numeric>
+#include <vector>
+int main(int argc, char** argv) {
+    std::vector<int> v(10);
+    std::iota(v.begin(), v.end(), 1);
+    std::cout << std::accumulate(v.begin(), v.end(), 0) << " " << argc - 1 << std::endl;
+}
+"#;
+    let plan = plan("c++", code, &[], dir.path());
+    assert_eq!(
+        argvs(&plan),
+        [
+            "g++ -std=c++17 -O2 -pipe -Wall -o main main.cpp -pthread -lm",
+            "./main first arg second",
+        ]
+    );
+    assert_eq!(
+        plan.commands.iter().map(|c| c.phase).collect::<Vec<_>>(),
+        [Phase::Build, Phase::Run]
+    );
+    assert_eq!(execute(&plan, dir.path()), "55 2\n");
+}
+
+#[test]
+fn go_sets_up_a_module_so_go_get_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = "package main\n\nimport (\n\t\"fmt\"\n\t\"github.com/google/uuid\"\n)\n\nfunc main() { fmt.Println(uuid.NewString()) }\n";
+    let plan = plan(
+        "golang",
+        code,
+        &["github.com/google/uuid@v1.6.0"],
+        dir.path(),
+    );
+    assert_eq!(
+        argvs(&plan),
+        [
+            "go mod init sandlot.local/main",
+            "go get github.com/google/uuid@v1.6.0",
+            "go build -o main .",
+            "./main first arg second",
+        ]
+    );
+    assert_eq!(
+        plan.commands.iter().map(|c| c.phase).collect::<Vec<_>>(),
+        [Phase::Setup, Phase::Install, Phase::Build, Phase::Run]
+    );
+    assert!(plan.commands[1].needs_network);
+    let workdir = dir.path().to_str().unwrap();
+    for command in &plan.commands[..3] {
+        assert!(command
+            .env
+            .contains(&("GOPATH".into(), format!("{workdir}/.sandlot/go"))));
+        assert!(command
+            .env
+            .contains(&("GOTOOLCHAIN".into(), "local".into())));
+    }
+}
+
+#[test]
+fn r_installs_packages_with_install_packages_and_saves_plots_as_png() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = "x <- rnorm(100)\nhist(x)\nprint(mean(x))\n";
+    let plan = plan("r", code, &["ggplot2", "data.table"], dir.path());
+    let workdir = dir.path().to_str().unwrap();
+    assert_eq!(plan.commands.len(), 2);
+    let install = &plan.commands[0];
+    assert_eq!(install.argv[..2], ["Rscript", "-e"]);
+    let script = &install.argv[2];
+    assert!(
+        script.contains("pkgs <- c(\"ggplot2\", \"data.table\")"),
+        "{script}"
+    );
+    assert!(
+        script.contains(&format!("lib <- \"{workdir}/.sandlot/R\"")),
+        "{script}"
+    );
+    assert!(
+        script.contains("install.packages(pkgs, lib = lib"),
+        "{script}"
+    );
+    assert!(
+        script.contains("quit(status = 1)"),
+        "a failed install must fail: {script}"
+    );
+    assert_eq!(argvs(&plan)[1], "Rscript main.R first arg second");
+    assert!(plan.commands[1]
+        .env
+        .contains(&("R_LIBS_USER".into(), format!("{workdir}/.sandlot/R"))));
+    let source = &plan.files[0].contents;
+    assert!(
+        source.starts_with("options(device = function(...) grDevices::png("),
+        "{source}"
+    );
+    assert!(source.ends_with(code));
+
+    // A name that could break out of the R string is refused.
+    let err = host()
+        .language("r")
+        .unwrap()
+        .install(&["x\"); system(\"id".into()], workdir)
+        .unwrap_err();
+    assert!(matches!(err, Error::Refused { .. }), "{err}");
+}
+
+#[test]
+fn ruby_installs_gems_into_the_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = plan(
+        "rb",
+        "require 'json'\nputs JSON.generate({a: 1})\n",
+        &["colorize:1.1.0"],
+        dir.path(),
+    );
+    let workdir = dir.path().to_str().unwrap();
+    assert_eq!(
+        argvs(&plan),
+        [
+            format!(
+                "gem install --no-document --install-dir {workdir}/.sandlot/gems colorize:1.1.0"
+            ),
+            "ruby main.rb first arg second".to_string(),
+        ]
+    );
+    assert!(plan.commands[1]
+        .env
+        .contains(&("GEM_PATH".into(), format!("{workdir}/.sandlot/gems"))));
+}
+
+#[test]
+fn bash_runs_the_script_with_its_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = "set -eu\nfor a in \"$@\"; do echo \"[$a]\"; done\necho $(( 6 * 7 ))\n";
+    let plan = plan("sh", code, &[], dir.path());
+    assert_eq!(argvs(&plan), ["bash main.sh first arg second"]);
+    assert_eq!(execute(&plan, dir.path()), "[first arg]\n[second]\n42\n");
+}
+
+#[test]
+fn analysis_flags_dangerous_code_by_line_and_severity() {
+    let cases: &[(&str, &str, &str, Severity, u32)] = &[
+        (
+            "python",
+            "import os\n\nos.system('rm -rf /')\n",
+            "python.os-command",
+            Severity::High,
+            3,
+        ),
+        (
+            "javascript",
+            "const cp = require('child_process');\n",
+            "javascript.child-process",
+            Severity::High,
+            1,
+        ),
+        (
+            "java",
+            "class A {\n  void f() throws Exception { new ProcessBuilder(\"ls\").start(); }\n}\n",
+            "java.process",
+            Severity::High,
+            2,
+        ),
+        (
+            "cpp",
+            "#include <cstdlib>\nint main() { system(\"ls\"); }\n",
+            "cpp.process",
+            Severity::High,
+            2,
+        ),
+        (
+            "go",
+            "package main\nimport \"os/exec\"\n",
+            "go.process",
+            Severity::High,
+            2,
+        ),
+        ("r", "system(\"ls\")\n", "r.process", Severity::High, 1),
+        ("ruby", "x = `ls`\n", "ruby.process", Severity::High, 1),
+        (
+            "bash",
+            "echo hi\n:(){ :|:& };:\n",
+            "bash.fork-bomb",
+            Severity::Critical,
+            2,
+        ),
+    ];
+    for &(language, code, rule, severity, line) in cases {
+        let findings = host().language(language).unwrap().analyze(code).unwrap();
+        let finding = findings
+            .iter()
+            .find(|f| f.rule_id == rule)
+            .unwrap_or_else(|| panic!("{language}: no {rule} in {findings:?}"));
+        assert_eq!(
+            (finding.severity, finding.line),
+            (severity, Some(line)),
+            "{language}"
+        );
+        assert_eq!(
+            findings[0].severity,
+            findings.iter().map(|f| f.severity).max().unwrap()
+        );
+    }
+}
+
+#[test]
+fn analysis_is_quiet_on_ordinary_code_and_comments() {
+    let cases = [
+        (
+            "python",
+            "# os.system('x') is only mentioned here\nimport math\nprint(math.sqrt(2))\n",
+        ),
+        (
+            "javascript",
+            "// child_process\nconsole.log([1,2].map(x => x * 2));\n",
+        ),
+        (
+            "python",
+            "def my_eval(x):\n    return x\nprint(my_eval(1))\n",
+        ),
+    ];
+    for (language, code) in cases {
+        let findings = host().language(language).unwrap().analyze(code).unwrap();
+        assert!(findings.is_empty(), "{language}: {findings:?}");
+    }
+}

@@ -1,0 +1,406 @@
+//! The plugin host: built-ins, plugin directories, overrides, the cache, and plugins
+//! that misbehave in every way we know of. Each bad plugin must give its own clear
+//! error naming the file, and leave every other plugin working.
+
+mod support;
+
+use sandlot::plugin::{CacheOutcome, PluginKind, PluginReport, PluginStatus};
+use sandlot::{Error, HandlerLimits, PlanOptions, PluginHost, PluginSource};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use support::{component, plugin_dir};
+
+const BUILTINS: [&str; 9] = [
+    "bash",
+    "cpp",
+    "go",
+    "java",
+    "javascript",
+    "python",
+    "r",
+    "ruby",
+    "typescript",
+];
+
+fn ids(host: &PluginHost) -> Vec<String> {
+    host.languages()
+        .iter()
+        .map(|h| h.info().id.clone())
+        .collect()
+}
+
+fn report<'a>(host: &'a PluginHost, file: &str) -> &'a PluginReport {
+    host.reports()
+        .iter()
+        .find(|r| matches!(&r.source, PluginSource::File { path } if path.ends_with(file)))
+        .unwrap_or_else(|| panic!("no report for {file}"))
+}
+
+fn failure<'a>(host: &'a PluginHost, file: &str) -> &'a Error {
+    match &report(host, file).status {
+        PluginStatus::Failed(error) => {
+            assert!(
+                error.to_string().contains(file),
+                "error does not name {file}: {error}"
+            );
+            error
+        }
+        other => panic!("{file} did not fail: {other:?}"),
+    }
+}
+
+fn short_limits() -> HandlerLimits {
+    HandlerLimits {
+        memory: 16 << 20,
+        timeout: Duration::from_millis(300),
+    }
+}
+
+#[test]
+fn all_builtins_load_and_declare_api_0_1_0() {
+    let host = PluginHost::builder().no_cache().load().unwrap();
+    assert_eq!(ids(&host), BUILTINS);
+    for report in host.reports() {
+        assert!(report.source.is_builtin());
+        assert!(
+            matches!(report.status, PluginStatus::Active { replaces: None }),
+            "{report:?}"
+        );
+        assert_eq!(report.api_version.as_deref(), Some("0.1.0"));
+        assert_eq!(report.kind, Some(PluginKind::LanguageHandler));
+    }
+    // Aliases and case do not matter; unknown names list what is known.
+    assert_eq!(host.language("PY").unwrap().info().id, "python");
+    assert_eq!(host.language("golang").unwrap().info().id, "go");
+    let err = host.language("cobol").unwrap_err().to_string();
+    assert!(
+        err.contains("unknown language `cobol`") && err.contains("`python`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_out_of_tree_lua_plugin_is_picked_up_from_a_directory() {
+    let builtins_only = PluginHost::builder().no_cache().load().unwrap();
+    assert!(
+        builtins_only.language("lua").is_err(),
+        "lua must not be embedded"
+    );
+
+    let dir = plugin_dir(&[("examples/lua", "lua.wasm")]);
+    let host = PluginHost::builder()
+        .no_cache()
+        .plugin_dir(dir.path())
+        .load()
+        .unwrap();
+    let lua = host.language("lua").unwrap();
+    assert_eq!(lua.info().display_name, "Lua 5.4");
+    assert_eq!(
+        lua.source(),
+        &PluginSource::File {
+            path: dir.path().join("lua.wasm")
+        }
+    );
+    let plan = lua
+        .plan("print(1)", &["inspect".into()], &PlanOptions::default())
+        .unwrap();
+    let argv: Vec<_> = plan.commands.iter().map(|c| c.argv.join(" ")).collect();
+    assert_eq!(
+        argv,
+        [
+            "luarocks --lua-version=5.4 install --tree /workspace/.sandlot/rocks inspect",
+            "lua5.4 main.lua"
+        ]
+    );
+    assert_eq!(host.language_for_extension("lua").unwrap().info().id, "lua");
+    assert_eq!(ids(&host).len(), BUILTINS.len() + 1);
+}
+
+#[test]
+fn a_directory_plugin_overrides_the_builtin_with_the_same_id() {
+    let dir = plugin_dir(&[("builtin/python", "my-python.wasm")]);
+    let host = PluginHost::builder()
+        .no_cache()
+        .plugin_dir(dir.path())
+        .load()
+        .unwrap();
+    let python = host.language("python").unwrap();
+    let path = dir.path().join("my-python.wasm");
+    assert_eq!(python.source(), &PluginSource::File { path: path.clone() });
+
+    let builtin = host
+        .reports()
+        .iter()
+        .find(|r| r.source == PluginSource::Builtin { name: "python" })
+        .unwrap();
+    assert!(
+        matches!(&builtin.status, PluginStatus::Shadowed { by } if *by == PluginSource::File { path: path.clone() }),
+        "{builtin:?}"
+    );
+    assert!(matches!(
+        &report(&host, "my-python.wasm").status,
+        PluginStatus::Active {
+            replaces: Some(PluginSource::Builtin { name: "python" })
+        }
+    ));
+    assert_eq!(ids(&host), BUILTINS, "still one python");
+}
+
+#[test]
+fn later_directories_take_precedence_over_earlier_ones() {
+    let first = plugin_dir(&[("examples/lua", "lua.wasm")]);
+    let second = plugin_dir(&[("examples/lua", "lua.wasm")]);
+    let host = PluginHost::builder()
+        .no_cache()
+        .plugin_dir(first.path())
+        .plugin_dir(second.path())
+        .load()
+        .unwrap();
+    assert_eq!(
+        host.language("lua").unwrap().source(),
+        &PluginSource::File {
+            path: second.path().join("lua.wasm")
+        }
+    );
+}
+
+#[test]
+fn bad_plugins_each_fail_clearly_and_the_rest_keep_working() {
+    let dir = plugin_dir(&[
+        ("examples/lua", "lua.wasm"),
+        ("fixtures/trap", "trap.wasm"),
+        ("fixtures/spin", "spin.wasm"),
+        ("fixtures/hog", "hog.wasm"),
+        ("fixtures/malformed", "malformed.wasm"),
+        ("fixtures/other-world", "other-world.wasm"),
+        ("fixtures/future-api", "future-api.wasm"),
+    ]);
+    let random: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(dir.path().join("random.wasm"), random).unwrap();
+    let core = wat::parse_str("(module (func (export \"info\")))").unwrap();
+    std::fs::write(dir.path().join("core-module.wasm"), core).unwrap();
+    std::fs::write(dir.path().join("empty.wasm"), b"").unwrap();
+
+    let started = Instant::now();
+    let host = PluginHost::builder()
+        .no_cache()
+        .handler_limits(short_limits())
+        .plugin_dir(dir.path())
+        .load()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "a bad plugin hung the host"
+    );
+
+    assert!(matches!(
+        failure(&host, "random.wasm"),
+        Error::NotWasm { .. }
+    ));
+    assert!(matches!(
+        failure(&host, "empty.wasm"),
+        Error::NotWasm { .. }
+    ));
+    assert!(matches!(
+        failure(&host, "core-module.wasm"),
+        Error::CoreModule { .. }
+    ));
+    match failure(&host, "other-world.wasm") {
+        Error::NotAPlugin { exports, .. } => assert_eq!(exports, &["greet"]),
+        other => panic!("{other}"),
+    }
+    match failure(&host, "future-api.wasm") {
+        error @ Error::UnsupportedApi { found, newer, .. } => {
+            assert_eq!((found.as_str(), *newer), ("0.2.0", true));
+            assert!(error.to_string().contains("upgrade sandlot"), "{error}");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(matches!(
+        failure(&host, "trap.wasm"),
+        Error::Trap {
+            function: "info",
+            ..
+        }
+    ));
+    match failure(&host, "spin.wasm") {
+        Error::Deadline {
+            function, limit, ..
+        } => {
+            assert_eq!((*function, *limit), ("info", Duration::from_millis(300)))
+        }
+        other => panic!("{other}"),
+    }
+    match failure(&host, "hog.wasm") {
+        error @ Error::MemoryLimit { limit, .. } => {
+            assert_eq!(*limit, 16 << 20);
+            assert!(error.to_string().contains("16 MiB"), "{error}");
+        }
+        other => panic!("{other}"),
+    }
+    match failure(&host, "malformed.wasm") {
+        error @ Error::InvalidResponse { function, .. } => {
+            assert_eq!(*function, "info");
+            assert!(
+                error.to_string().to_lowercase().contains("utf-8"),
+                "{error}"
+            );
+        }
+        other => panic!("{other}"),
+    }
+
+    // Everything else still works, and keeps working after the failures.
+    assert_eq!(ids(&host).len(), BUILTINS.len() + 1);
+    let lua = host.language("lua").unwrap();
+    assert!(lua.plan("print(1)", &[], &PlanOptions::default()).is_ok());
+    let python = host.language("python").unwrap();
+    assert!(python
+        .plan("print(1)", &[], &PlanOptions::default())
+        .is_ok());
+}
+
+#[test]
+fn contract_breaking_answers_are_refused_per_call() {
+    let dir = plugin_dir(&[("fixtures/badplan", "badplan.wasm")]);
+    let host = PluginHost::builder()
+        .no_cache()
+        .handler_limits(short_limits())
+        .plugin_dir(dir.path())
+        .load()
+        .unwrap();
+    let bad = host.language("badplan").unwrap();
+
+    let err = bad.plan("x", &[], &PlanOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidResponse {
+                function: "plan",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("../escape.txt") && err.to_string().contains("badplan.wasm"),
+        "{err}"
+    );
+
+    let err = bad.install(&["x".into()], "/w").unwrap_err();
+    assert!(err.to_string().contains("empty argv"), "{err}");
+
+    let started = Instant::now();
+    let err = bad.analyze("x").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Deadline {
+                function: "analyze",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // The same handler and the others answer normally afterwards.
+    assert_eq!(bad.info().id, "badplan");
+    let findings = host
+        .language("bash")
+        .unwrap()
+        .analyze("curl http://x")
+        .unwrap();
+    assert_eq!(findings[0].rule_id, "bash.network");
+}
+
+#[test]
+fn manifests_can_disable_a_plugin_and_typos_are_reported() {
+    let dir = plugin_dir(&[("examples/lua", "lua.wasm"), ("builtin/bash", "shell.wasm")]);
+    std::fs::write(
+        dir.path().join("lua.toml"),
+        "description = \"Lua\"\nenabled = false\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("shell.toml"), "enable = true\n").unwrap();
+    let host = PluginHost::builder()
+        .no_cache()
+        .plugin_dir(dir.path())
+        .load()
+        .unwrap();
+    let lua = report(&host, "lua.wasm");
+    assert!(matches!(lua.status, PluginStatus::Disabled));
+    assert_eq!(lua.description.as_deref(), Some("Lua"));
+    assert!(host.language("lua").is_err());
+    match &report(&host, "shell.wasm").status {
+        PluginStatus::Failed(error @ Error::Manifest { .. }) => {
+            let text = error.to_string();
+            assert!(
+                text.contains("shell.toml") && text.contains("enable"),
+                "{text}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // The built-in bash is untouched by the broken override.
+    assert!(host.language("bash").unwrap().source().is_builtin());
+}
+
+#[test]
+fn a_missing_plugin_directory_given_explicitly_is_an_error() {
+    let err = PluginHost::builder()
+        .no_cache()
+        .plugin_dir("/nonexistent/sandlot-plugins")
+        .load()
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("/nonexistent/sandlot-plugins"),
+        "{err}"
+    );
+    // The default directory is optional.
+    PluginHost::builder()
+        .no_cache()
+        .optional_plugin_dir("/nonexistent/sandlot-plugins")
+        .load()
+        .unwrap();
+}
+
+#[test]
+fn compiled_components_are_cached_on_disk() {
+    let cache = tempfile::tempdir().unwrap();
+    let outcomes = |host: &PluginHost| -> Vec<Option<CacheOutcome>> {
+        host.reports().iter().map(|r| r.cache).collect()
+    };
+    let cold = PluginHost::builder()
+        .cache_dir(cache.path())
+        .load()
+        .unwrap();
+    assert!(outcomes(&cold)
+        .iter()
+        .all(|o| *o == Some(CacheOutcome::Compiled)));
+    let artifacts = std::fs::read_dir(cache.path()).unwrap().count();
+    assert_eq!(artifacts, BUILTINS.len());
+    let warm = PluginHost::builder()
+        .cache_dir(cache.path())
+        .load()
+        .unwrap();
+    assert!(outcomes(&warm)
+        .iter()
+        .all(|o| *o == Some(CacheOutcome::Hit)));
+    assert_eq!(ids(&warm), BUILTINS);
+}
+
+#[test]
+fn inspect_reports_what_a_component_declares() {
+    let (inspection, handler) = sandlot::plugin::inspect_file(&component("examples/lua")).unwrap();
+    assert_eq!(inspection.kind, PluginKind::LanguageHandler);
+    assert_eq!(inspection.api_version, "0.1.0");
+    assert!(inspection.imports.is_empty(), "handlers import nothing");
+    assert_eq!(inspection.exports, ["sandlot:plugin/handler@0.1.0"]);
+    assert_eq!(inspection.sha256.len(), 64);
+    assert_eq!(handler.unwrap().info().id, "lua");
+
+    let err = sandlot::plugin::inspect_file(Path::new("/nonexistent.wasm")).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent.wasm"), "{err}");
+}
