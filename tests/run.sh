@@ -6,7 +6,8 @@
 #
 # 1. the committed guest components match their sources (guests/build.sh --check)
 # 2. formatting and clippy, warnings as errors
-# 3. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples
+# 3. the Python runtime of the wasm backend is installed (sandlot runtimes install)
+# 4. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +40,9 @@ cargo fmt --all --check
 
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "Python runtime for the wasm backend (downloaded once, pinned by sha256, compiled once)"
+cargo run --quiet --locked -- runtimes install python
 
 step "cargo test"
 cargo test --workspace --locked

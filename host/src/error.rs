@@ -238,6 +238,56 @@ pub enum Error {
         reason: String,
     },
 
+    /// No installed WebAssembly runtime serves the language.
+    #[error(
+        "no WebAssembly runtime for `{language}` is installed; install one with \
+         `sandlot runtimes install {language}`"
+    )]
+    RuntimeNotInstalled {
+        /// The language asked for.
+        language: String,
+    },
+
+    /// A runtime could not be loaded, instantiated or driven.
+    #[error("runtime `{runtime}`: {reason}")]
+    Runtime {
+        /// The runtime's id.
+        runtime: String,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// The session can run nothing more (its program quit, crashed, hit a limit, or it
+    /// was closed).
+    #[error("the session has ended: {reason}; open a new session")]
+    SessionEnded {
+        /// Why it ended.
+        reason: String,
+    },
+
+    /// A path inside the sandbox is not acceptable.
+    #[error("invalid sandbox path `{path}`: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// Why it is refused.
+        reason: String,
+    },
+
+    /// The request itself is invalid.
+    #[error("{0}")]
+    InvalidInput(String),
+
+    /// An I/O operation of the host failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What the host was doing.
+        context: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The plugin kind is recognised but cannot be used by this build.
     #[error("{plugin}: {reason}")]
     Unsupported {

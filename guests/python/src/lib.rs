@@ -122,17 +122,28 @@ const PRELUDE: &str = r#"def _sandlot_capture_plots(out):
             spec = importlib.util.find_spec(name)
             if spec is None or spec.loader is None:
                 return spec
-            exec_module = spec.loader.exec_module
-            def patched(module):
-                exec_module(module)
-                module.show = save_figures
-                # Registered after pyplot's own exit handler, so it runs before
-                # matplotlib closes the figures left open.
-                atexit.register(save_figures)
-            spec.loader.exec_module = patched
+            spec.loader = PyplotLoader(spec.loader)
             return spec
+    class PyplotLoader:
+        # Wraps the real loader (which may be shared, e.g. a zipimporter) for pyplot
+        # alone.
+        def __init__(self, inner):
+            self.inner = inner
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+        def create_module(self, spec):
+            return self.inner.create_module(spec)
+        def exec_module(self, module):
+            self.inner.exec_module(module)
+            module.show = save_figures
+            # Registered after pyplot's own exit handler, so it runs before
+            # matplotlib closes the figures left open.
+            atexit.register(save_figures)
     os.makedirs(out, exist_ok=True)
     sys.meta_path.insert(0, PyplotHook())
+    # Sessions that outlive one run (the wasm backend) save left-open figures
+    # after each run through this.
+    sys._sandlot_save_figures = save_figures
 _sandlot_capture_plots(@OUTPUT_DIR@)
 del _sandlot_capture_plots
 "#;

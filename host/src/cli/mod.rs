@@ -55,6 +55,59 @@ enum Commands {
     /// Show what running code would do — the handler's plan and its analysis — without
     /// running anything.
     Plan(PlanArgs),
+    /// Run code in a sandbox and print what it printed; the exit status is the
+    /// program's (124 after a timeout, 137 at the memory cap, 125 if sandlot failed).
+    Run(RunArgs),
+    /// Manage the WebAssembly runtimes of the embedded backend.
+    #[command(subcommand)]
+    Runtimes(RuntimesCommand),
+}
+
+#[derive(Subcommand)]
+enum RuntimesCommand {
+    /// Download (with pip, pinned by sha256) and unpack a runtime into the data
+    /// directory, then compile it once.
+    Install {
+        /// Language whose runtime to install (`python`).
+        language: String,
+    },
+    /// The installed runtimes.
+    List,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Language id or alias (default: from FILE's extension).
+    #[arg(short, long)]
+    language: Option<String>,
+    /// Code to run, instead of FILE.
+    #[arg(short, long, conflicts_with = "file")]
+    code: Option<String>,
+    /// File with the code; `-` reads standard input.
+    file: Option<PathBuf>,
+    /// Where to run it.
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: BackendArg,
+    /// Wall-clock limit in seconds.
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    timeout: f64,
+    /// Memory cap in MiB.
+    #[arg(long, default_value_t = 1024, value_name = "MIB")]
+    memory: usize,
+    /// Print one JSON document with everything (artifacts base64-encoded).
+    #[arg(long)]
+    json: bool,
+    /// Write the files the program made into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BackendArg {
+    /// The embedded WebAssembly backend when it serves the language.
+    Auto,
+    /// The embedded WebAssembly backend.
+    Wasm,
 }
 
 #[derive(Subcommand)]
@@ -126,7 +179,213 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let host = load(&cli.global, true)?;
             plan(&host, args)
         }
+        Commands::Run(args) => {
+            let host = load(&cli.global, true)?;
+            run_code(host, &cli.global, args)
+        }
+        Commands::Runtimes(RuntimesCommand::Install { language }) => {
+            runtimes_install(&cli.global, &language)
+        }
+        Commands::Runtimes(RuntimesCommand::List) => runtimes_list(&cli.global),
     }
+}
+
+/// Exit status when sandlot itself fails during `run`, as `docker run` does.
+const EXIT_SANDLOT_ERROR: u8 = 125;
+
+fn cache_dir(global: &Global) -> Option<PathBuf> {
+    if global.no_cache {
+        None
+    } else {
+        global
+            .cache_dir
+            .clone()
+            .or_else(|| std::env::var_os("SANDLOT_CACHE_DIR").map(PathBuf::from))
+            .or_else(sandlot::plugin::default_cache_dir)
+    }
+}
+
+fn run_code(host: PluginHost, global: &Global, args: RunArgs) -> Result<ExitCode> {
+    let (code, from) = read_code(args.code.as_deref(), args.file.as_deref())?;
+    let handler = pick_language(&host, args.language.as_deref(), from)?;
+    let language = handler.info().id.clone();
+    let sandlot = sandlot::Sandlot::new(
+        host,
+        &sandlot::session::default_runtimes_dir(),
+        cache_dir(global),
+    )?;
+    if sandlot.wasm().needs_compile(&language) {
+        eprintln!("sandlot: compiling the {language} runtime; this happens once (about 2 minutes on 2 cores)");
+    }
+    if !(args.timeout > 0.0 && args.timeout.is_finite()) {
+        bail!("--timeout must be a positive number of seconds");
+    }
+    let mut builder = sandlot.session(&language);
+    builder
+        .backend(match args.backend {
+            BackendArg::Auto => sandlot::BackendChoice::Auto,
+            BackendArg::Wasm => sandlot::BackendChoice::Wasm,
+        })
+        .timeout(std::time::Duration::from_secs_f64(args.timeout))
+        .memory(args.memory.saturating_mul(1 << 20));
+    let mut session = match builder.open() {
+        Ok(session) => session,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(EXIT_SANDLOT_ERROR));
+        }
+    };
+    let mut options = sandlot::RunOptions::default();
+    if !args.json {
+        // Stream output as it is written.
+        options.on_stdout = Some(Box::new(|bytes: &[u8]| {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(bytes);
+            let _ = out.flush();
+        }));
+        options.on_stderr = Some(Box::new(|bytes: &[u8]| {
+            use std::io::Write;
+            let _ = std::io::stderr().lock().write_all(bytes);
+        }));
+    }
+    let execution = match session.run_with(&code, options) {
+        Ok(execution) => execution,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(EXIT_SANDLOT_ERROR));
+        }
+    };
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        for artifact in &execution.artifacts {
+            let path = dir.join(&artifact.path);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&path, &artifact.bytes)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    if args.json {
+        use base64::Engine as _;
+        let artifacts: Vec<_> = execution
+            .artifacts
+            .iter()
+            .map(|a| {
+                json!({
+                    "path": a.path, "size": a.size, "mime": a.mime, "is_plot": a.is_plot,
+                    "base64": base64::engine::general_purpose::STANDARD.encode(&a.bytes),
+                })
+            })
+            .collect();
+        let mut value = serde_json::to_value(&execution)?;
+        value["artifacts"] = serde_json::Value::Array(artifacts);
+        value["language"] = json!(language);
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        for note in [
+            execution
+                .stdout_truncated
+                .then_some("stdout was cut at the output limit"),
+            execution
+                .stderr_truncated
+                .then_some("stderr was cut at the output limit"),
+            execution
+                .artifacts_truncated
+                .then_some("some files were left out by the artifact limits"),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            eprintln!("sandlot: {note}");
+        }
+        if execution.timed_out {
+            eprintln!("sandlot: stopped after {:.1} s (--timeout)", args.timeout);
+        }
+        if execution.memory_exceeded {
+            eprintln!(
+                "sandlot: stopped at the memory cap of {} MiB (--memory)",
+                args.memory
+            );
+        }
+        if !execution.artifacts.is_empty() && args.out.is_none() {
+            let names: Vec<_> = execution
+                .artifacts
+                .iter()
+                .map(|a| a.path.as_str())
+                .collect();
+            eprintln!(
+                "sandlot: made {} (use --out DIR to keep them)",
+                names.join(", ")
+            );
+        }
+    }
+    Ok(ExitCode::from(exit_status(&execution)))
+}
+
+/// The CLI's exit status for an execution.
+fn exit_status(execution: &sandlot::Execution) -> u8 {
+    if execution.timed_out {
+        124
+    } else if execution.memory_exceeded {
+        137
+    } else {
+        (execution.exit_code & 0xff) as u8
+    }
+}
+
+fn runtimes_install(global: &Global, language: &str) -> Result<ExitCode> {
+    let dir = sandlot::session::default_runtimes_dir();
+    let installed =
+        sandlot::runtimes::install(language, &dir, |step| eprintln!("sandlot: {step}"))?;
+    eprintln!("sandlot: installed in {}", installed.display());
+    let backend = sandlot::backend::wasm::WasmBackend::discover(&dir, cache_dir(global))?;
+    if backend.needs_compile(language) {
+        eprintln!("sandlot: compiling the runtime once (about 2 minutes on 2 cores)");
+        let started = std::time::Instant::now();
+        backend.precompile(language)?;
+        eprintln!(
+            "sandlot: compiled in {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn runtimes_list(global: &Global) -> Result<ExitCode> {
+    let dir = sandlot::session::default_runtimes_dir();
+    let backend = sandlot::backend::wasm::WasmBackend::discover(&dir, cache_dir(global))?;
+    let mut table = Table::new([
+        "RUNTIME",
+        "LANGUAGES",
+        "VERSION",
+        "PROTOCOL",
+        "COMPILED",
+        "PATH",
+    ]);
+    for (path, manifest) in backend.runtimes() {
+        let compiled = manifest
+            .languages
+            .first()
+            .is_some_and(|l| !backend.needs_compile(l));
+        table.row([
+            manifest.id.clone(),
+            manifest.languages.join(", "),
+            manifest.version.clone(),
+            format!("{:?}", manifest.protocol).to_lowercase(),
+            yes_no(compiled),
+            path.display().to_string(),
+        ]);
+    }
+    print!("{table}");
+    if backend.runtimes().next().is_none() {
+        eprintln!(
+            "sandlot: no runtimes in {}; install one with `sandlot runtimes install python`",
+            dir.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Loads the plugins; with `notes`, tells on stderr which plugins failed and which
@@ -264,18 +523,27 @@ fn inspect(file: &Path, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn plan(host: &PluginHost, args: PlanArgs) -> Result<ExitCode> {
-    let (code, from) = match (&args.code, &args.file) {
-        (Some(code), _) => (code.clone(), None),
+/// The code from `-c`, a file or standard input, and the file it came from.
+fn read_code<'a>(code: Option<&str>, file: Option<&'a Path>) -> Result<(String, Option<&'a Path>)> {
+    Ok(match (code, file) {
+        (Some(code), _) => (code.to_string(), None),
         (None, Some(file)) if file.as_os_str() == "-" => (read_stdin()?, None),
         (None, Some(file)) => (
             std::fs::read_to_string(file)
                 .with_context(|| format!("cannot read {}", file.display()))?,
-            Some(file.as_path()),
+            Some(file),
         ),
         (None, None) => bail!("give the code with -c CODE, a FILE, or - for standard input"),
-    };
-    let handler = match (&args.language, from) {
+    })
+}
+
+/// The handler named by `-l`, else the one for the file's extension.
+fn pick_language<'h>(
+    host: &'h PluginHost,
+    language: Option<&str>,
+    from: Option<&Path>,
+) -> Result<&'h sandlot::LanguageHandler> {
+    Ok(match (language, from) {
         (Some(language), _) => host.language(language)?,
         (None, Some(file)) => {
             let extension = file
@@ -290,7 +558,12 @@ fn plan(host: &PluginHost, args: PlanArgs) -> Result<ExitCode> {
             })?
         }
         (None, None) => bail!("name the language with -l LANGUAGE"),
-    };
+    })
+}
+
+fn plan(host: &PluginHost, args: PlanArgs) -> Result<ExitCode> {
+    let (code, from) = read_code(args.code.as_deref(), args.file.as_deref())?;
+    let handler = pick_language(host, args.language.as_deref(), from)?;
     let options = PlanOptions {
         capture_plots: !args.no_plots && handler.info().can_capture_plots,
         args: args.args.clone(),

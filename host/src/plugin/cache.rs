@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use wasmtime::component::Component;
-use wasmtime::Engine;
+use wasmtime::{Engine, Module};
 
 /// How a component was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -83,6 +83,57 @@ impl ComponentCache {
     }
 }
 
+impl ComponentCache {
+    /// The compiled form of the core module at `path`, whose SHA-256 (hex) is
+    /// `sha256`, from the cache or freshly compiled. The file is read only when it
+    /// must be compiled: runtimes are large (CPython is 100 MB) and their hash was
+    /// verified when they were installed.
+    pub(crate) fn load_module(
+        &self,
+        engine: &Engine,
+        path: &Path,
+        sha256: &str,
+    ) -> wasmtime::Result<(Module, CacheOutcome)> {
+        let key = module_key(engine, sha256);
+        let cached = self
+            .dir
+            .as_ref()
+            .map(|dir| (dir, dir.join(format!("{key}.cwasm"))));
+        if let Some((_, artifact)) = &cached {
+            if artifact.is_file() {
+                // SAFETY: as for components above: only this module writes there,
+                // whole files renamed into place, named after the exact module and
+                // engine configuration.
+                #[allow(unsafe_code)]
+                let module = unsafe { Module::deserialize_file(engine, artifact) };
+                if let Ok(module) = module {
+                    return Ok((module, CacheOutcome::Hit));
+                }
+            }
+        }
+        let module = Module::from_file(engine, path)?;
+        let stored = cached.is_some_and(|(dir, artifact)| {
+            module
+                .serialize()
+                .ok()
+                .is_some_and(|bytes| store(dir, &artifact, &bytes).is_ok())
+        });
+        let outcome = if stored {
+            CacheOutcome::Compiled
+        } else {
+            CacheOutcome::CompiledUncached
+        };
+        Ok((module, outcome))
+    }
+
+    /// Whether the module with this SHA-256 is cached (so loading it is fast).
+    pub(crate) fn has_module(&self, engine: &Engine, sha256: &str) -> bool {
+        let Some(dir) = &self.dir else { return false };
+        dir.join(format!("{}.cwasm", module_key(engine, sha256)))
+            .is_file()
+    }
+}
+
 fn compile(engine: &Engine, wasm: &[u8], plugin: &PluginSource) -> Result<Component> {
     Component::new(engine, wasm).map_err(|e| Error::Compile {
         plugin: plugin.clone(),
@@ -106,10 +157,20 @@ fn store(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
-/// The cache key of `wasm` for `engine`, hex.
+/// The cache key of the component `wasm` for `engine`, hex.
 fn key(engine: &Engine, wasm: &[u8]) -> String {
+    artifact_key(engine, b"component:", &Sha256::digest(wasm))
+}
+
+/// The cache key of the core module whose SHA-256 (hex) is `sha256`.
+fn module_key(engine: &Engine, sha256: &str) -> String {
+    artifact_key(engine, b"module:", sha256.as_bytes())
+}
+
+fn artifact_key(engine: &Engine, kind: &[u8], wasm_hash: &[u8]) -> String {
     let mut hasher = DigestHasher(Sha256::new());
-    hasher.0.update(Sha256::digest(wasm));
+    hasher.0.update(kind);
+    hasher.0.update(wasm_hash);
     engine.precompile_compatibility_hash().hash(&mut hasher);
     hasher.0.update(ENGINE_CONFIG_VERSION);
     hex::encode(hasher.0.finalize())

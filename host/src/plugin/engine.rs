@@ -11,7 +11,7 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Bumped whenever [`config`] changes in a way that makes compiled artifacts
 /// incompatible; part of the cache key together with wasmtime's own compatibility hash,
 /// so a stale artifact is never loaded.
-pub(crate) const ENGINE_CONFIG_VERSION: &str = "sandlot-engine-1";
+pub(crate) const ENGINE_CONFIG_VERSION: &str = "sandlot-engine-2";
 
 /// The process-wide engine: compiled code and type information are shared between all
 /// plugins and sessions. The first call starts the epoch thread.
@@ -38,7 +38,49 @@ fn config() -> Config {
     config.epoch_interruption(true);
     config.parallel_compilation(true);
     config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    // CPython for WASI is built with the exception-handling proposal.
+    config.wasm_exceptions(true);
     config
+}
+
+/// A store's memory cap: growth past `limit` traps, and `hit` records that it did, so
+/// the caller can report a memory limit rather than a crash.
+pub(crate) struct MemoryCap {
+    pub(crate) limit: usize,
+    pub(crate) hit: bool,
+}
+
+impl MemoryCap {
+    pub(crate) fn new(limit: usize) -> Self {
+        MemoryCap { limit, hit: false }
+    }
+}
+
+impl wasmtime::ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            self.hit = true;
+            // Failing the grow would let the guest's allocator report an out-of-memory
+            // error and carry on in a state it may not recover from; trapping stops it
+            // at once.
+            return Err(wasmtime::Error::msg("memory limit reached"));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
 }
 
 /// The number of epoch ticks that covers `limit`, rounded up, at least one.

@@ -2,14 +2,14 @@
 //! [`InstancePre`](wasmtime::component::InstancePre), with a memory cap and a deadline,
 //! and every answer checked before the host uses it.
 
-use super::engine;
+use super::engine::{self, MemoryCap};
 use crate::error::{Error, PluginSource, Result};
 use crate::language::{
     Command, Finding, LanguageInfo, Phase, Plan, PlanOptions, Severity, SourceFile,
 };
 use std::time::Duration;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{ResourceLimiter, Store, Trap};
+use wasmtime::{Store, Trap};
 
 /// Bindings of each supported contract version; one `bindgen!` per released version,
 /// so plugins built against an older contract keep loading.
@@ -43,38 +43,6 @@ impl Default for HandlerLimits {
     }
 }
 
-/// What each call's store holds: the memory cap and whether the plugin hit it.
-struct CallState {
-    memory_limit: usize,
-    hit_memory_limit: bool,
-}
-
-impl ResourceLimiter for CallState {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > self.memory_limit {
-            self.hit_memory_limit = true;
-            // Failing the grow would let the guest's allocator report an out-of-memory
-            // panic; trapping right away stops the call as surely and sooner.
-            return Err(wasmtime::Error::msg("memory limit reached"));
-        }
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= 100_000)
-    }
-}
-
 /// A loaded language handler, ready to be called from any thread.
 #[derive(Clone)]
 pub struct LanguageHandler {
@@ -82,7 +50,7 @@ pub struct LanguageHandler {
     api_version: String,
     info: LanguageInfo,
     limits: HandlerLimits,
-    pre: v0_1_0::LanguageHandlerPre<CallState>,
+    pre: v0_1_0::LanguageHandlerPre<MemoryCap>,
 }
 
 impl std::fmt::Debug for LanguageHandler {
@@ -252,15 +220,9 @@ impl LanguageHandler {
     fn call<R>(
         &self,
         function: &'static str,
-        f: impl FnOnce(&wit::Guest, &mut Store<CallState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&wit::Guest, &mut Store<MemoryCap>) -> wasmtime::Result<R>,
     ) -> Result<R> {
-        let mut store = Store::new(
-            engine::shared(),
-            CallState {
-                memory_limit: self.limits.memory,
-                hit_memory_limit: false,
-            },
-        );
+        let mut store = Store::new(engine::shared(), MemoryCap::new(self.limits.memory));
         store.limiter(|state| state);
         store.set_epoch_deadline(engine::ticks(self.limits.timeout));
         store.epoch_deadline_trap();
@@ -269,7 +231,7 @@ impl LanguageHandler {
             .instantiate(&mut store)
             .and_then(|bindings| f(bindings.sandlot_plugin_handler(), &mut store));
         result.map_err(|e| {
-            if store.data().hit_memory_limit {
+            if store.data().hit {
                 Error::MemoryLimit {
                     plugin: self.source.clone(),
                     function,

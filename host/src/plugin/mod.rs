@@ -7,9 +7,9 @@
 //! same language id as one loaded before it replaces that one, and the report says so.
 
 mod builtin;
-mod cache;
+pub(crate) mod cache;
 mod contract;
-mod engine;
+pub(crate) mod engine;
 mod handler;
 mod manifest;
 

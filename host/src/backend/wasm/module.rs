@@ -1,0 +1,178 @@
+//! Runtimes that are plain WASI preview-1 modules (CPython for WASI, ruby.wasm,
+//! php.wasm, ...), described by a `runtime.toml` manifest beside the module.
+//!
+//! ```toml
+//! id = "cpython"
+//! languages = ["python"]
+//! version = "3.15.0"
+//! module = "python-snapshot.wasm"
+//! # sha256 of the module, checked when the runtime is installed; the cache key.
+//! sha256 = "879bdb62..."
+//! # `turn`: one instance per session; code goes to the exported `turn(ptr, len)`
+//! # after `host_alloc(len)`, and state persists between runs.
+//! # `command`: one instance per run; the code is written to a file and the module
+//! # runs as a command with `argv`, where `{file}` is that file's guest path.
+//! protocol = "turn"
+//! argv = ["python"]
+//! # Code run once when a session opens (turn protocol).
+//! setup = "import os; os.chdir('/workspace')"
+//!
+//! [env]
+//! PYTHONTZPATH = ""
+//!
+//! # The runtime's own files, mounted read-only.
+//! [[mount]]
+//! host = "lib"
+//! guest = "/usr/local/lib"
+//!
+//! # Imports the host answers with a constant.
+//! [[stub]]
+//! module = "host"
+//! name = "call"
+//! result = -1
+//! ```
+
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// How the host drives a module runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// A reactor exporting `host_alloc` and `turn`: state persists in a session.
+    Turn,
+    /// A command run once per piece of code.
+    Command,
+}
+
+/// A read-only mount of the runtime's own files.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mount {
+    /// Directory relative to the manifest.
+    pub host: PathBuf,
+    /// Absolute guest path.
+    pub guest: String,
+}
+
+/// An import the host defines as a function returning a constant.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stub {
+    /// Import module.
+    pub module: String,
+    /// Import name.
+    pub name: String,
+    /// The i32 it returns.
+    pub result: i32,
+}
+
+/// A module runtime's `runtime.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeManifest {
+    /// Stable identifier, e.g. `cpython`.
+    pub id: String,
+    /// Language ids it runs.
+    pub languages: Vec<String>,
+    /// Interpreter version.
+    pub version: String,
+    /// The module file, relative to the manifest.
+    pub module: PathBuf,
+    /// SHA-256 of the module, hex; verified at install, used as the cache key.
+    pub sha256: String,
+    /// How the host drives it.
+    pub protocol: Protocol,
+    /// Program name and arguments; `{file}` stands for the code file (command).
+    #[serde(default)]
+    pub argv: Vec<String>,
+    /// Code run once when a session opens (turn).
+    #[serde(default)]
+    pub setup: Option<String>,
+    /// Environment every instance gets (nothing is inherited from the host).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The runtime's own files, mounted read-only.
+    #[serde(default, rename = "mount")]
+    pub mounts: Vec<Mount>,
+    /// Imports answered with a constant.
+    #[serde(default, rename = "stub")]
+    pub stubs: Vec<Stub>,
+}
+
+impl RuntimeManifest {
+    /// Reads and checks the manifest at `path`.
+    pub fn read(path: &Path) -> Result<RuntimeManifest> {
+        let invalid = |reason: String| Error::Manifest {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| invalid(e.to_string()))?;
+        let manifest: RuntimeManifest =
+            toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        if manifest.protocol == Protocol::Command
+            && !manifest.argv.iter().any(|a| a.contains("{file}"))
+        {
+            return Err(invalid(
+                "a `command` runtime needs `{file}` in its argv".into(),
+            ));
+        }
+        if manifest.sha256.len() != 64 || !manifest.sha256.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(invalid("`sha256` must be 64 hex digits".into()));
+        }
+        for mount in &manifest.mounts {
+            if !mount.guest.starts_with('/') || mount.host.is_absolute() {
+                return Err(invalid(format!(
+                    "mount {} -> {}: host paths are relative to the manifest, guest paths absolute",
+                    mount.host.display(),
+                    mount.guest
+                )));
+            }
+        }
+        Ok(manifest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runtime.toml");
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    const BASE: &str = "id = \"x\"\nlanguages = [\"ruby\"]\nversion = \"1\"\nmodule = \"ruby.wasm\"\n\
+                        sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\n";
+
+    #[test]
+    fn command_runtimes_need_a_file_placeholder() {
+        let (_dir, path) = write(&format!(
+            "{BASE}protocol = \"command\"\nargv = [\"ruby\", \"{{file}}\"]\n"
+        ));
+        assert_eq!(
+            RuntimeManifest::read(&path).unwrap().argv,
+            ["ruby", "{file}"]
+        );
+        let (_dir, path) = write(&format!(
+            "{BASE}protocol = \"command\"\nargv = [\"ruby\"]\n"
+        ));
+        let err = RuntimeManifest::read(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("{file}") && err.contains("runtime.toml"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn mounts_must_be_relative_on_the_host_and_absolute_in_the_guest() {
+        let (_dir, path) = write(&format!(
+            "{BASE}protocol = \"turn\"\n[[mount]]\nhost = \"/etc\"\nguest = \"/etc\"\n"
+        ));
+        assert!(RuntimeManifest::read(&path).is_err());
+    }
+}

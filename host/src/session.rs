@@ -1,0 +1,518 @@
+//! Sessions: open a sandbox for a language, run code in it as often as you like, get
+//! back what it printed, its exit code and the files it made.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), sandlot::Error> {
+//! let sandlot = sandlot::Sandlot::from_environment()?;
+//! let mut session = sandlot.session("python").open()?;
+//! let first = session.run("x = 6 * 7")?;
+//! assert!(first.success());
+//! let second = session.run("print(x)")?;
+//! assert_eq!(second.stdout_text(), "42\n");
+//! session.close();
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::artifact::{Artifact, ArtifactLimits, Snapshot};
+use crate::backend::wasm::{WasmBackend, WORKDIR};
+use crate::backend::{Backend, BackendSession, RunRequest, SessionSpec, Sink};
+use crate::error::{Error, Result};
+use crate::language::Finding;
+use crate::plugin::{LanguageHandler, PluginHost};
+use crate::Config;
+use serde::Serialize;
+use std::borrow::Cow;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Resource limits of a session. The defaults suit model-written data analysis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock limit of one run.
+    pub timeout: Duration,
+    /// Most memory the sandbox may use.
+    pub memory: usize,
+    /// Most bytes kept of each of stdout and stderr per run; the rest is dropped and
+    /// the execution says so.
+    pub max_output: usize,
+    /// Bounds on the files handed back per run.
+    pub artifacts: ArtifactLimits,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_secs(30),
+            memory: 1 << 30,
+            max_output: 1 << 20,
+            artifacts: ArtifactLimits::default(),
+        }
+    }
+}
+
+/// Which backend runs the code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum BackendChoice {
+    /// The embedded WebAssembly backend when it serves the language.
+    #[default]
+    Auto,
+    /// The embedded WebAssembly backend.
+    Wasm,
+}
+
+/// The entry point of the library: loaded language handlers and backends.
+///
+/// Create one per process and open sessions from it; it caches compiled runtimes.
+pub struct Sandlot {
+    plugins: PluginHost,
+    wasm: WasmBackend,
+}
+
+impl Sandlot {
+    /// Plugins and runtimes from the user's configuration and environment (see
+    /// [`Config::discover`]), runtimes from [`default_runtimes_dir`].
+    pub fn from_environment() -> Result<Sandlot> {
+        let config = Config::discover(None)?;
+        let plugins = config.plugin_host_builder().load()?;
+        Sandlot::new(
+            plugins,
+            &default_runtimes_dir(),
+            crate::plugin::default_cache_dir(),
+        )
+    }
+
+    /// From loaded plugins, a runtimes directory and a cache directory.
+    pub fn new(
+        plugins: PluginHost,
+        runtimes_dir: &Path,
+        cache_dir: Option<PathBuf>,
+    ) -> Result<Sandlot> {
+        let wasm = WasmBackend::discover(runtimes_dir, cache_dir)?;
+        Ok(Sandlot { plugins, wasm })
+    }
+
+    /// The loaded plugins.
+    pub fn plugins(&self) -> &PluginHost {
+        &self.plugins
+    }
+
+    /// The embedded WebAssembly backend.
+    pub fn wasm(&self) -> &WasmBackend {
+        &self.wasm
+    }
+
+    /// Starts configuring a session for `language` (an id or alias).
+    pub fn session(&self, language: &str) -> SessionBuilder<'_> {
+        SessionBuilder {
+            sandlot: self,
+            language: language.to_string(),
+            backend: BackendChoice::Auto,
+            limits: Limits::default(),
+            env: Vec::new(),
+        }
+    }
+}
+
+/// `$XDG_DATA_HOME/sandlot/runtimes` (or `~/.local/share/sandlot/runtimes`), or
+/// `$SANDLOT_RUNTIMES_DIR`.
+pub fn default_runtimes_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SANDLOT_RUNTIMES_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    crate::config::xdg_dir("XDG_DATA_HOME", ".local/share")
+        .unwrap_or_else(|| PathBuf::from(".sandlot"))
+        .join("sandlot/runtimes")
+}
+
+/// Configures and opens a [`Session`].
+pub struct SessionBuilder<'a> {
+    sandlot: &'a Sandlot,
+    language: String,
+    backend: BackendChoice,
+    limits: Limits,
+    env: Vec<(String, String)>,
+}
+
+impl SessionBuilder<'_> {
+    /// Which backend runs the code (default: [`BackendChoice::Auto`]).
+    pub fn backend(&mut self, backend: BackendChoice) -> &mut Self {
+        self.backend = backend;
+        self
+    }
+
+    /// All limits at once.
+    pub fn limits(&mut self, limits: Limits) -> &mut Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Wall-clock limit of each run.
+    pub fn timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.limits.timeout = timeout;
+        self
+    }
+
+    /// Memory cap of the sandbox, in bytes.
+    pub fn memory(&mut self, bytes: usize) -> &mut Self {
+        self.limits.memory = bytes;
+        self
+    }
+
+    /// Adds an environment variable; nothing else from the host is visible.
+    pub fn env(&mut self, key: &str, value: &str) -> &mut Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Opens the sandbox: a fresh scratch directory, a fresh interpreter.
+    pub fn open(&self) -> Result<Session> {
+        let handler = self.sandlot.plugins.language(&self.language)?.clone();
+        let language = handler.info().id.clone();
+        let backend: &dyn Backend = match self.backend {
+            BackendChoice::Auto | BackendChoice::Wasm => &self.sandlot.wasm,
+        };
+        if !backend.serves(&language) {
+            return Err(Error::RuntimeNotInstalled { language });
+        }
+        let scratch = tempfile::Builder::new()
+            .prefix("sandlot-")
+            .tempdir()
+            .map_err(|e| Error::Io {
+                context: "cannot create the session's scratch directory".into(),
+                source: e,
+            })?;
+        let output_dir = scratch.path().join("output");
+        std::fs::create_dir(&output_dir).map_err(|e| Error::Io {
+            context: "cannot create the session's output directory".into(),
+            source: e,
+        })?;
+        let inner = backend.open(&SessionSpec {
+            language: &language,
+            workdir: scratch.path(),
+            memory: self.limits.memory,
+            max_output: self.limits.max_output,
+            env: &self.env,
+        })?;
+        let mut session = Session {
+            inner: Some(inner),
+            handler,
+            scratch,
+            limits: self.limits,
+            backend: backend.name(),
+        };
+        session.install_plot_capture()?;
+        Ok(session)
+    }
+}
+
+/// Options of one run.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Wall-clock limit, instead of the session's.
+    pub timeout: Option<Duration>,
+    /// Standard input.
+    pub stdin: Vec<u8>,
+    /// Sees stdout as it is written.
+    pub on_stdout: Option<Sink>,
+    /// Sees stderr as it is written.
+    pub on_stderr: Option<Sink>,
+}
+
+/// What one run gave.
+#[derive(Debug, Clone, Serialize)]
+pub struct Execution {
+    /// Standard output, as bytes (see [`Execution::stdout_text`]).
+    #[serde(serialize_with = "lossy")]
+    pub stdout: Vec<u8>,
+    /// Standard error, as bytes.
+    #[serde(serialize_with = "lossy")]
+    pub stderr: Vec<u8>,
+    /// Exit code: the program's, 124 after a timeout, 137 after the memory cap.
+    pub exit_code: i32,
+    /// Whether the run was stopped at its time limit.
+    pub timed_out: bool,
+    /// Whether the run was stopped at the memory cap.
+    pub memory_exceeded: bool,
+    /// Whether stdout went past the cap and was cut.
+    pub stdout_truncated: bool,
+    /// Whether stderr went past the cap and was cut.
+    pub stderr_truncated: bool,
+    /// Whether files were left out of `artifacts` by the limits.
+    pub artifacts_truncated: bool,
+    /// Wall-clock time of the run.
+    pub duration: Duration,
+    /// Files created or changed in the output directory.
+    pub artifacts: Vec<Artifact>,
+    /// The static analysis of the code.
+    pub findings: Vec<Finding>,
+    /// Set when the session cannot run anything more, with the reason.
+    pub session_ended: Option<String>,
+    /// The backend that ran it.
+    pub backend: &'static str,
+}
+
+fn lossy<S: serde::Serializer>(
+    bytes: &[u8],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_str(&String::from_utf8_lossy(bytes))
+}
+
+impl Execution {
+    /// Standard output as text; invalid UTF-8 becomes U+FFFD.
+    pub fn stdout_text(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.stdout)
+    }
+
+    /// Standard error as text; invalid UTF-8 becomes U+FFFD.
+    pub fn stderr_text(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.stderr)
+    }
+
+    /// Exit code 0, no limit hit.
+    pub fn success(&self) -> bool {
+        self.exit_code == 0 && !self.timed_out && !self.memory_exceeded
+    }
+
+    /// The artifacts that are images.
+    pub fn plots(&self) -> impl Iterator<Item = &Artifact> {
+        self.artifacts.iter().filter(|a| a.is_plot)
+    }
+}
+
+/// A sandbox for one language. State (variables, files) persists from one run to the
+/// next and is never shared with another session. Dropping it cleans up.
+pub struct Session {
+    inner: Option<Box<dyn BackendSession>>,
+    handler: LanguageHandler,
+    scratch: tempfile::TempDir,
+    limits: Limits,
+    backend: &'static str,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("language", &self.handler.info().id)
+            .field("backend", &self.backend)
+            .field("workdir", &self.scratch.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// The language id.
+    pub fn language(&self) -> &str {
+        &self.handler.info().id
+    }
+
+    /// Runs `code` with the session's limits.
+    pub fn run(&mut self, code: &str) -> Result<Execution> {
+        self.run_with(code, RunOptions::default())
+    }
+
+    /// Runs `code` with `options`.
+    pub fn run_with(&mut self, code: &str, options: RunOptions) -> Result<Execution> {
+        let findings = self.handler.analyze(code)?;
+        let inner = self.inner.as_mut().ok_or_else(|| Error::SessionEnded {
+            reason: "the session is closed".into(),
+        })?;
+        let output_dir = self.scratch.path().join("output");
+        let before = Snapshot::take(&output_dir);
+        let started = Instant::now();
+        let raw = inner.run(RunRequest {
+            code,
+            stdin: &options.stdin,
+            timeout: options.timeout.unwrap_or(self.limits.timeout),
+            on_stdout: options.on_stdout,
+            on_stderr: options.on_stderr,
+        })?;
+        if raw.ended.is_none() {
+            self.flush_plots();
+        }
+        let duration = started.elapsed();
+        let (artifacts, artifacts_truncated) =
+            Snapshot::take(&output_dir).changed_since(&before, &output_dir, self.limits.artifacts);
+        if raw.ended.is_some() {
+            self.inner = None;
+        }
+        Ok(Execution {
+            stdout: raw.stdout,
+            stderr: raw.stderr,
+            exit_code: raw.exit_code,
+            timed_out: raw.timed_out,
+            memory_exceeded: raw.memory_exceeded,
+            stdout_truncated: raw.stdout_truncated,
+            stderr_truncated: raw.stderr_truncated,
+            artifacts_truncated,
+            duration,
+            artifacts,
+            findings,
+            session_ended: raw.ended,
+            backend: self.backend,
+        })
+    }
+
+    /// Writes `contents` to `path` (relative to the working directory) in the sandbox.
+    pub fn write_file(&self, path: &str, contents: &[u8]) -> Result<()> {
+        let rel = sandbox_path(path)?;
+        let dir = self.workdir()?;
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            dir.create_dir_all(parent).map_err(|e| io_error(path, e))?;
+        }
+        dir.write(&rel, contents).map_err(|e| io_error(path, e))
+    }
+
+    /// Reads `path` (relative to the working directory) from the sandbox. A link that
+    /// points out of the sandbox is refused.
+    pub fn read_file(&self, path: &str) -> Result<Vec<u8>> {
+        let rel = sandbox_path(path)?;
+        self.workdir()?.read(&rel).map_err(|e| io_error(path, e))
+    }
+
+    /// The entries of directory `path` (relative; `""` or `"."` for the working
+    /// directory), sorted; directories end with `/`.
+    pub fn list_files(&self, path: &str) -> Result<Vec<String>> {
+        let dir = self.workdir()?;
+        let entries = if path.is_empty() || path == "." {
+            dir.entries()
+        } else {
+            dir.read_dir(sandbox_path(path)?)
+        }
+        .map_err(|e| io_error(path, e))?;
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().into_string().ok()?;
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                Some(if is_dir { format!("{name}/") } else { name })
+            })
+            .filter(|name| name != ".sandlot/" && name != ".tmp/")
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Ends the session and removes its files. Dropping the session does the same.
+    pub fn close(mut self) {
+        self.inner = None;
+    }
+
+    fn workdir(&self) -> Result<cap_std::fs::Dir> {
+        cap_std::fs::Dir::open_ambient_dir(self.scratch.path(), cap_std::ambient_authority())
+            .map_err(|e| io_error(".", e))
+    }
+
+    /// Runs the handler's plot prelude once, so figures land in the output directory.
+    fn install_plot_capture(&mut self) -> Result<()> {
+        if !self.handler.info().can_capture_plots {
+            return Ok(());
+        }
+        let Some(prelude) = self.handler.plot_prelude(&format!("{WORKDIR}/output"))? else {
+            return Ok(());
+        };
+        let Some(inner) = self.inner.as_mut() else {
+            return Ok(());
+        };
+        let raw = inner.run(RunRequest {
+            code: &prelude,
+            stdin: b"",
+            timeout: Duration::from_secs(60),
+            on_stdout: None,
+            on_stderr: None,
+        })?;
+        if raw.exit_code != 0 || raw.ended.is_some() {
+            return Err(Error::Runtime {
+                runtime: self.backend.into(),
+                reason: format!(
+                    "the plot prelude failed: {}",
+                    String::from_utf8_lossy(&raw.stderr).trim()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Saves figures the run left open, as a program's exit would.
+    fn flush_plots(&mut self) {
+        if self.handler.info().id != "python" || !self.handler.info().can_capture_plots {
+            return;
+        }
+        if let Some(inner) = self.inner.as_mut() {
+            let _ = inner.run(RunRequest {
+                code: FLUSH_PYTHON_FIGURES,
+                stdin: b"",
+                timeout: Duration::from_secs(30),
+                on_stdout: None,
+                on_stderr: None,
+            });
+        }
+    }
+}
+
+/// The Python prelude registers its figure saver as `sys._sandlot_save_figures`.
+const FLUSH_PYTHON_FIGURES: &str =
+    "import sys as _sl_sys\nif hasattr(_sl_sys, '_sandlot_save_figures'):\n    _sl_sys._sandlot_save_figures()\n";
+
+/// `path` as a relative path with normal components only.
+fn sandbox_path(path: &str) -> Result<PathBuf> {
+    let invalid = |reason: &str| Error::InvalidPath {
+        path: path.to_string(),
+        reason: reason.to_string(),
+    };
+    let rel = Path::new(path);
+    if path.is_empty() || path.contains('\0') {
+        return Err(invalid("empty or contains NUL"));
+    }
+    if rel.is_absolute() {
+        return Err(invalid("must be relative to the working directory"));
+    }
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return Err(invalid("must not contain `..` or `.`"));
+    }
+    Ok(rel.to_path_buf())
+}
+
+fn io_error(path: &str, source: std::io::Error) -> Error {
+    Error::Io {
+        context: format!("sandbox file `{path}`"),
+        source,
+    }
+}
+
+/// A [`Session`] for async code: each call runs on tokio's blocking pool.
+#[derive(Clone)]
+pub struct AsyncSession {
+    inner: Arc<std::sync::Mutex<Session>>,
+}
+
+impl From<Session> for AsyncSession {
+    fn from(session: Session) -> Self {
+        AsyncSession {
+            inner: Arc::new(std::sync::Mutex::new(session)),
+        }
+    }
+}
+
+impl AsyncSession {
+    /// Runs `code` with `options` without blocking the async runtime.
+    pub async fn run_with(&self, code: String, options: RunOptions) -> Result<Execution> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            inner
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .run_with(&code, options)
+        })
+        .await
+        .map_err(|e| Error::InvalidInput(format!("the run was cancelled: {e}")))?
+    }
+
+    /// Runs `code` with the session's limits.
+    pub async fn run(&self, code: &str) -> Result<Execution> {
+        self.run_with(code.to_string(), RunOptions::default()).await
+    }
+}

@@ -1,0 +1,281 @@
+//! Python on the embedded wasm backend: CPython for WASI under wasmtime, in-process.
+//!
+//! Needs the runtime installed (`sandlot runtimes install python`; tests/run.sh does
+//! it). It is compiled once per machine into the component cache.
+
+use sandlot::backend::Backend;
+use sandlot::{Error, Execution, RunOptions, Sandlot, Session};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+fn sandlot() -> &'static Sandlot {
+    static SANDLOT: OnceLock<Sandlot> = OnceLock::new();
+    SANDLOT.get_or_init(|| {
+        let sandlot = Sandlot::from_environment().unwrap();
+        assert!(
+            sandlot.wasm().serves("python"),
+            "the Python runtime is not installed: run `sandlot runtimes install python`"
+        );
+        sandlot
+    })
+}
+
+fn session() -> Session {
+    sandlot().session("python").open().unwrap()
+}
+
+fn run(code: &str) -> Execution {
+    session().run(code).unwrap()
+}
+
+#[test]
+fn hello_world_and_exit_codes() {
+    let hello = run("print('hello, world')");
+    assert_eq!(hello.stdout_text(), "hello, world\n");
+    assert_eq!(hello.exit_code, 0);
+    assert!(hello.success());
+    assert_eq!(hello.backend, "wasm");
+
+    assert_eq!(run("import sys\nsys.exit(3)").exit_code, 3);
+    assert_eq!(run("raise SystemExit(0)").exit_code, 0);
+}
+
+#[test]
+fn exceptions_go_to_stderr_with_exit_code_1() {
+    let failed = run("def f():\n    return 1 / 0\nf()\n");
+    assert_eq!(failed.exit_code, 1);
+    assert!(failed.stdout.is_empty());
+    let stderr = failed.stderr_text();
+    assert!(
+        stderr.contains("ZeroDivisionError: division by zero"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Traceback"), "{stderr}");
+}
+
+#[test]
+fn stdin_is_the_runs_own() {
+    let mut session = session();
+    let options = RunOptions {
+        stdin: b"first line\nsecond\n".to_vec(),
+        ..RunOptions::default()
+    };
+    let read = session
+        .run_with(
+            "import sys\nprint(sys.stdin.read().upper(), end='')",
+            options,
+        )
+        .unwrap();
+    assert_eq!(read.stdout_text(), "FIRST LINE\nSECOND\n");
+    // The next run's stdin is empty, not what is left of the last one.
+    let empty = session
+        .run("import sys\nprint(repr(sys.stdin.read()))")
+        .unwrap();
+    assert_eq!(empty.stdout_text(), "''\n");
+}
+
+#[test]
+fn unicode_and_invalid_utf8_output_survive() {
+    let text = run("print('héllo wörld — 你好 🎉')");
+    assert_eq!(text.stdout_text(), "héllo wörld — 你好 🎉\n");
+    let bytes =
+        run("import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe end\\n')\nsys.stdout.flush()");
+    assert_eq!(bytes.stdout, b"ok \xff\xfe end\n");
+    assert_eq!(bytes.stdout_text(), "ok \u{fffd}\u{fffd} end\n");
+}
+
+#[test]
+fn numpy_and_pandas_compute_correctly() {
+    let result = run(
+        "import numpy as np, pandas as pd\n\
+         df = pd.DataFrame({'x': np.arange(1, 101)})\n\
+         df['y'] = df.x ** 2\n\
+         print(int(df.y.sum()), round(float(np.linalg.det(np.array([[2.0, 1.0], [1.0, 3.0]]))), 6))\n\
+         print(df.groupby(df.x % 3).y.sum().to_dict())\n",
+    );
+    assert_eq!(result.exit_code, 0, "{}", result.stderr_text());
+    assert_eq!(
+        result.stdout_text(),
+        "338350 5.0\n{0: 112761, 1: 116161, 2: 109428}\n"
+    );
+}
+
+#[test]
+fn matplotlib_figures_come_back_as_png_plots() {
+    let result = run("import matplotlib.pyplot as plt\n\
+         plt.plot([1, 2, 3], [2, 4, 1])\n\
+         plt.title('shown')\n\
+         plt.show()\n\
+         fig = plt.figure()\n\
+         plt.bar(['a', 'b'], [3, 5])\n\
+         plt.savefig('output/saved.png')\n");
+    assert_eq!(result.exit_code, 0, "{}", result.stderr_text());
+    let plots: Vec<_> = result.plots().map(|p| p.path.as_str()).collect();
+    // The shown figure, the saved one, and the saved figure again as left open.
+    assert!(plots.contains(&"plot-001.png"), "{plots:?}");
+    assert!(plots.contains(&"saved.png"), "{plots:?}");
+    for plot in result.plots() {
+        assert!(
+            plot.bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "{} is not a PNG",
+            plot.path
+        );
+        assert!(
+            plot.bytes.len() > 2000,
+            "{} is suspiciously small",
+            plot.path
+        );
+        assert_eq!(plot.mime, "image/png");
+    }
+}
+
+#[test]
+fn state_persists_within_a_session_and_never_across() {
+    let mut first = session();
+    first.run("secret = 'only mine'\nimport json").unwrap();
+    let again = first.run("print(secret, json.dumps([1]))").unwrap();
+    assert_eq!(again.stdout_text(), "only mine [1]\n");
+
+    let mut second = session();
+    let other = second.run("print(secret)").unwrap();
+    assert_eq!(other.exit_code, 1);
+    assert!(
+        other.stderr_text().contains("NameError"),
+        "{}",
+        other.stderr_text()
+    );
+}
+
+#[test]
+fn files_are_private_to_their_session() {
+    let mut writer = session();
+    let wrote = writer
+        .run("open('note.txt', 'w').write('mine')\nimport os\nprint(os.getcwd())")
+        .unwrap();
+    assert_eq!(wrote.stdout_text(), "/workspace\n");
+    assert_eq!(writer.read_file("note.txt").unwrap(), b"mine");
+    assert!(writer
+        .list_files("")
+        .unwrap()
+        .contains(&"note.txt".to_string()));
+
+    let mut reader = session();
+    let read = reader.run("open('note.txt').read()").unwrap();
+    assert!(
+        read.stderr_text().contains("FileNotFoundError"),
+        "{}",
+        read.stderr_text()
+    );
+
+    // The host side moves files in and out, inside the sandbox only.
+    reader.write_file("data/in.csv", b"a,b\n1,2\n").unwrap();
+    let csv = reader
+        .run("import csv\nprint(list(csv.reader(open('data/in.csv'))))")
+        .unwrap();
+    assert_eq!(csv.stdout_text(), "[['a', 'b'], ['1', '2']]\n");
+    for escape in ["../x", "/etc/passwd", "data/../../x"] {
+        let err = reader.read_file(escape).unwrap_err();
+        assert!(matches!(err, Error::InvalidPath { .. }), "{escape}: {err}");
+    }
+}
+
+#[test]
+fn the_host_file_system_is_out_of_reach() {
+    let mut session = session();
+    session
+        .run("import os\nos.symlink('/etc/passwd', 'link')")
+        .unwrap();
+    for code in [
+        "print(open('/etc/passwd').read())",
+        "print(open('../etc/passwd').read())",
+        "print(open('/workspace/../etc/passwd').read())",
+        "print(open('link').read())",
+    ] {
+        let result = session.run(code).unwrap();
+        assert_ne!(
+            result.exit_code,
+            0,
+            "{code} succeeded: {}",
+            result.stdout_text()
+        );
+        assert!(
+            !result.stdout_text().contains("root:"),
+            "{code} leaked /etc/passwd"
+        );
+    }
+    // Reading the link from the host side must not follow it out either.
+    assert!(session.read_file("link").is_err());
+    let env = session.run("import os\nprint(sorted(os.environ))").unwrap();
+    assert_eq!(
+        env.stdout_text(),
+        "['HOME', 'MPLBACKEND', 'PWD', 'PYTHONTZPATH', 'TMPDIR']\n",
+        "only the sandbox's own environment, nothing from the host"
+    );
+}
+
+#[test]
+fn an_endless_loop_is_stopped_at_the_timeout() {
+    let mut session = sandlot()
+        .session("python")
+        .timeout(Duration::from_millis(500))
+        .open()
+        .unwrap();
+    let stopped = session.run("while True:\n    pass\n").unwrap();
+    assert!(stopped.timed_out);
+    assert_eq!(stopped.exit_code, 124);
+    assert!(
+        stopped.duration < Duration::from_secs(10),
+        "{:?}",
+        stopped.duration
+    );
+    assert!(stopped.session_ended.is_some());
+    // The stopped session says so; the host and other sessions are fine.
+    let err = session.run("print(1)").unwrap_err();
+    assert!(matches!(err, Error::SessionEnded { .. }), "{err}");
+    assert_eq!(run("print(2)").stdout_text(), "2\n");
+}
+
+#[test]
+fn a_memory_bomb_is_stopped_at_the_cap() {
+    let mut session = sandlot()
+        .session("python")
+        .memory(256 << 20)
+        .open()
+        .unwrap();
+    let bomb = session
+        .run("hoard = []\nwhile True:\n    hoard.append(bytearray(16 << 20))\n")
+        .unwrap();
+    assert!(bomb.memory_exceeded, "{bomb:?}");
+    assert_eq!(bomb.exit_code, 137);
+    assert_eq!(run("print(3)").stdout_text(), "3\n");
+}
+
+#[test]
+fn an_output_flood_is_truncated_and_flagged() {
+    let mut session = sandlot()
+        .session("python")
+        .limits(sandlot::Limits {
+            max_output: 64 << 10,
+            ..sandlot::Limits::default()
+        })
+        .open()
+        .unwrap();
+    let flood = session
+        .run("for i in range(200000):\n    print('x' * 50)\nprint('end')")
+        .unwrap();
+    assert_eq!(flood.exit_code, 0);
+    assert!(flood.stdout_truncated);
+    assert_eq!(flood.stdout.len(), 64 << 10);
+    // Streaming sees everything, the cap applies to what is kept.
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = seen.clone();
+    let options = RunOptions {
+        on_stdout: Some(Box::new(move |bytes: &[u8]| {
+            counter.fetch_add(bytes.len(), std::sync::atomic::Ordering::Relaxed);
+        })),
+        ..RunOptions::default()
+    };
+    let streamed = session.run_with("print('y' * 100000)", options).unwrap();
+    assert!(streamed.stdout_truncated);
+    assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 100001);
+}
