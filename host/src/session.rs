@@ -242,7 +242,8 @@ pub struct Execution {
     pub stderr_truncated: bool,
     /// Whether files were left out of `artifacts` by the limits.
     pub artifacts_truncated: bool,
-    /// Wall-clock time of the run.
+    /// Wall-clock time of the run (`duration_ms` in JSON).
+    #[serde(rename = "duration_ms", serialize_with = "millis")]
     pub duration: Duration,
     /// Files created or changed in the output directory.
     pub artifacts: Vec<Artifact>,
@@ -252,6 +253,13 @@ pub struct Execution {
     pub session_ended: Option<String>,
     /// The backend that ran it.
     pub backend: &'static str,
+}
+
+fn millis<S: serde::Serializer>(
+    duration: &Duration,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_f64(duration.as_secs_f64() * 1e3)
 }
 
 fn lossy<S: serde::Serializer>(

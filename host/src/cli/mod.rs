@@ -215,7 +215,7 @@ fn run_code(host: PluginHost, global: &Global, args: RunArgs) -> Result<ExitCode
         cache_dir(global),
     )?;
     if sandlot.wasm().needs_compile(&language) {
-        eprintln!("sandlot: compiling the {language} runtime; this happens once (about 2 minutes on 2 cores)");
+        eprintln!("sandlot: compiling the {language} runtime; this happens once (CPython takes about 90 s on 2 cores)");
     }
     if !(args.timeout > 0.0 && args.timeout.is_finite()) {
         bail!("--timeout must be a positive number of seconds");
@@ -342,7 +342,7 @@ fn runtimes_install(global: &Global, language: &str) -> Result<ExitCode> {
     eprintln!("sandlot: installed in {}", installed.display());
     let backend = sandlot::backend::wasm::WasmBackend::discover(&dir, cache_dir(global))?;
     if backend.needs_compile(language) {
-        eprintln!("sandlot: compiling the runtime once (about 2 minutes on 2 cores)");
+        eprintln!("sandlot: compiling the runtime once (CPython takes about 90 s on 2 cores)");
         let started = std::time::Instant::now();
         backend.precompile(language)?;
         eprintln!(

@@ -83,37 +83,84 @@ impl ComponentCache {
     }
 }
 
+/// Something wasmtime compiles and the cache can hold: a core module or a component.
+pub(crate) trait Compiled: Sized {
+    /// Distinguishes the two in cache keys.
+    const KIND: &'static [u8];
+    /// Compiles the file at `path`.
+    fn compile_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self>;
+    /// Loads an artifact this cache wrote.
+    ///
+    /// # Safety
+    /// `path` must hold an artifact produced by `serialize` (see [`ComponentCache`]).
+    #[allow(unsafe_code)]
+    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self>;
+    /// The artifact's bytes.
+    fn serialize(&self) -> wasmtime::Result<Vec<u8>>;
+}
+
+impl Compiled for Module {
+    const KIND: &'static [u8] = b"module:";
+    fn compile_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self> {
+        Module::from_file(engine, path)
+    }
+    #[allow(unsafe_code)]
+    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self> {
+        // SAFETY: forwarded from the caller.
+        unsafe { Module::deserialize_file(engine, path) }
+    }
+    fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
+        Module::serialize(self)
+    }
+}
+
+impl Compiled for Component {
+    const KIND: &'static [u8] = b"component-file:";
+    fn compile_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self> {
+        Component::from_file(engine, path)
+    }
+    #[allow(unsafe_code)]
+    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self> {
+        // SAFETY: forwarded from the caller.
+        unsafe { Component::deserialize_file(engine, path) }
+    }
+    fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
+        Component::serialize(self)
+    }
+}
+
 impl ComponentCache {
-    /// The compiled form of the core module at `path`, whose SHA-256 (hex) is
-    /// `sha256`, from the cache or freshly compiled. The file is read only when it
-    /// must be compiled: runtimes are large (CPython is 100 MB) and their hash was
-    /// verified when they were installed.
-    pub(crate) fn load_module(
+    /// The compiled form of the file at `path`, whose SHA-256 (hex) is `sha256`, from
+    /// the cache or freshly compiled. The file is read only when it must be compiled:
+    /// runtimes are large (CPython is 100 MB) and their hash was verified when they
+    /// were installed.
+    pub(crate) fn load_file<A: Compiled>(
         &self,
         engine: &Engine,
         path: &Path,
         sha256: &str,
-    ) -> wasmtime::Result<(Module, CacheOutcome)> {
-        let key = module_key(engine, sha256);
-        let cached = self
-            .dir
-            .as_ref()
-            .map(|dir| (dir, dir.join(format!("{key}.cwasm"))));
+    ) -> wasmtime::Result<(A, CacheOutcome)> {
+        let cached = self.dir.as_ref().map(|dir| {
+            (
+                dir,
+                dir.join(format!("{}.cwasm", file_key::<A>(engine, sha256))),
+            )
+        });
         if let Some((_, artifact)) = &cached {
             if artifact.is_file() {
                 // SAFETY: as for components above: only this module writes there,
-                // whole files renamed into place, named after the exact module and
+                // whole files renamed into place, named after the exact file and
                 // engine configuration.
                 #[allow(unsafe_code)]
-                let module = unsafe { Module::deserialize_file(engine, artifact) };
-                if let Ok(module) = module {
-                    return Ok((module, CacheOutcome::Hit));
+                let loaded = unsafe { A::deserialize_file(engine, artifact) };
+                if let Ok(loaded) = loaded {
+                    return Ok((loaded, CacheOutcome::Hit));
                 }
             }
         }
-        let module = Module::from_file(engine, path)?;
+        let compiled = A::compile_file(engine, path)?;
         let stored = cached.is_some_and(|(dir, artifact)| {
-            module
+            compiled
                 .serialize()
                 .ok()
                 .is_some_and(|bytes| store(dir, &artifact, &bytes).is_ok())
@@ -123,13 +170,13 @@ impl ComponentCache {
         } else {
             CacheOutcome::CompiledUncached
         };
-        Ok((module, outcome))
+        Ok((compiled, outcome))
     }
 
-    /// Whether the module with this SHA-256 is cached (so loading it is fast).
-    pub(crate) fn has_module(&self, engine: &Engine, sha256: &str) -> bool {
+    /// Whether the file with this SHA-256 is cached, so loading it is fast.
+    pub(crate) fn has_file<A: Compiled>(&self, engine: &Engine, sha256: &str) -> bool {
         let Some(dir) = &self.dir else { return false };
-        dir.join(format!("{}.cwasm", module_key(engine, sha256)))
+        dir.join(format!("{}.cwasm", file_key::<A>(engine, sha256)))
             .is_file()
     }
 }
@@ -162,9 +209,9 @@ fn key(engine: &Engine, wasm: &[u8]) -> String {
     artifact_key(engine, b"component:", &Sha256::digest(wasm))
 }
 
-/// The cache key of the core module whose SHA-256 (hex) is `sha256`.
-fn module_key(engine: &Engine, sha256: &str) -> String {
-    artifact_key(engine, b"module:", sha256.as_bytes())
+/// The cache key of the file whose SHA-256 (hex) is `sha256`.
+fn file_key<A: Compiled>(engine: &Engine, sha256: &str) -> String {
+    artifact_key(engine, A::KIND, sha256.as_bytes())
 }
 
 fn artifact_key(engine: &Engine, kind: &[u8], wasm_hash: &[u8]) -> String {

@@ -11,7 +11,7 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Bumped whenever [`config`] changes in a way that makes compiled artifacts
 /// incompatible; part of the cache key together with wasmtime's own compatibility hash,
 /// so a stale artifact is never loaded.
-pub(crate) const ENGINE_CONFIG_VERSION: &str = "sandlot-engine-2";
+pub(crate) const ENGINE_CONFIG_VERSION: &str = "sandlot-engine-3";
 
 /// The process-wide engine: compiled code and type information are shared between all
 /// plugins and sessions. The first call starts the epoch thread.
@@ -40,6 +40,9 @@ fn config() -> Config {
     config.cranelift_opt_level(wasmtime::OptLevel::Speed);
     // CPython for WASI is built with the exception-handling proposal.
     config.wasm_exceptions(true);
+    // Interpreters recurse deeply (QuickJS has no stack check of its own and traps
+    // at the wasm stack limit). Calls run on threads with at least 2 MiB of stack.
+    config.max_wasm_stack(1 << 20);
     config
 }
 

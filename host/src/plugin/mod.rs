@@ -432,6 +432,17 @@ pub fn inspect_file(path: &Path) -> Result<(Inspection, Option<LanguageHandler>)
     Ok((inspection, Some(handler)))
 }
 
+/// Checks that `bytes` (read from `path`) is a sandlot plugin of a supported contract
+/// and says what it declares, without compiling it.
+pub fn inspect_bytes(bytes: &[u8], path: &Path) -> Result<Inspection> {
+    contract::inspect(
+        bytes,
+        &PluginSource::File {
+            path: path.to_path_buf(),
+        },
+    )
+}
+
 /// `$XDG_CACHE_HOME/sandlot/components`, or `~/.cache/sandlot/components`.
 pub fn default_cache_dir() -> Option<PathBuf> {
     crate::config::xdg_dir("XDG_CACHE_HOME", ".cache").map(|d| d.join("sandlot/components"))

@@ -7,19 +7,22 @@
 //! interruption and capped output.
 
 pub mod capture;
+mod component;
 mod input;
 pub mod module;
 
 use super::{Backend, BackendSession, RawOutput, RunRequest, SessionSpec};
 use crate::error::{Error, Result};
-use crate::plugin::cache::{CacheOutcome, ComponentCache};
+use crate::plugin::cache::ComponentCache;
 use crate::plugin::engine::{self, MemoryCap};
 use capture::Capture;
+use component::{ComponentRuntime, ComponentSession};
 use input::Feed;
 use module::{Protocol, RuntimeManifest};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use wasmtime::component::Component;
 use wasmtime::{Instance, InstancePre, Linker, Module, Store, Trap, Val};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
@@ -27,11 +30,18 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 /// Guest path of the session's working directory.
 pub const WORKDIR: &str = "/workspace";
 
-/// A module runtime found on disk, compiled on first use.
+/// A runtime compiled and linked, ready to instantiate.
+#[derive(Clone)]
+enum Prepared {
+    Module(Arc<InstancePre<SessionState>>),
+    Component(Arc<ComponentRuntime>),
+}
+
+/// A runtime found on disk, compiled on first use.
 struct RuntimeEntry {
     dir: PathBuf,
     manifest: RuntimeManifest,
-    prepared: Mutex<Option<Arc<InstancePre<SessionState>>>>,
+    prepared: Mutex<Option<Prepared>>,
 }
 
 /// The wasm backend and the runtimes it knows.
@@ -75,14 +85,14 @@ impl WasmBackend {
     /// takes about two minutes on two cores), so a caller can say so first.
     pub fn needs_compile(&self, language: &str) -> bool {
         self.entry(language).is_some_and(|entry| {
-            entry
-                .prepared
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_none()
-                && !self
-                    .cache
-                    .has_module(engine::shared(), &entry.manifest.sha256)
+            let engine = engine::shared();
+            let sha256 = &entry.manifest.sha256;
+            let cached = match entry.manifest.protocol {
+                Protocol::Component => self.cache.has_file::<Component>(engine, sha256),
+                Protocol::Turn | Protocol::Command => self.cache.has_file::<Module>(engine, sha256),
+            };
+            let prepared = entry.prepared.lock().unwrap_or_else(|e| e.into_inner());
+            prepared.is_none() && !cached
         })
     }
 
@@ -104,13 +114,10 @@ impl WasmBackend {
     }
 
     /// Compiles (or loads from the cache) and links the runtime, once per process.
-    fn prepare(
-        &self,
-        entry: &RuntimeEntry,
-    ) -> Result<(Arc<InstancePre<SessionState>>, Option<CacheOutcome>)> {
+    fn prepare(&self, entry: &RuntimeEntry) -> Result<Prepared> {
         let mut prepared = entry.prepared.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(pre) = &*prepared {
-            return Ok((pre.clone(), None));
+        if let Some(ready) = &*prepared {
+            return Ok(ready.clone());
         }
         let failed = |reason: String| Error::Runtime {
             runtime: entry.manifest.id.clone(),
@@ -118,13 +125,35 @@ impl WasmBackend {
         };
         let engine = engine::shared();
         let path = entry.dir.join(&entry.manifest.module);
-        let (module, outcome) = self
-            .cache
-            .load_module(engine, &path, &entry.manifest.sha256)
-            .map_err(|e| failed(format!("cannot load {}: {e:#}", path.display())))?;
-        let pre = Arc::new(link(&module, &entry.manifest).map_err(|e| failed(format!("{e:#}")))?);
-        *prepared = Some(pre.clone());
-        Ok((pre, Some(outcome)))
+        let sha256 = &entry.manifest.sha256;
+        let cannot_load =
+            |e: wasmtime::Error| failed(format!("cannot load {}: {e:#}", path.display()));
+        let ready = match entry.manifest.protocol {
+            Protocol::Component => {
+                let (component, _) = self
+                    .cache
+                    .load_file::<Component>(engine, &path, sha256)
+                    .map_err(cannot_load)?;
+                Prepared::Component(Arc::new(ComponentRuntime::new(&component).map_err(
+                    |e| {
+                        failed(format!(
+                            "does not match the sandlot:plugin runtime contract: {e:#}"
+                        ))
+                    },
+                )?))
+            }
+            Protocol::Turn | Protocol::Command => {
+                let (module, _) = self
+                    .cache
+                    .load_file::<Module>(engine, &path, sha256)
+                    .map_err(cannot_load)?;
+                Prepared::Module(Arc::new(
+                    link(&module, &entry.manifest).map_err(|e| failed(format!("{e:#}")))?,
+                ))
+            }
+        };
+        *prepared = Some(ready.clone());
+        Ok(ready)
     }
 }
 
@@ -174,9 +203,26 @@ impl Backend for WasmBackend {
             .ok_or_else(|| Error::RuntimeNotInstalled {
                 language: spec.language.to_string(),
             })?;
-        let (pre, _) = self.prepare(entry)?;
-        let session = ModuleSession::open(pre, entry, spec)?;
-        Ok(Box::new(session))
+        match self.prepare(entry)? {
+            Prepared::Module(pre) => Ok(Box::new(ModuleSession::open(pre, entry, spec)?)),
+            Prepared::Component(runtime) => {
+                let mut env = entry
+                    .manifest
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<Vec<_>>();
+                env.extend(spec.env.iter().cloned());
+                Ok(Box::new(ComponentSession::open(
+                    &runtime,
+                    &entry.manifest.id,
+                    spec.workdir,
+                    spec.memory,
+                    spec.max_output,
+                    &env,
+                )?))
+            }
+        }
     }
 }
 
@@ -415,7 +461,12 @@ fn call_turn(live: &mut Live, code: &str, len: i32) -> wasmtime::Result<i32> {
 }
 
 /// Fills in `output` for a run that ended in `error` rather than returning.
-fn stopped(error: &wasmtime::Error, memory_hit: bool, timeout: Duration, output: &mut RawOutput) {
+pub(crate) fn stopped(
+    error: &wasmtime::Error,
+    memory_hit: bool,
+    timeout: Duration,
+    output: &mut RawOutput,
+) {
     if let Some(exit) = error.downcast_ref::<I32Exit>() {
         output.exit_code = exit.0;
         output.ended = Some(format!(
@@ -444,8 +495,10 @@ impl BackendSession for ModuleSession {
         self.stdout.start(request.on_stdout);
         self.stderr.start(request.on_stderr);
         let result = match self.protocol {
-            Protocol::Turn => self.turn(request.code, request.stdin, request.timeout),
             Protocol::Command => self.command(request.code, request.stdin, request.timeout),
+            Protocol::Turn | Protocol::Component => {
+                self.turn(request.code, request.stdin, request.timeout)
+            }
         };
         let (stdout, stdout_truncated) = self.stdout.finish();
         let (stderr, stderr_truncated) = self.stderr.finish();

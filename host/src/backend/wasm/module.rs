@@ -45,6 +45,9 @@ pub enum Protocol {
     Turn,
     /// A command run once per piece of code.
     Command,
+    /// A component of the `sandlot:plugin/runtime` world: one instance and one
+    /// `session` resource per session.
+    Component,
 }
 
 /// A read-only mount of the runtime's own files.
