@@ -351,3 +351,129 @@ fn plan_errors_say_what_was_wrong() {
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr.contains("/nonexistent.toml"), "{stderr}");
 }
+
+/// `sandlot run` with the machine's installed runtimes and compiled-runtime cache.
+fn sandlot_run(home: &Path, args: &[&str]) -> Command {
+    let mut command = sandlot(home, &[&["run"], args].concat());
+    command
+        .env(
+            "SANDLOT_RUNTIMES_DIR",
+            sandlot::session::default_runtimes_dir(),
+        )
+        .env(
+            "SANDLOT_CACHE_DIR",
+            sandlot::plugin::default_cache_dir().unwrap(),
+        );
+    command
+}
+
+#[test]
+fn run_prints_the_output_and_exits_with_the_programs_status() {
+    let home = tempfile::tempdir().unwrap();
+    let (output, stdout, _) = run(&mut sandlot_run(
+        home.path(),
+        &["-l", "python", "-c", "print('hi')"],
+    ));
+    assert_eq!((output.status.code(), stdout.as_str()), (Some(0), "hi\n"));
+
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &["-l", "py", "-c", "import sys\nsys.exit(7)"],
+    ));
+    assert_eq!(output.status.code(), Some(7), "{stderr}");
+
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &["-l", "python", "--timeout", "0.5", "-c", "while True: pass"],
+    ));
+    assert_eq!(output.status.code(), Some(124));
+    assert!(stderr.contains("stopped after 0.5 s"), "{stderr}");
+
+    let (output, _, _) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--memory",
+            "128",
+            "-c",
+            "x = bytearray(400 << 20)",
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(137));
+
+    let (output, _, stderr) = run(&mut sandlot_run(home.path(), &["-l", "cobol", "-c", "x"]));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("unknown language `cobol`"), "{stderr}");
+}
+
+#[test]
+fn run_takes_a_script_or_stdin_and_returns_plots() {
+    let home = tempfile::tempdir().unwrap();
+    let script = home.path().join("analysis.py");
+    std::fs::write(
+        &script,
+        "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.savefig('output/line.png')\nprint('saved')\n",
+    )
+    .unwrap();
+    let (json, _) = ok(&mut sandlot_run(
+        home.path(),
+        &[script.to_str().unwrap(), "--json"],
+    ));
+    let result: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(result["language"], "python");
+    assert_eq!(result["stdout"], "saved\n");
+    assert_eq!(result["exit_code"], 0);
+    let plot = &result["artifacts"][0];
+    assert_eq!(plot["path"], "line.png");
+    assert_eq!(plot["is_plot"], true);
+    assert!(
+        plot["base64"].as_str().unwrap().starts_with("iVBORw0KGgo"),
+        "a PNG, base64"
+    );
+
+    let out = home.path().join("out");
+    ok(&mut sandlot_run(
+        home.path(),
+        &[script.to_str().unwrap(), "--out", out.to_str().unwrap()],
+    ));
+    assert!(std::fs::read(out.join("line.png"))
+        .unwrap()
+        .starts_with(b"\x89PNG"));
+
+    let mut child = sandlot_run(home.path(), &["-l", "javascript", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"console.log([1, 2, 3].map(x => x * 2).join(','))")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "2,4,6\n");
+}
+
+#[test]
+fn run_refuses_code_the_policy_blocks() {
+    let home = tempfile::tempdir().unwrap();
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--block-at",
+            "high",
+            "-c",
+            "import os\nos.system('id')",
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(125));
+    assert!(
+        stderr.contains("blocked by the security policy") && stderr.contains("python.os-command"),
+        "{stderr}"
+    );
+}

@@ -1,6 +1,7 @@
-//! The wasm backend, Python: a warm session open+`print(1)`+close, a warm run in an
-//! open session, and memory per idle session. Needs the runtime installed
-//! (`sandlot runtimes install python`). Run with `cargo bench --bench wasm`.
+//! The wasm backend, Python and JavaScript: a warm session open + print 1 + close, a
+//! warm run in an open session, and memory per idle session. Needs both runtimes
+//! installed (`sandlot runtimes install python|javascript`). Run with
+//! `cargo bench --bench wasm`.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -18,37 +19,42 @@ fn rss_kib() -> u64 {
 
 fn main() {
     let sandlot = Sandlot::from_environment().unwrap();
-    assert!(
-        sandlot.wasm().serves("python"),
-        "install the runtime first: sandlot runtimes install python"
-    );
     let mut criterion = Criterion::default()
         .configure_from_args()
-        .measurement_time(Duration::from_secs(15));
-    let mut group = criterion.benchmark_group("python (wasm)");
-    group.bench_function("open + print(1) + close", |b| {
-        b.iter(|| {
-            let mut session = sandlot.session("python").open().unwrap();
-            assert_eq!(session.run("print(1)").unwrap().stdout, b"1\n");
-            session.close();
-        })
-    });
-    let mut session = sandlot.session("python").open().unwrap();
-    group.bench_function("run print(1) in an open session", |b| {
-        b.iter(|| assert_eq!(session.run("print(1)").unwrap().stdout, b"1\n"))
-    });
-    group.finish();
+        .measurement_time(Duration::from_secs(10));
+    let languages = [("python", "print(1)"), ("javascript", "console.log(1)")];
+    for (language, code) in languages {
+        assert!(
+            sandlot.wasm().serves(language),
+            "install the runtime first: sandlot runtimes install {language}"
+        );
+        let mut group = criterion.benchmark_group(format!("{language} (wasm)"));
+        group.bench_function("open + print 1 + close", |b| {
+            b.iter(|| {
+                let mut session = sandlot.session(language).open().unwrap();
+                assert_eq!(session.run(code).unwrap().stdout, b"1\n");
+                session.close();
+            })
+        });
+        let mut session = sandlot.session(language).open().unwrap();
+        group.bench_function("run print 1 in an open session", |b| {
+            b.iter(|| assert_eq!(session.run(code).unwrap().stdout, b"1\n"))
+        });
+        group.finish();
+    }
     criterion.final_summary();
 
     // Memory per idle session: open many, touch each once, measure resident memory.
-    let before = rss_kib();
-    let sessions: Vec<_> = (0..20)
-        .map(|_| {
-            let mut session = sandlot.session("python").open().unwrap();
-            session.run("x = 1").unwrap();
-            session
-        })
-        .collect();
-    let per_session = (rss_kib() - before) / sessions.len() as u64;
-    println!("python (wasm)/resident memory per idle session: {per_session} KiB");
+    for (language, code) in languages {
+        let before = rss_kib();
+        let sessions: Vec<_> = (0..20)
+            .map(|_| {
+                let mut session = sandlot.session(language).open().unwrap();
+                session.run(code).unwrap();
+                session
+            })
+            .collect();
+        let per_session = (rss_kib() - before) / sessions.len() as u64;
+        println!("{language} (wasm)/resident memory per idle session: {per_session} KiB");
+    }
 }

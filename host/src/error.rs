@@ -288,6 +288,18 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// The security policy refused the code because of what the static analysis found.
+    #[error(
+        "blocked by the security policy (blocks {threshold} and above): {}",
+        findings.iter().map(|f| format!("{}{}: {} ({})", f.line.map(|l| format!("line {l}: ")).unwrap_or_default(), f.rule_id, f.message, f.severity)).collect::<Vec<_>>().join("; ")
+    )]
+    Blocked {
+        /// The findings at or above the threshold.
+        findings: Vec<crate::language::Finding>,
+        /// The policy's threshold.
+        threshold: crate::language::Severity,
+    },
+
     /// The plugin kind is recognised but cannot be used by this build.
     #[error("{plugin}: {reason}")]
     Unsupported {

@@ -38,7 +38,9 @@ pub use language::{
     Command, Finding, LanguageInfo, Phase, Plan, PlanOptions, Severity, SourceFile,
 };
 pub use plugin::{HandlerLimits, LanguageHandler, PluginHost, PluginHostBuilder};
-pub use session::{AsyncSession, BackendChoice, Execution, Limits, RunOptions, Sandlot, Session};
+pub use session::{
+    AsyncSession, BackendChoice, Execution, Limits, Policy, RunOptions, Sandlot, Session,
+};
 
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -18,7 +18,7 @@ use crate::artifact::{Artifact, ArtifactLimits, Snapshot};
 use crate::backend::wasm::{WasmBackend, WORKDIR};
 use crate::backend::{Backend, BackendSession, RunRequest, SessionSpec, Sink};
 use crate::error::{Error, Result};
-use crate::language::Finding;
+use crate::language::{Finding, Severity};
 use crate::plugin::{LanguageHandler, PluginHost};
 use crate::Config;
 use serde::Serialize;
@@ -48,6 +48,24 @@ impl Default for Limits {
             memory: 1 << 30,
             max_output: 1 << 20,
             artifacts: ArtifactLimits::default(),
+        }
+    }
+}
+
+/// What the host does with the static analysis of each run's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Refuse code with a finding at or above this severity; `None` only reports
+    /// findings (they are in every [`Execution`]).
+    pub block_at: Option<Severity>,
+}
+
+impl Default for Policy {
+    /// Blocks only what is clearly hostile (critical findings, such as a fork bomb):
+    /// the sandbox, not a pattern match, is what keeps the host safe.
+    fn default() -> Self {
+        Policy {
+            block_at: Some(Severity::Critical),
         }
     }
 }
@@ -111,6 +129,7 @@ impl Sandlot {
             language: language.to_string(),
             backend: BackendChoice::Auto,
             limits: Limits::default(),
+            policy: Policy::default(),
             env: Vec::new(),
         }
     }
@@ -133,10 +152,17 @@ pub struct SessionBuilder<'a> {
     language: String,
     backend: BackendChoice,
     limits: Limits,
+    policy: Policy,
     env: Vec<(String, String)>,
 }
 
 impl SessionBuilder<'_> {
+    /// The security policy (default: [`Policy::default`]).
+    pub fn policy(&mut self, policy: Policy) -> &mut Self {
+        self.policy = policy;
+        self
+    }
+
     /// Which backend runs the code (default: [`BackendChoice::Auto`]).
     pub fn backend(&mut self, backend: BackendChoice) -> &mut Self {
         self.backend = backend;
@@ -196,15 +222,15 @@ impl SessionBuilder<'_> {
             max_output: self.limits.max_output,
             env: &self.env,
         })?;
-        let mut session = Session {
+        Ok(Session {
             inner: Some(inner),
             handler,
             scratch,
             limits: self.limits,
+            policy: self.policy,
             backend: backend.name(),
-        };
-        session.install_plot_capture()?;
-        Ok(session)
+            plot_capture: false,
+        })
     }
 }
 
@@ -298,7 +324,10 @@ pub struct Session {
     handler: LanguageHandler,
     scratch: tempfile::TempDir,
     limits: Limits,
+    policy: Policy,
     backend: &'static str,
+    /// Whether the handler's plot prelude has run in this sandbox.
+    plot_capture: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -325,12 +354,30 @@ impl Session {
     /// Runs `code` with `options`.
     pub fn run_with(&mut self, code: &str, options: RunOptions) -> Result<Execution> {
         let findings = self.handler.analyze(code)?;
-        let inner = self.inner.as_mut().ok_or_else(|| Error::SessionEnded {
-            reason: "the session is closed".into(),
-        })?;
+        if let Some(threshold) = self.policy.block_at {
+            let blocking: Vec<Finding> = findings
+                .iter()
+                .filter(|f| f.severity >= threshold)
+                .cloned()
+                .collect();
+            if !blocking.is_empty() {
+                return Err(Error::Blocked {
+                    findings: blocking,
+                    threshold,
+                });
+            }
+        }
         let output_dir = self.scratch.path().join("output");
         let before = Snapshot::take(&output_dir);
         let started = Instant::now();
+        // The prelude costs milliseconds in an interpreter that just started, so it
+        // runs before the first code that may plot, not when the session opens.
+        if !self.plot_capture && mentions_plotting(code) {
+            self.install_plot_capture()?;
+        }
+        let inner = self.inner.as_mut().ok_or_else(|| Error::SessionEnded {
+            reason: "the session is closed".into(),
+        })?;
         let raw = inner.run(RunRequest {
             code,
             stdin: &options.stdin,
@@ -416,6 +463,7 @@ impl Session {
 
     /// Runs the handler's plot prelude once, so figures land in the output directory.
     fn install_plot_capture(&mut self) -> Result<()> {
+        self.plot_capture = true;
         if !self.handler.info().can_capture_plots {
             return Ok(());
         }
@@ -446,7 +494,7 @@ impl Session {
 
     /// Saves figures the run left open, as a program's exit would.
     fn flush_plots(&mut self) {
-        if self.handler.info().id != "python" || !self.handler.info().can_capture_plots {
+        if !self.plot_capture || self.handler.info().id != "python" {
             return;
         }
         if let Some(inner) = self.inner.as_mut() {
@@ -459,6 +507,23 @@ impl Session {
             });
         }
     }
+}
+
+/// Whether `code` may draw a figure, directly or through a library (`df.plot()`,
+/// seaborn, ggplot2...). A miss only means left-open figures are not saved for that
+/// run; figures saved explicitly into the output directory always come back.
+fn mentions_plotting(code: &str) -> bool {
+    [
+        "plot",
+        "plt",
+        "matplotlib",
+        "seaborn",
+        "figure",
+        "hist",
+        "png(",
+    ]
+    .iter()
+    .any(|word| code.contains(word))
 }
 
 /// The Python prelude registers its figure saver as `sys._sandlot_save_figures`.

@@ -103,7 +103,7 @@ fn python_string(s: &str) -> String {
 /// `plt.show()` and when it exits with figures still open. pyplot is patched only when the program imports it,
 /// so programs without plots do not pay for importing matplotlib.
 const PRELUDE: &str = r#"def _sandlot_capture_plots(out):
-    import atexit, importlib.util, os, sys
+    import atexit, os, sys
     os.environ["MPLBACKEND"] = "Agg"
     count = [0]
     def save_figures(*_args, **_kwargs):
@@ -119,6 +119,9 @@ const PRELUDE: &str = r#"def _sandlot_capture_plots(out):
             if name != "matplotlib.pyplot":
                 return None
             sys.meta_path.remove(self)
+            # Imported here, not up front: it costs milliseconds, and most programs
+            # never import pyplot.
+            import importlib.util
             spec = importlib.util.find_spec(name)
             if spec is None or spec.loader is None:
                 return spec

@@ -100,6 +100,36 @@ struct RunArgs {
     /// Write the files the program made into DIR.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Refuse code whose static analysis finds something this severe or worse.
+    #[arg(long, value_enum, default_value = "critical", value_name = "SEVERITY")]
+    block_at: BlockAt,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BlockAt {
+    Info,
+    Low,
+    Medium,
+    High,
+    Critical,
+    /// Only report findings.
+    Never,
+}
+
+impl BlockAt {
+    fn policy(self) -> sandlot::Policy {
+        use sandlot::Severity;
+        sandlot::Policy {
+            block_at: match self {
+                BlockAt::Info => Some(Severity::Info),
+                BlockAt::Low => Some(Severity::Low),
+                BlockAt::Medium => Some(Severity::Medium),
+                BlockAt::High => Some(Severity::High),
+                BlockAt::Critical => Some(Severity::Critical),
+                BlockAt::Never => None,
+            },
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -227,7 +257,8 @@ fn run_code(host: PluginHost, global: &Global, args: RunArgs) -> Result<ExitCode
             BackendArg::Wasm => sandlot::BackendChoice::Wasm,
         })
         .timeout(std::time::Duration::from_secs_f64(args.timeout))
-        .memory(args.memory.saturating_mul(1 << 20));
+        .memory(args.memory.saturating_mul(1 << 20))
+        .policy(args.block_at.policy());
     let mut session = match builder.open() {
         Ok(session) => session,
         Err(error) => {
