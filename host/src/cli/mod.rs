@@ -85,6 +85,11 @@ struct RunArgs {
     code: Option<String>,
     /// File with the code; `-` reads standard input.
     file: Option<PathBuf>,
+    /// Library the code needs. Repeatable. The wasm backend's runtimes cannot install
+    /// libraries but bundle many (Python: numpy, pandas, scipy, scikit-learn,
+    /// matplotlib, seaborn, statsmodels, ...).
+    #[arg(long = "lib", value_name = "NAME")]
+    libraries: Vec<String>,
     /// Where to run it.
     #[arg(long, value_enum, default_value = "auto")]
     backend: BackendArg,
@@ -266,7 +271,10 @@ fn run_code(host: PluginHost, global: &Global, args: RunArgs) -> Result<ExitCode
             return Ok(ExitCode::from(EXIT_SANDLOT_ERROR));
         }
     };
-    let mut options = sandlot::RunOptions::default();
+    let mut options = sandlot::RunOptions {
+        libraries: args.libraries.clone(),
+        ..sandlot::RunOptions::default()
+    };
     if !args.json {
         // Stream output as it is written.
         options.on_stdout = Some(Box::new(|bytes: &[u8]| {

@@ -4,6 +4,7 @@
 
 use super::capture::Capture;
 use super::input::Feed;
+use super::module::RuntimeManifest;
 use super::{stopped, WORKDIR};
 use crate::backend::{BackendSession, RawOutput, RunRequest};
 use crate::error::{Error, Result};
@@ -65,19 +66,20 @@ pub(crate) struct ComponentSession {
     stderr: Capture,
     stdin: Feed,
     ended: Option<String>,
+    bundled: Vec<String>,
 }
 
 impl ComponentSession {
     pub(crate) fn open(
         runtime: &ComponentRuntime,
-        id: &str,
+        manifest: &RuntimeManifest,
         workdir: &Path,
         memory: usize,
         max_output: usize,
         env: &[(String, String)],
     ) -> Result<Self> {
         let failed = |reason: String| Error::Runtime {
-            runtime: id.to_string(),
+            runtime: manifest.id.clone(),
             reason,
         };
         let (stdout, stderr, stdin) = (
@@ -122,11 +124,16 @@ impl ComponentSession {
             stderr,
             stdin,
             ended: None,
+            bundled: manifest.bundled.clone(),
         })
     }
 }
 
 impl BackendSession for ComponentSession {
+    fn missing_libraries(&self, libraries: &[String]) -> Vec<String> {
+        super::module::missing(&self.bundled, libraries)
+    }
+
     fn run(&mut self, request: RunRequest<'_>) -> Result<RawOutput> {
         let Some(store) = self.store.as_mut() else {
             return Err(Error::SessionEnded {

@@ -215,7 +215,7 @@ impl Backend for WasmBackend {
                 env.extend(spec.env.iter().cloned());
                 Ok(Box::new(ComponentSession::open(
                     &runtime,
-                    &entry.manifest.id,
+                    &entry.manifest,
                     spec.workdir,
                     spec.memory,
                     spec.max_output,
@@ -254,6 +254,7 @@ struct ModuleSession {
     /// The session's instance (turn protocol only).
     live: Option<Live>,
     ended: Option<String>,
+    bundled: Vec<String>,
 }
 
 impl ModuleSession {
@@ -295,6 +296,7 @@ impl ModuleSession {
             stdin: Feed::default(),
             live: None,
             ended: None,
+            bundled: manifest.bundled.clone(),
         };
         if session.protocol == Protocol::Turn {
             let argv = session.argv.clone();
@@ -491,6 +493,10 @@ pub(crate) fn stopped(
 }
 
 impl BackendSession for ModuleSession {
+    fn missing_libraries(&self, libraries: &[String]) -> Vec<String> {
+        module::missing(&self.bundled, libraries)
+    }
+
     fn run(&mut self, request: RunRequest<'_>) -> Result<RawOutput> {
         self.stdout.start(request.on_stdout);
         self.stderr.start(request.on_stderr);

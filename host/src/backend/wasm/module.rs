@@ -103,6 +103,30 @@ pub struct RuntimeManifest {
     /// Imports answered with a constant.
     #[serde(default, rename = "stub")]
     pub stubs: Vec<Stub>,
+    /// Libraries built into the runtime (it cannot install others), by their package
+    /// names, e.g. `numpy`.
+    #[serde(default)]
+    pub bundled: Vec<String>,
+}
+
+/// The `libraries` not among `bundled`, compared as a package index would.
+pub fn missing(bundled: &[String], libraries: &[String]) -> Vec<String> {
+    let bundled: Vec<String> = bundled.iter().map(|b| normalize_library(b)).collect();
+    libraries
+        .iter()
+        .filter(|library| !bundled.contains(&normalize_library(library)))
+        .cloned()
+        .collect()
+}
+
+/// A library name as a package index compares it: lower case, `_` and `.` as `-`,
+/// without version constraints or extras (`Pandas>=2` is `pandas`).
+pub fn normalize_library(requirement: &str) -> String {
+    let name = requirement
+        .split(|c: char| "<>=!~[ ;@".contains(c))
+        .next()
+        .unwrap_or_default();
+    name.trim().to_ascii_lowercase().replace(['_', '.'], "-")
 }
 
 impl RuntimeManifest {
@@ -168,6 +192,16 @@ mod tests {
         assert!(
             err.contains("{file}") && err.contains("runtime.toml"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn library_names_normalize_like_a_package_index() {
+        assert_eq!(normalize_library("Pandas>=2.0"), "pandas");
+        assert_eq!(normalize_library("scikit_learn"), "scikit-learn");
+        assert_eq!(
+            normalize_library("typing.extensions[all] ; python_version>'3'"),
+            "typing-extensions"
         );
     }
 
