@@ -28,6 +28,18 @@ fn run(command: &mut Command) -> (Output, String, String) {
     (output, stdout, stderr)
 }
 
+/// Runs `command` with `input` on its standard input; returns its standard output.
+fn with_stdin(command: &mut Command, input: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap().stdout
+}
+
 fn ok(command: &mut Command) -> (String, String) {
     let (output, stdout, stderr) = run(command);
     assert!(output.status.success(), "failed: {stderr}\n{stdout}");
@@ -302,20 +314,11 @@ fn plan_prints_files_commands_and_findings_without_running_anything() {
     assert_eq!(plan["findings"], serde_json::json!([]));
 
     // Standard input.
-    let mut child = sandlot(home.path(), &["plan", "-l", "bash", "-", "--json"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"rm -rf /\n")
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let stdout = with_stdin(
+        &mut sandlot(home.path(), &["plan", "-l", "bash", "-", "--json"]),
+        b"rm -rf /\n",
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(plan["findings"][0]["rule_id"], "bash.destructive");
 }
 
@@ -441,20 +444,11 @@ fn run_takes_a_script_or_stdin_and_returns_plots() {
         .unwrap()
         .starts_with(b"\x89PNG"));
 
-    let mut child = sandlot_run(home.path(), &["-l", "javascript", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"console.log([1, 2, 3].map(x => x * 2).join(','))")
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "2,4,6\n");
+    let stdout = with_stdin(
+        &mut sandlot_run(home.path(), &["-l", "javascript", "-"]),
+        b"console.log([1, 2, 3].map(x => x * 2).join(','))",
+    );
+    assert_eq!(String::from_utf8_lossy(&stdout), "2,4,6\n");
 }
 
 #[test]

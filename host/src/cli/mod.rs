@@ -75,16 +75,32 @@ enum RuntimesCommand {
     List,
 }
 
+/// Where the code comes from, and its language.
 #[derive(Args)]
-struct RunArgs {
+struct CodeSource {
     /// Language id or alias (default: from FILE's extension).
     #[arg(short, long)]
     language: Option<String>,
-    /// Code to run, instead of FILE.
+    /// The code, instead of FILE.
     #[arg(short, long, conflicts_with = "file")]
     code: Option<String>,
     /// File with the code; `-` reads standard input.
     file: Option<PathBuf>,
+}
+
+impl CodeSource {
+    /// The code and the handler of its language.
+    fn load<'h>(&self, host: &'h PluginHost) -> Result<(String, &'h sandlot::LanguageHandler)> {
+        let (code, from) = read_code(self.code.as_deref(), self.file.as_deref())?;
+        let handler = pick_language(host, self.language.as_deref(), from)?;
+        Ok((code, handler))
+    }
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    source: CodeSource,
     /// Library the code needs. Repeatable. The wasm backend's runtimes cannot install
     /// libraries but bundle many (Python: numpy, pandas, scipy, scikit-learn,
     /// matplotlib, seaborn, statsmodels, ...).
@@ -165,14 +181,8 @@ enum PluginsCommand {
 
 #[derive(Args)]
 struct PlanArgs {
-    /// Language id or alias (default: from FILE's extension).
-    #[arg(short, long)]
-    language: Option<String>,
-    /// Code to plan, instead of FILE.
-    #[arg(short, long, conflicts_with = "file")]
-    code: Option<String>,
-    /// File with the code; `-` reads standard input.
-    file: Option<PathBuf>,
+    #[command(flatten)]
+    source: CodeSource,
     /// Library to install first. Repeatable.
     #[arg(long = "lib", value_name = "NAME")]
     libraries: Vec<String>,
@@ -241,8 +251,7 @@ fn cache_dir(global: &Global) -> Option<PathBuf> {
 }
 
 fn run_code(host: PluginHost, global: &Global, args: RunArgs) -> Result<ExitCode> {
-    let (code, from) = read_code(args.code.as_deref(), args.file.as_deref())?;
-    let handler = pick_language(&host, args.language.as_deref(), from)?;
+    let (code, handler) = args.source.load(&host)?;
     let language = handler.info().id.clone();
     let sandlot = sandlot::Sandlot::new(
         host,
@@ -601,8 +610,7 @@ fn pick_language<'h>(
 }
 
 fn plan(host: &PluginHost, args: PlanArgs) -> Result<ExitCode> {
-    let (code, from) = read_code(args.code.as_deref(), args.file.as_deref())?;
-    let handler = pick_language(host, args.language.as_deref(), from)?;
+    let (code, handler) = args.source.load(host)?;
     let options = PlanOptions {
         capture_plots: !args.no_plots && handler.info().can_capture_plots,
         args: args.args.clone(),
