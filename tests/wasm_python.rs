@@ -302,3 +302,15 @@ fn an_output_flood_is_truncated_and_flagged() {
     assert!(streamed.stdout_truncated);
     assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 100001);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_sessions_run_side_by_side_and_keep_state() {
+    let builder = sandlot().session("python");
+    let (a, b) = tokio::join!(builder.open_async(), builder.open_async());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let (set_a, set_b) = tokio::join!(a.run("who = 'a'"), b.run("who = 'b'"));
+    assert!(set_a.unwrap().success() && set_b.unwrap().success());
+    let (read_a, read_b) = tokio::join!(a.run("print(who)"), b.run("print(who)"));
+    assert_eq!(read_a.unwrap().stdout_text(), "a\n");
+    assert_eq!(read_b.unwrap().stdout_text(), "b\n");
+}

@@ -84,9 +84,11 @@ pub enum BackendChoice {
 /// The entry point of the library: loaded language handlers and backends.
 ///
 /// Create one per process and open sessions from it; it caches compiled runtimes.
+/// Clones are cheap and share everything.
+#[derive(Clone)]
 pub struct Sandlot {
-    plugins: PluginHost,
-    wasm: WasmBackend,
+    plugins: Arc<PluginHost>,
+    wasm: Arc<WasmBackend>,
 }
 
 impl Sandlot {
@@ -109,7 +111,10 @@ impl Sandlot {
         cache_dir: Option<PathBuf>,
     ) -> Result<Sandlot> {
         let wasm = WasmBackend::discover(runtimes_dir, cache_dir)?;
-        Ok(Sandlot { plugins, wasm })
+        Ok(Sandlot {
+            plugins: Arc::new(plugins),
+            wasm: Arc::new(wasm),
+        })
     }
 
     /// The loaded plugins.
@@ -123,9 +128,9 @@ impl Sandlot {
     }
 
     /// Starts configuring a session for `language` (an id or alias).
-    pub fn session(&self, language: &str) -> SessionBuilder<'_> {
+    pub fn session(&self, language: &str) -> SessionBuilder {
         SessionBuilder {
-            sandlot: self,
+            sandlot: self.clone(),
             language: language.to_string(),
             backend: BackendChoice::Auto,
             limits: Limits::default(),
@@ -147,8 +152,9 @@ pub fn default_runtimes_dir() -> PathBuf {
 }
 
 /// Configures and opens a [`Session`].
-pub struct SessionBuilder<'a> {
-    sandlot: &'a Sandlot,
+#[derive(Clone)]
+pub struct SessionBuilder {
+    sandlot: Sandlot,
     language: String,
     backend: BackendChoice,
     limits: Limits,
@@ -156,7 +162,7 @@ pub struct SessionBuilder<'a> {
     env: Vec<(String, String)>,
 }
 
-impl SessionBuilder<'_> {
+impl SessionBuilder {
     /// The security policy (default: [`Policy::default`]).
     pub fn policy(&mut self, policy: Policy) -> &mut Self {
         self.policy = policy;
@@ -193,12 +199,27 @@ impl SessionBuilder<'_> {
         self
     }
 
+    /// [`SessionBuilder::open`] for async code: opens on tokio's blocking pool.
+    ///
+    /// Blocking calls into the wasm backend must not run on an async worker thread
+    /// (wasmtime's WASI layer would panic), so async code uses this and
+    /// [`AsyncSession`].
+    pub async fn open_async(&self) -> Result<AsyncSession> {
+        let builder = self.clone();
+        tokio::task::spawn_blocking(move || builder.open())
+            .await
+            .map_err(|e| Error::InvalidInput(format!("opening the session was cancelled: {e}")))?
+            .map(AsyncSession::from)
+    }
+
     /// Opens the sandbox: a fresh scratch directory, a fresh interpreter.
+    ///
+    /// Blocking; from async code use [`SessionBuilder::open_async`].
     pub fn open(&self) -> Result<Session> {
         let handler = self.sandlot.plugins.language(&self.language)?.clone();
         let language = handler.info().id.clone();
         let backend: &dyn Backend = match self.backend {
-            BackendChoice::Auto | BackendChoice::Wasm => &self.sandlot.wasm,
+            BackendChoice::Auto | BackendChoice::Wasm => &*self.sandlot.wasm,
         };
         if !backend.serves(&language) {
             return Err(Error::RuntimeNotInstalled { language });
@@ -576,7 +597,8 @@ fn io_error(path: &str, source: std::io::Error) -> Error {
     }
 }
 
-/// A [`Session`] for async code: each call runs on tokio's blocking pool.
+/// A [`Session`] for async code: each call runs on tokio's blocking pool. Open one with
+/// [`SessionBuilder::open_async`].
 #[derive(Clone)]
 pub struct AsyncSession {
     inner: Arc<std::sync::Mutex<Session>>,
