@@ -39,8 +39,8 @@ pub enum PluginStatus {
     },
     /// Its manifest says `enabled = false`.
     Disabled,
-    /// Recognised, but this build cannot use it (a runtime plugin needs the wasm
-    /// backend).
+    /// Recognised, but not used from here (a runtime component belongs in the
+    /// runtimes directory, with a `runtime.toml`).
     Unsupported(String),
     /// It could not be loaded.
     Failed(Error),
@@ -340,7 +340,8 @@ fn load_plugin(
     }
     if inspection.kind == PluginKind::Runtime {
         report.status = PluginStatus::Unsupported(
-            "runtime plugins run under the wasm backend, which this build does not include yet"
+            "runtime components run from the runtimes directory, each in a folder with a \
+             runtime.toml (see `sandlot runtimes list`); one in a plugin directory is not used"
                 .into(),
         );
         report.load_time = started.elapsed();
