@@ -471,3 +471,22 @@ fn run_refuses_code_the_policy_blocks() {
         "{stderr}"
     );
 }
+
+#[test]
+fn run_installs_a_missing_runtime_on_first_use() {
+    let home = tempfile::tempdir().unwrap();
+    let runtimes = home.path().join("runtimes");
+    let mut command = sandlot_run(home.path(), &["-l", "js", "-c", "console.log('first use')"]);
+    command.env("SANDLOT_RUNTIMES_DIR", &runtimes);
+    let (output, stdout, stderr) = run(&mut command);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(stdout, "first use\n");
+    assert!(
+        stderr.contains("no javascript runtime installed yet"),
+        "{stderr}"
+    );
+    assert!(runtimes.join("quickjs/runtime.toml").is_file());
+    // The second run finds it.
+    let (_, _, stderr) = run(&mut command);
+    assert!(!stderr.contains("installing"), "{stderr}");
+}

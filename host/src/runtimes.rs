@@ -275,6 +275,8 @@ fn install_python(staging: &Path, progress: &mut impl FnMut(&str)) -> Result<()>
         ])
         .arg(&download)
         .arg(requirement)
+        // pip's progress goes to our stderr: stdout belongs to the program's output.
+        .stdout(std::process::Stdio::from(std::io::stderr()))
         .status()
         .map_err(io(format!("cannot run {python} -m pip")))?;
     if !status.success() {
@@ -323,6 +325,8 @@ fn install_javascript(staging: &Path, progress: &mut impl FnMut(&str)) -> Result
         let status = Command::new("npm")
             .args(args)
             .current_dir(&build)
+            // Tool output is progress, never the program's output: keep stdout clean.
+            .stdout(std::process::Stdio::from(std::io::stderr()))
             .status()
             .map_err(io(
                 "cannot run npm; the JavaScript runtime is built with Node.js and npm".into(),

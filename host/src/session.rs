@@ -117,6 +117,16 @@ impl Sandlot {
         })
     }
 
+    /// Looks for runtimes in `runtimes_dir` again, e.g. after installing one.
+    pub fn rediscover_runtimes(
+        &mut self,
+        runtimes_dir: &Path,
+        cache_dir: Option<PathBuf>,
+    ) -> Result<()> {
+        self.wasm = Arc::new(WasmBackend::discover(runtimes_dir, cache_dir)?);
+        Ok(())
+    }
+
     /// The loaded plugins.
     pub fn plugins(&self) -> &PluginHost {
         &self.plugins

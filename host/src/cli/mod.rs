@@ -253,11 +253,20 @@ fn cache_dir(global: &Global) -> Option<PathBuf> {
 fn run_code(host: PluginHost, global: &Global, args: RunArgs) -> Result<ExitCode> {
     let (code, handler) = args.source.load(&host)?;
     let language = handler.info().id.clone();
-    let sandlot = sandlot::Sandlot::new(
-        host,
-        &sandlot::session::default_runtimes_dir(),
-        cache_dir(global),
-    )?;
+    let runtimes_dir = sandlot::session::default_runtimes_dir();
+    let mut sandlot = sandlot::Sandlot::new(host, &runtimes_dir, cache_dir(global))?;
+    use sandlot::backend::Backend as _;
+    // First use: install the runtime sandlot knows for the language, then go on.
+    let installable = sandlot::runtimes::KNOWN
+        .iter()
+        .any(|k| k.language == language);
+    if installable && !sandlot.wasm().serves(&language) {
+        eprintln!("sandlot: no {language} runtime installed yet; installing it (once)");
+        sandlot::runtimes::install(&language, &runtimes_dir, |step| {
+            eprintln!("sandlot: {step}")
+        })?;
+        sandlot.rediscover_runtimes(&runtimes_dir, cache_dir(global))?;
+    }
     if sandlot.wasm().needs_compile(&language) {
         eprintln!("sandlot: compiling the {language} runtime; this happens once (CPython takes about 90 s on 2 cores)");
     }
