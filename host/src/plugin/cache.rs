@@ -49,13 +49,25 @@ impl ComponentCache {
         wasm: &[u8],
         plugin: &PluginSource,
     ) -> Result<(Component, CacheOutcome)> {
+        self.load_keyed(
+            engine,
+            || key(engine, wasm),
+            || compile(engine, wasm, plugin),
+        )
+    }
+
+    /// The artifact named by `key` if the cache holds a usable one, else `compile()`,
+    /// stored for next time. `key` is computed only when there is a cache.
+    fn load_keyed<A: Compiled, E>(
+        &self,
+        engine: &Engine,
+        key: impl FnOnce() -> String,
+        compile: impl FnOnce() -> std::result::Result<A, E>,
+    ) -> std::result::Result<(A, CacheOutcome), E> {
         let Some(dir) = &self.dir else {
-            return Ok((
-                compile(engine, wasm, plugin)?,
-                CacheOutcome::CompiledUncached,
-            ));
+            return Ok((compile()?, CacheOutcome::CompiledUncached));
         };
-        let path = dir.join(format!("{}.cwasm", key(engine, wasm)));
+        let path = dir.join(format!("{}.cwasm", key()));
         if path.is_file() {
             // SAFETY: `deserialize_file` trusts the file to be an artifact wasmtime
             // produced. Only this module writes into the cache directory, each file is
@@ -63,14 +75,14 @@ impl ComponentCache {
             // exact wasm and engine configuration; wasmtime itself checks the header and
             // the engine compatibility.
             #[allow(unsafe_code)]
-            let cached = unsafe { Component::deserialize_file(engine, &path) };
-            if let Ok(component) = cached {
-                return Ok((component, CacheOutcome::Hit));
+            let cached = unsafe { A::deserialize_file(engine, &path) };
+            if let Ok(loaded) = cached {
+                return Ok((loaded, CacheOutcome::Hit));
             }
             // Unreadable or from an incompatible build: compile and replace it.
         }
-        let component = compile(engine, wasm, plugin)?;
-        let stored = component
+        let compiled = compile()?;
+        let stored = compiled
             .serialize()
             .ok()
             .is_some_and(|bytes| store(dir, &path, &bytes).is_ok());
@@ -79,7 +91,7 @@ impl ComponentCache {
         } else {
             CacheOutcome::CompiledUncached
         };
-        Ok((component, outcome))
+        Ok((compiled, outcome))
     }
 }
 
@@ -140,37 +152,11 @@ impl ComponentCache {
         path: &Path,
         sha256: &str,
     ) -> wasmtime::Result<(A, CacheOutcome)> {
-        let cached = self.dir.as_ref().map(|dir| {
-            (
-                dir,
-                dir.join(format!("{}.cwasm", file_key::<A>(engine, sha256))),
-            )
-        });
-        if let Some((_, artifact)) = &cached {
-            if artifact.is_file() {
-                // SAFETY: as for components above: only this module writes there,
-                // whole files renamed into place, named after the exact file and
-                // engine configuration.
-                #[allow(unsafe_code)]
-                let loaded = unsafe { A::deserialize_file(engine, artifact) };
-                if let Ok(loaded) = loaded {
-                    return Ok((loaded, CacheOutcome::Hit));
-                }
-            }
-        }
-        let compiled = A::compile_file(engine, path)?;
-        let stored = cached.is_some_and(|(dir, artifact)| {
-            compiled
-                .serialize()
-                .ok()
-                .is_some_and(|bytes| store(dir, &artifact, &bytes).is_ok())
-        });
-        let outcome = if stored {
-            CacheOutcome::Compiled
-        } else {
-            CacheOutcome::CompiledUncached
-        };
-        Ok((compiled, outcome))
+        self.load_keyed(
+            engine,
+            || file_key::<A>(engine, sha256),
+            || A::compile_file(engine, path),
+        )
     }
 
     /// Whether the file with this SHA-256 is cached, so loading it is fast.

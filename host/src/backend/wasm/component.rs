@@ -5,7 +5,7 @@
 use super::capture::Capture;
 use super::input::Feed;
 use super::module::RuntimeManifest;
-use super::{stopped, WORKDIR};
+use super::{finish_output, stopped, WORKDIR};
 use crate::backend::{BackendSession, RawOutput, RunRequest};
 use crate::error::{Error, Result};
 use crate::plugin::engine::{self, MemoryCap};
@@ -89,8 +89,6 @@ impl ComponentSession {
         );
         let mut wasi = WasiCtxBuilder::new();
         wasi.envs(env)
-            .env("HOME", WORKDIR)
-            .env("PWD", WORKDIR)
             .stdin(stdin.clone())
             .stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -160,10 +158,7 @@ impl BackendSession for ComponentSession {
                 stopped(&error, memory_hit, request.timeout, &mut output);
             }
         }
-        let crash = std::mem::take(&mut output.stderr);
-        (output.stdout, output.stdout_truncated) = self.stdout.finish();
-        (output.stderr, output.stderr_truncated) = self.stderr.finish();
-        output.stderr.extend_from_slice(&crash);
+        finish_output(&self.stdout, &self.stderr)(&mut output);
         if output.ended.is_some() {
             // A trapped instance cannot be trusted with another run.
             self.ended = output.ended.clone();

@@ -206,13 +206,11 @@ impl Backend for WasmBackend {
         match self.prepare(entry)? {
             Prepared::Module(pre) => Ok(Box::new(ModuleSession::open(pre, entry, spec)?)),
             Prepared::Component(runtime) => {
-                let mut env = entry
-                    .manifest
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect::<Vec<_>>();
-                env.extend(spec.env.iter().cloned());
+                let env = sandbox_env(
+                    &[("HOME", WORKDIR.into()), ("PWD", WORKDIR.into())],
+                    &entry.manifest,
+                    spec,
+                );
                 Ok(Box::new(ComponentSession::open(
                     &runtime,
                     &entry.manifest,
@@ -264,13 +262,15 @@ impl ModuleSession {
         spec: &SessionSpec<'_>,
     ) -> Result<Self> {
         let manifest = &entry.manifest;
-        let mut env: Vec<(String, String)> = vec![
-            ("HOME".into(), WORKDIR.into()),
-            ("TMPDIR".into(), format!("{WORKDIR}/.tmp")),
-            ("PWD".into(), WORKDIR.into()),
-        ];
-        env.extend(manifest.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        env.extend(spec.env.iter().cloned());
+        let env = sandbox_env(
+            &[
+                ("HOME", WORKDIR.into()),
+                ("TMPDIR", format!("{WORKDIR}/.tmp")),
+                ("PWD", WORKDIR.into()),
+            ],
+            manifest,
+            spec,
+        );
         std::fs::create_dir_all(spec.workdir.join(".tmp")).map_err(|e| Error::Io {
             context: format!(
                 "cannot prepare the sandbox directory {}",
@@ -492,6 +492,37 @@ pub(crate) fn stopped(
     }
 }
 
+/// Ends a run's capture of stdout and stderr; the returned function puts what was
+/// captured into the run's output, after which any message the host wrote to
+/// `output.stderr` (a crash) follows what the program wrote.
+pub(crate) fn finish_output(stdout: &Capture, stderr: &Capture) -> impl FnOnce(&mut RawOutput) {
+    let (out, out_truncated) = stdout.finish();
+    let (err, err_truncated) = stderr.finish();
+    move |output: &mut RawOutput| {
+        let crash = std::mem::take(&mut output.stderr);
+        output.stdout = out;
+        output.stdout_truncated = out_truncated;
+        output.stderr = err;
+        output.stderr.extend_from_slice(&crash);
+        output.stderr_truncated = err_truncated;
+    }
+}
+
+/// The environment of a sandbox, in increasing precedence: the host's defaults, the
+/// runtime's manifest, the session's own.
+fn sandbox_env(
+    defaults: &[(&str, String)],
+    manifest: &RuntimeManifest,
+    spec: &SessionSpec<'_>,
+) -> Vec<(String, String)> {
+    defaults
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .chain(manifest.env.iter().map(|(k, v)| (k.clone(), v.clone())))
+        .chain(spec.env.iter().cloned())
+        .collect()
+}
+
 impl BackendSession for ModuleSession {
     fn missing_libraries(&self, libraries: &[String]) -> Vec<String> {
         module::missing(&self.bundled, libraries)
@@ -506,16 +537,9 @@ impl BackendSession for ModuleSession {
                 self.turn(request.code, request.stdin, request.timeout)
             }
         };
-        let (stdout, stdout_truncated) = self.stdout.finish();
-        let (stderr, stderr_truncated) = self.stderr.finish();
+        let captured = finish_output(&self.stdout, &self.stderr);
         let mut output = result?;
-        output.stdout = stdout;
-        output.stdout_truncated = stdout_truncated;
-        // A crash message from the host goes after what the program wrote.
-        let crash = std::mem::take(&mut output.stderr);
-        output.stderr = stderr;
-        output.stderr.extend_from_slice(&crash);
-        output.stderr_truncated = stderr_truncated;
+        captured(&mut output);
         Ok(output)
     }
 }
