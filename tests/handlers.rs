@@ -303,7 +303,7 @@ fn go_sets_up_a_module_so_go_get_works() {
     assert_eq!(
         argvs(&plan),
         [
-            "go mod init sandlot.local/main",
+            "sh -c test -f go.mod || exec go mod init sandlot.local/main",
             "go get github.com/google/uuid@v1.6.0",
             "go build -o main .",
             "./main first arg second",

@@ -13,7 +13,7 @@ use sandlot_handler_kit::*;
 struct Go;
 
 /// The module path of the user's program.
-const MODULE: &str = "sandlot.local/main";
+const INIT_MODULE: &str = "test -f go.mod || exec go mod init sandlot.local/main";
 
 impl Guest for Go {
     fn info() -> LanguageInfo {
@@ -30,7 +30,11 @@ impl Guest for Go {
     }
 
     fn plan(code: String, libraries: Vec<String>, options: PlanOptions) -> Result<Plan, String> {
-        let mut commands = vec![command(Phase::Setup, &["go", "mod", "init", MODULE])];
+        // A session runs many plans in one workspace: the module exists after the first.
+        let mut commands = vec![command(
+            Phase::Setup,
+            &["sh", "-c", INIT_MODULE],
+        )];
         commands.extend(Self::install(libraries, options.workdir.clone())?);
         commands.push(command(Phase::Build, &["go", "build", "-o", "main", "."]));
         commands.push(command(Phase::Run, &["./main"]).args(&options.args));
