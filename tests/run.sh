@@ -7,7 +7,8 @@
 # 1. the committed guest components match their sources (guests/build.sh --check)
 # 2. formatting and clippy, warnings as errors
 # 3. the wasm backend's Python and JavaScript runtimes are installed
-# 4. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples
+# 4. Docker and Podman run, with sandlot's images built (tests/services.sh)
+# 5. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +45,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "runtimes of the wasm backend (installed once, pinned by hash, compiled once)"
 cargo run --quiet --locked -- runtimes install python
 cargo run --quiet --locked -- runtimes install javascript
+
+step "container engines and images"
+tests/services.sh "${CARGO_TARGET_DIR:-target}/debug/sandlot"
 
 step "cargo test"
 cargo test --workspace --locked

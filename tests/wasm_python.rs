@@ -314,3 +314,14 @@ async fn async_sessions_run_side_by_side_and_keep_state() {
     assert_eq!(read_a.unwrap().stdout_text(), "a\n");
     assert_eq!(read_b.unwrap().stdout_text(), "b\n");
 }
+
+#[test]
+fn shell_commands_are_refused_with_a_pointer_to_containers() {
+    let mut session = session();
+    let error = session.execute_command("ls").unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("no shell"), "{message}");
+    assert!(message.contains("docker or podman"), "{message}");
+    // The session is still usable.
+    assert_eq!(session.run("print(2)").unwrap().stdout_text(), "2\n");
+}

@@ -41,7 +41,7 @@ impl Default for ArtifactLimits {
 
 /// Size and modification time of every regular file under a directory.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Snapshot(HashMap<PathBuf, (u64, Option<SystemTime>)>);
+pub struct Snapshot(HashMap<PathBuf, (u64, Option<SystemTime>)>);
 
 impl Snapshot {
     /// Walks `root` without following symbolic links: a link the program made can
@@ -70,38 +70,62 @@ impl Snapshot {
         Snapshot(files)
     }
 
-    /// The files new or changed since `before`, in path order, within `limits`.
-    /// Returns them and whether any were left out.
+    /// A snapshot from `(path, size, modification time)` triples, e.g. as a container
+    /// agent reports them.
+    pub(crate) fn from_entries(
+        entries: impl IntoIterator<Item = (PathBuf, u64, Option<SystemTime>)>,
+    ) -> Snapshot {
+        Snapshot(
+            entries
+                .into_iter()
+                .map(|(path, size, mtime)| (path, (size, mtime)))
+                .collect(),
+        )
+    }
+
+    /// The files new or changed since `before` below the host directory `root`, in
+    /// path order, within `limits`. Returns them and whether any were left out.
     pub(crate) fn changed_since(
         &self,
         before: &Snapshot,
         root: &Path,
         limits: ArtifactLimits,
     ) -> (Vec<Artifact>, bool) {
+        self.changed_since_with(before, limits, |rel, max| {
+            let path = root.join(rel);
+            // Re-check: the file may have been replaced by a link since the walk.
+            let meta = std::fs::symlink_metadata(&path).ok()?;
+            if !meta.is_file() || meta.len() > max {
+                return None;
+            }
+            std::fs::read(&path).ok().filter(|b| b.len() as u64 <= max)
+        })
+    }
+
+    /// As [`Snapshot::changed_since`], reading each file with `read(path, most bytes)`,
+    /// which returns `None` for a file that is gone, not regular, or larger.
+    pub(crate) fn changed_since_with(
+        &self,
+        before: &Snapshot,
+        limits: ArtifactLimits,
+        mut read: impl FnMut(&Path, u64) -> Option<Vec<u8>>,
+    ) -> (Vec<Artifact>, bool) {
         let mut paths: Vec<_> = self
             .0
             .iter()
             .filter(|(path, stat)| before.0.get(*path) != Some(stat))
-            .map(|(path, _)| path.clone())
+            .map(|(path, (size, _))| (path.clone(), *size))
             .collect();
         paths.sort();
         let mut artifacts = Vec::new();
         let mut total = 0u64;
         let mut left_out = false;
-        for rel in paths {
-            let path = root.join(&rel);
-            // Re-check: the file may have been replaced by a link since the walk.
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                continue;
-            };
-            if !meta.is_file() {
-                continue;
-            }
-            if artifacts.len() == limits.max_files || total + meta.len() > limits.max_bytes {
+        for (rel, size) in paths {
+            if artifacts.len() == limits.max_files || total + size > limits.max_bytes {
                 left_out = true;
                 continue;
             }
-            let Ok(bytes) = std::fs::read(&path) else {
+            let Some(bytes) = read(&rel, limits.max_bytes - total) else {
                 continue;
             };
             total += bytes.len() as u64;

@@ -5,6 +5,13 @@
 //! plugin_dirs = ["plugins", "/opt/sandlot/plugins"]
 //! # Where compiled components are cached.
 //! cache_dir = "/var/cache/sandlot"
+//! # Container engines (defaults: DOCKER_HOST; CONTAINER_HOST or Podman's socket).
+//! docker_host = "unix:///var/run/docker.sock"
+//! podman_host = "unix:///run/podman/podman.sock"
+//!
+//! # The image each language runs in, instead of its handler's default.
+//! [images]
+//! python = "sandlot/polyglot:latest"
 //! ```
 
 use crate::error::{Error, Result};
@@ -21,6 +28,12 @@ pub struct Config {
     pub plugin_dirs: Vec<PathBuf>,
     /// Cache directory for compiled components.
     pub cache_dir: Option<PathBuf>,
+    /// Docker's endpoint, e.g. `unix:///var/run/docker.sock` (default: `DOCKER_HOST`).
+    pub docker_host: Option<String>,
+    /// Podman's endpoint (default: `CONTAINER_HOST`, then Podman's usual sockets).
+    pub podman_host: Option<String>,
+    /// Container image per language id, instead of the handler's default image.
+    pub images: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -29,6 +42,10 @@ struct File {
     #[serde(default)]
     plugin_dirs: Vec<PathBuf>,
     cache_dir: Option<PathBuf>,
+    docker_host: Option<String>,
+    podman_host: Option<String>,
+    #[serde(default)]
+    images: std::collections::BTreeMap<String, String>,
 }
 
 impl Config {
@@ -73,6 +90,9 @@ impl Config {
             path: Some(path.to_path_buf()),
             plugin_dirs: file.plugin_dirs.iter().map(|d| base.join(d)).collect(),
             cache_dir: file.cache_dir.map(|d| base.join(d)),
+            docker_host: file.docker_host,
+            podman_host: file.podman_host,
+            images: file.images,
         })
     }
 

@@ -300,6 +300,51 @@ pub enum Error {
         threshold: crate::language::Severity,
     },
 
+    /// The container engine cannot be reached.
+    #[error("cannot reach {engine} at {endpoint}: {reason}; {hint}")]
+    EngineUnavailable {
+        /// `docker` or `podman`.
+        engine: String,
+        /// Where sandlot looked for it.
+        endpoint: String,
+        /// What failed.
+        reason: String,
+        /// How to start one or point sandlot at one.
+        hint: String,
+    },
+
+    /// The container engine refused or failed a request.
+    #[error("{engine}: {context}: {reason}")]
+    Engine {
+        /// `docker` or `podman`.
+        engine: String,
+        /// What sandlot asked for.
+        context: String,
+        /// The engine's answer.
+        reason: String,
+    },
+
+    /// The image a language runs in is not in the engine.
+    #[error(
+        "{engine} has no image `{image}` for {language}; build it with `sandlot images build {language}`, \
+         or name an image that has {language} in sandlot.toml's [images] table"
+    )]
+    ImageMissing {
+        /// `docker` or `podman`.
+        engine: String,
+        /// The image looked for.
+        image: String,
+        /// The language it was for.
+        language: String,
+    },
+
+    /// The in-container agent broke the protocol or went away.
+    #[error("the sandbox's agent failed: {reason}")]
+    Agent {
+        /// What happened.
+        reason: String,
+    },
+
     /// The plugin kind is recognised but cannot be used by this build.
     #[error("{plugin}: {reason}")]
     Unsupported {

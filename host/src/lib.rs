@@ -28,19 +28,20 @@ pub mod config;
 mod error;
 pub mod language;
 pub mod plugin;
+pub mod policy;
 pub mod runtimes;
 pub mod session;
 
 pub use artifact::Artifact;
+pub use backend::docker::{ContainerBackend, Engine};
 pub use config::Config;
 pub use error::{Error, PluginSource, Result};
 pub use language::{
     Command, Finding, LanguageInfo, Phase, Plan, PlanOptions, Severity, SourceFile,
 };
 pub use plugin::{HandlerLimits, LanguageHandler, PluginHost, PluginHostBuilder};
-pub use session::{
-    AsyncSession, BackendChoice, Execution, Limits, Policy, RunOptions, Sandlot, Session,
-};
+pub use policy::{Network, Policy, Seccomp};
+pub use session::{AsyncSession, BackendChoice, Execution, Limits, RunOptions, Sandlot, Session};
 
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -15,11 +15,13 @@
 //! ```
 
 use crate::artifact::{Artifact, ArtifactLimits, Snapshot};
+use crate::backend::docker::{ContainerBackend, Engine};
 use crate::backend::wasm::{WasmBackend, WORKDIR};
 use crate::backend::{Backend, BackendSession, RunRequest, SessionSpec, Sink};
 use crate::error::{Error, Result};
-use crate::language::{Finding, Severity};
+use crate::language::Finding;
 use crate::plugin::{LanguageHandler, PluginHost};
+pub use crate::policy::Policy;
 use crate::Config;
 use serde::Serialize;
 use std::borrow::Cow;
@@ -52,24 +54,6 @@ impl Default for Limits {
     }
 }
 
-/// What the host does with the static analysis of each run's code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policy {
-    /// Refuse code with a finding at or above this severity; `None` only reports
-    /// findings (they are in every [`Execution`]).
-    pub block_at: Option<Severity>,
-}
-
-impl Default for Policy {
-    /// Blocks only what is clearly hostile (critical findings, such as a fork bomb):
-    /// the sandbox, not a pattern match, is what keeps the host safe.
-    fn default() -> Self {
-        Policy {
-            block_at: Some(Severity::Critical),
-        }
-    }
-}
-
 /// Which backend runs the code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -79,7 +63,29 @@ pub enum BackendChoice {
     Auto,
     /// The embedded WebAssembly backend.
     Wasm,
+    /// A Docker container.
+    Docker,
+    /// A Podman container, through Podman's Docker-compatible API.
+    Podman,
 }
+
+impl std::str::FromStr for BackendChoice {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "auto" => Ok(BackendChoice::Auto),
+            "wasm" => Ok(BackendChoice::Wasm),
+            "docker" => Ok(BackendChoice::Docker),
+            "podman" => Ok(BackendChoice::Podman),
+            other => Err(Error::InvalidInput(format!(
+                "unknown backend `{other}`; choose auto, wasm, docker or podman"
+            ))),
+        }
+    }
+}
+
+/// Container engines a [`Sandlot`] has connected to.
+type Connected = Vec<(Engine, Arc<ContainerBackend>)>;
 
 /// The entry point of the library: loaded language handlers and backends.
 ///
@@ -89,6 +95,9 @@ pub enum BackendChoice {
 pub struct Sandlot {
     plugins: Arc<PluginHost>,
     wasm: Arc<WasmBackend>,
+    config: Arc<Config>,
+    /// Container engines, connected on first use.
+    containers: Arc<std::sync::Mutex<Connected>>,
 }
 
 impl Sandlot {
@@ -97,11 +106,41 @@ impl Sandlot {
     pub fn from_environment() -> Result<Sandlot> {
         let config = Config::discover(None)?;
         let plugins = config.plugin_host_builder().load()?;
-        Sandlot::new(
+        Ok(Sandlot::new(
             plugins,
             &default_runtimes_dir(),
             crate::plugin::default_cache_dir(),
-        )
+        )?
+        .with_config(config))
+    }
+
+    /// Uses `config`'s container settings (engine endpoints, images per language).
+    pub fn with_config(mut self, config: Config) -> Sandlot {
+        self.config = Arc::new(config);
+        self.containers = Default::default();
+        self
+    }
+
+    /// The Docker or Podman backend, connected on first use: at the configured
+    /// endpoint (`docker_host` / `podman_host` in sandlot.toml), else where the engine
+    /// usually listens. Each language runs in the configured image (`[images]`), else
+    /// its handler's default image.
+    pub fn containers(&self, engine: Engine) -> Result<Arc<ContainerBackend>> {
+        let mut connected = self.containers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, backend)) = connected.iter().find(|(e, _)| *e == engine) {
+            return Ok(backend.clone());
+        }
+        let endpoint = match engine {
+            Engine::Podman => self.config.podman_host.as_deref(),
+            _ => self.config.docker_host.as_deref(),
+        };
+        let mut backend = ContainerBackend::connect(engine, endpoint)?;
+        for (language, image) in &self.config.images {
+            backend.set_image(language, image);
+        }
+        let backend = Arc::new(backend);
+        connected.push((engine, backend.clone()));
+        Ok(backend)
     }
 
     /// From loaded plugins, a runtimes directory and a cache directory.
@@ -114,6 +153,8 @@ impl Sandlot {
         Ok(Sandlot {
             plugins: Arc::new(plugins),
             wasm: Arc::new(wasm),
+            config: Arc::new(Config::default()),
+            containers: Default::default(),
         })
     }
 
@@ -228,8 +269,30 @@ impl SessionBuilder {
     pub fn open(&self) -> Result<Session> {
         let handler = self.sandlot.plugins.language(&self.language)?.clone();
         let language = handler.info().id.clone();
+        let container;
         let backend: &dyn Backend = match self.backend {
-            BackendChoice::Auto | BackendChoice::Wasm => &*self.sandlot.wasm,
+            BackendChoice::Wasm => &*self.sandlot.wasm,
+            BackendChoice::Auto if self.sandlot.wasm.serves(&language) => &*self.sandlot.wasm,
+            BackendChoice::Auto => {
+                // No WebAssembly runtime: the first container engine that answers.
+                container = self.sandlot.containers(Engine::Docker).or_else(|docker| {
+                    self.sandlot.containers(Engine::Podman).map_err(|podman| {
+                        Error::InvalidInput(format!(
+                            "no WebAssembly runtime serves {language} (`sandlot runtimes install` has python \
+                             and javascript), and no container engine answers: {docker}; {podman}"
+                        ))
+                    })
+                })?;
+                &*container
+            }
+            BackendChoice::Docker => {
+                container = self.sandlot.containers(Engine::Docker)?;
+                &*container
+            }
+            BackendChoice::Podman => {
+                container = self.sandlot.containers(Engine::Podman)?;
+                &*container
+            }
         };
         if !backend.serves(&language) {
             return Err(Error::RuntimeNotInstalled { language });
@@ -252,6 +315,8 @@ impl SessionBuilder {
             memory: self.limits.memory,
             max_output: self.limits.max_output,
             env: &self.env,
+            handler: &handler,
+            policy: &self.policy,
         })?;
         Ok(Session {
             inner: Some(inner),
@@ -314,6 +379,8 @@ pub struct Execution {
     pub session_ended: Option<String>,
     /// The backend that ran it.
     pub backend: &'static str,
+    /// The policy in force for the run.
+    pub policy: Policy,
 }
 
 fn millis<S: serde::Serializer>(
@@ -381,6 +448,12 @@ impl Session {
         &self.handler.info().id
     }
 
+    /// The backend's name for the sandbox: the container's name on Docker and Podman
+    /// (`sandlot-<session id>`), `None` for the wasm backend or a closed session.
+    pub fn sandbox_name(&self) -> Option<&str> {
+        self.inner.as_ref().and_then(|i| i.sandbox_name())
+    }
+
     /// Runs `code` with the session's limits.
     pub fn run(&mut self, code: &str) -> Result<Execution> {
         self.run_with(code, RunOptions::default())
@@ -418,12 +491,14 @@ impl Session {
                 )));
             }
         }
-        let output_dir = self.scratch.path().join("output");
-        let before = Snapshot::take(&output_dir);
+        let runs_plans = self.inner.as_ref().is_some_and(|i| i.runs_plans());
+        let before = self.outputs()?;
         let started = Instant::now();
         // The prelude costs milliseconds in an interpreter that just started, so it
         // runs before the first code that may plot, not when the session opens.
-        if !self.plot_capture && mentions_plotting(code) {
+        // Backends that run whole plans get it inside the plan instead.
+        let may_plot = mentions_plotting(code);
+        if !runs_plans && !self.plot_capture && may_plot {
             self.install_plot_capture()?;
         }
         let inner = self.inner.as_mut().ok_or_else(|| Error::SessionEnded {
@@ -435,13 +510,78 @@ impl Session {
             timeout: options.timeout.unwrap_or(self.limits.timeout),
             on_stdout: options.on_stdout,
             on_stderr: options.on_stderr,
+            libraries: &options.libraries,
+            capture_plots: may_plot && self.handler.info().can_capture_plots,
         })?;
-        if raw.ended.is_none() {
+        if raw.ended.is_none() && !runs_plans {
             self.flush_plots();
         }
+        self.finish(raw, &before, started, findings)
+    }
+
+    /// Runs a shell command line with `sh -c` in the sandbox's working directory, as a
+    /// terminal would, with the session's limits; pipes, redirections and globs work.
+    /// Container backends only: the wasm backend has no shell, and says so.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), sandlot::Error> {
+    /// # let sandlot = sandlot::Sandlot::from_environment()?;
+    /// let mut session = sandlot.session("python").backend(sandlot::BackendChoice::Docker).open()?;
+    /// let listing = session.execute_command("python3 --version && ls / | wc -l")?;
+    /// assert!(listing.success());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn execute_command(&mut self, command_line: &str) -> Result<Execution> {
+        self.execute_command_with(command_line, RunOptions::default())
+    }
+
+    /// [`Session::execute_command`] with options (`libraries` is not used).
+    pub fn execute_command_with(
+        &mut self,
+        command_line: &str,
+        options: RunOptions,
+    ) -> Result<Execution> {
+        let before = self.outputs()?;
+        let started = Instant::now();
+        let inner = self.inner.as_mut().ok_or_else(|| Error::SessionEnded {
+            reason: "the session is closed".into(),
+        })?;
+        let raw = inner.shell(RunRequest {
+            code: command_line,
+            stdin: &options.stdin,
+            timeout: options.timeout.unwrap_or(self.limits.timeout),
+            on_stdout: options.on_stdout,
+            on_stderr: options.on_stderr,
+            libraries: &[],
+            capture_plots: false,
+        })?;
+        self.finish(raw, &before, started, Vec::new())
+    }
+
+    /// Collects the artifacts of a run and makes its [`Execution`].
+    fn finish(
+        &mut self,
+        raw: crate::backend::RawOutput,
+        before: &Snapshot,
+        started: Instant,
+        findings: Vec<Finding>,
+    ) -> Result<Execution> {
+        let output_dir = self.scratch.path().join("output");
         let duration = started.elapsed();
-        let (artifacts, artifacts_truncated) =
-            Snapshot::take(&output_dir).changed_since(&before, &output_dir, self.limits.artifacts);
+        let limits = self.limits.artifacts;
+        let (artifacts, artifacts_truncated) = match self.inner.as_mut().and_then(|i| i.files()) {
+            Some(files) if raw.ended.is_none() => {
+                let after = files.scan("output")?;
+                after.changed_since_with(before, limits, |rel, max| {
+                    files
+                        .read(&format!("output/{}", rel.to_string_lossy()), max)
+                        .ok()
+                })
+            }
+            Some(_) => (Vec::new(), false),
+            None => Snapshot::take(&output_dir).changed_since(before, &output_dir, limits),
+        };
         if raw.ended.is_some() {
             self.inner = None;
         }
@@ -459,12 +599,24 @@ impl Session {
             findings,
             session_ended: raw.ended,
             backend: self.backend,
+            policy: self.policy,
         })
     }
 
+    /// The files in the output directory now.
+    fn outputs(&mut self) -> Result<Snapshot> {
+        match self.inner.as_mut().and_then(|i| i.files()) {
+            Some(files) => files.scan("output"),
+            None => Ok(Snapshot::take(&self.scratch.path().join("output"))),
+        }
+    }
+
     /// Writes `contents` to `path` (relative to the working directory) in the sandbox.
-    pub fn write_file(&self, path: &str, contents: &[u8]) -> Result<()> {
+    pub fn write_file(&mut self, path: &str, contents: &[u8]) -> Result<()> {
         let rel = sandbox_path(path)?;
+        if let Some(files) = self.inner.as_mut().and_then(|i| i.files()) {
+            return files.write(&rel.to_string_lossy(), contents);
+        }
         let dir = self.workdir()?;
         if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
             dir.create_dir_all(parent).map_err(|e| io_error(path, e))?;
@@ -474,14 +626,27 @@ impl Session {
 
     /// Reads `path` (relative to the working directory) from the sandbox. A link that
     /// points out of the sandbox is refused.
-    pub fn read_file(&self, path: &str) -> Result<Vec<u8>> {
+    pub fn read_file(&mut self, path: &str) -> Result<Vec<u8>> {
         let rel = sandbox_path(path)?;
+        if let Some(files) = self.inner.as_mut().and_then(|i| i.files()) {
+            return files.read(&rel.to_string_lossy(), MAX_READ);
+        }
         self.workdir()?.read(&rel).map_err(|e| io_error(path, e))
     }
 
     /// The entries of directory `path` (relative; `""` or `"."` for the working
     /// directory), sorted; directories end with `/`.
-    pub fn list_files(&self, path: &str) -> Result<Vec<String>> {
+    pub fn list_files(&mut self, path: &str) -> Result<Vec<String>> {
+        if let Some(files) = self.inner.as_mut().and_then(|i| i.files()) {
+            let rel = if path.is_empty() || path == "." {
+                String::new()
+            } else {
+                sandbox_path(path)?.to_string_lossy().into_owned()
+            };
+            let mut names = files.list(&rel)?;
+            names.retain(|name| name != ".sandlot/");
+            return Ok(names);
+        }
         let dir = self.workdir()?;
         let entries = if path.is_empty() || path == "." {
             dir.entries()
@@ -530,6 +695,8 @@ impl Session {
             timeout: Duration::from_secs(60),
             on_stdout: None,
             on_stderr: None,
+            libraries: &[],
+            capture_plots: false,
         })?;
         if raw.exit_code != 0 || raw.ended.is_some() {
             return Err(Error::Runtime {
@@ -555,6 +722,8 @@ impl Session {
                 timeout: Duration::from_secs(30),
                 on_stdout: None,
                 on_stderr: None,
+                libraries: &[],
+                capture_plots: false,
             });
         }
     }
@@ -576,6 +745,9 @@ fn mentions_plotting(code: &str) -> bool {
     .iter()
     .any(|word| code.contains(word))
 }
+
+/// Largest file [`Session::read_file`] hands back from a container.
+const MAX_READ: u64 = 256 << 20;
 
 /// The Python prelude registers its figure saver as `sys._sandlot_save_figures`.
 const FLUSH_PYTHON_FIGURES: &str =

@@ -1,9 +1,13 @@
 //! Where code runs. A [`Backend`] opens sessions; a [`BackendSession`] runs code in
 //! one sandbox. Only this module knows which engine is behind them.
 
+pub mod docker;
 pub mod wasm;
 
+use crate::artifact::Snapshot;
 use crate::error::Result;
+use crate::plugin::LanguageHandler;
+use crate::policy::Policy;
 use std::path::Path;
 use std::time::Duration;
 
@@ -21,6 +25,10 @@ pub struct SessionSpec<'a> {
     pub max_output: usize,
     /// Environment of the sandbox; nothing is inherited from the host.
     pub env: &'a [(String, String)],
+    /// The language's handler, for backends that run its plans.
+    pub handler: &'a LanguageHandler,
+    /// What the sandbox is allowed.
+    pub policy: &'a Policy,
 }
 
 /// One run.
@@ -35,6 +43,24 @@ pub struct RunRequest<'a> {
     pub on_stdout: Option<Sink>,
     /// Sees stderr as it is written.
     pub on_stderr: Option<Sink>,
+    /// Libraries to install first (backends that run plans).
+    pub libraries: &'a [String],
+    /// Whether the plan should include the plot prelude (backends that run plans).
+    pub capture_plots: bool,
+}
+
+/// Files that live inside the sandbox rather than in a host directory. Paths are
+/// relative to the working directory and already checked to have normal components
+/// only; the sandbox still refuses any symbolic link on the way.
+pub trait SandboxFiles {
+    /// Writes a file, creating its parent directories.
+    fn write(&mut self, path: &str, data: &[u8]) -> Result<()>;
+    /// Reads a regular file of at most `max` bytes.
+    fn read(&mut self, path: &str, max: u64) -> Result<Vec<u8>>;
+    /// Names in a directory (`""` for the working directory); directories end with `/`.
+    fn list(&mut self, path: &str) -> Result<Vec<String>>;
+    /// Every regular file under a directory, for artifact collection.
+    fn scan(&mut self, path: &str) -> Result<Snapshot>;
 }
 
 /// What a run gave, before the session adds artifacts and timing.
@@ -64,6 +90,28 @@ pub trait BackendSession: Send {
     fn run(&mut self, request: RunRequest<'_>) -> Result<RawOutput>;
     /// Which of `libraries` this sandbox cannot provide.
     fn missing_libraries(&self, libraries: &[String]) -> Vec<String>;
+    /// The sandbox's files, when they are not in the host directory given at open.
+    fn files(&mut self) -> Option<&mut dyn SandboxFiles> {
+        None
+    }
+    /// Whether each run executes the handler's whole plan (files, installs, plot
+    /// prelude, commands) rather than feeding code to a long-lived interpreter.
+    fn runs_plans(&self) -> bool {
+        false
+    }
+    /// Runs `request.code` as a shell command line (`sh -c`).
+    fn shell(&mut self, request: RunRequest<'_>) -> Result<RawOutput> {
+        let _ = request;
+        Err(crate::Error::InvalidInput(
+            "this backend has no shell to run commands in; open the session on a container \
+             backend (docker or podman) to run shell commands"
+                .into(),
+        ))
+    }
+    /// The engine's name for the sandbox (a container name), if it has one.
+    fn sandbox_name(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A place to run code.

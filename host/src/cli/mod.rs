@@ -61,6 +61,75 @@ enum Commands {
     /// Manage the WebAssembly runtimes of the embedded backend.
     #[command(subcommand)]
     Runtimes(RuntimesCommand),
+    /// Build, list and pull the container images of the Docker and Podman backends.
+    #[command(subcommand)]
+    Images(ImagesCommand),
+    /// Remove containers left behind by sandlot processes that are gone (a crash, a
+    /// kill -9); with --all, every sandlot container.
+    Gc {
+        /// The engine to clean.
+        #[arg(long, value_enum, default_value = "docker")]
+        engine: EngineArg,
+        /// Remove every sandlot container, also those of running sessions.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImagesCommand {
+    /// Build images from the built-in recipes with mmdebstrap, from this machine's own
+    /// Debian sources (no registry needed), and import them into the engine.
+    Build {
+        /// Recipes or languages to build (default: all): python, node, jvm, cpp, go, r,
+        /// ruby, polyglot.
+        names: Vec<String>,
+        /// The engine to import into.
+        #[arg(long, value_enum, default_value = "docker")]
+        engine: EngineArg,
+        /// Rebuild even images that are up to date.
+        #[arg(long)]
+        force: bool,
+    },
+    /// The sandlot images in the engine and whether each matches its recipe.
+    List {
+        /// The engine to ask.
+        #[arg(long, value_enum, default_value = "docker")]
+        engine: EngineArg,
+    },
+    /// Pull an image from a registry, showing progress (for `[images]` in sandlot.toml).
+    Pull {
+        /// Image reference, e.g. `python:3.12-slim`.
+        reference: String,
+        /// The engine to pull into.
+        #[arg(long, value_enum, default_value = "docker")]
+        engine: EngineArg,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum EngineArg {
+    Docker,
+    Podman,
+}
+
+impl EngineArg {
+    fn engine(self) -> sandlot::Engine {
+        match self {
+            EngineArg::Docker => sandlot::Engine::Docker,
+            EngineArg::Podman => sandlot::Engine::Podman,
+        }
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum NetworkArg {
+    /// Never.
+    Off,
+    /// Only while libraries are installed.
+    Install,
+    /// Always.
+    On,
 }
 
 #[derive(Subcommand)]
@@ -124,6 +193,9 @@ struct RunArgs {
     /// Refuse code whose static analysis finds something this severe or worse.
     #[arg(long, value_enum, default_value = "critical", value_name = "SEVERITY")]
     block_at: BlockAt,
+    /// When a container may reach the network.
+    #[arg(long, value_enum, default_value = "install")]
+    network: NetworkArg,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -138,18 +210,24 @@ enum BlockAt {
 }
 
 impl BlockAt {
-    fn policy(self) -> sandlot::Policy {
+    fn policy(self, network: NetworkArg) -> sandlot::Policy {
         use sandlot::Severity;
         sandlot::Policy {
-            block_at: match self {
-                BlockAt::Info => Some(Severity::Info),
-                BlockAt::Low => Some(Severity::Low),
-                BlockAt::Medium => Some(Severity::Medium),
-                BlockAt::High => Some(Severity::High),
-                BlockAt::Critical => Some(Severity::Critical),
-                BlockAt::Never => None,
+            network: match network {
+                NetworkArg::Off => sandlot::Network::Off,
+                NetworkArg::Install => sandlot::Network::InstallOnly,
+                NetworkArg::On => sandlot::Network::On,
             },
+            ..sandlot::Policy::default()
         }
+        .with_block_at(match self {
+            BlockAt::Info => Some(Severity::Info),
+            BlockAt::Low => Some(Severity::Low),
+            BlockAt::Medium => Some(Severity::Medium),
+            BlockAt::High => Some(Severity::High),
+            BlockAt::Critical => Some(Severity::Critical),
+            BlockAt::Never => None,
+        })
     }
 }
 
@@ -159,6 +237,10 @@ enum BackendArg {
     Auto,
     /// The embedded WebAssembly backend.
     Wasm,
+    /// A Docker container.
+    Docker,
+    /// A Podman container.
+    Podman,
 }
 
 #[derive(Subcommand)]
@@ -232,6 +314,102 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtimes_install(&cli.global, &language)
         }
         Commands::Runtimes(RuntimesCommand::List) => runtimes_list(&cli.global),
+        Commands::Images(command) => images(&cli.global, command),
+        Commands::Gc { engine, all } => {
+            let backend = containers(&cli.global, engine)?;
+            let removed = backend.gc(all)?;
+            for name in &removed {
+                println!("{name}");
+            }
+            eprintln!("sandlot: removed {} container(s)", removed.len());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn containers(global: &Global, engine: EngineArg) -> Result<sandlot::ContainerBackend> {
+    let config = Config::discover(global.config.as_deref())?;
+    let endpoint = match engine {
+        EngineArg::Docker => config.docker_host.as_deref(),
+        EngineArg::Podman => config.podman_host.as_deref(),
+    };
+    Ok(sandlot::ContainerBackend::connect(
+        engine.engine(),
+        endpoint,
+    )?)
+}
+
+fn images(global: &Global, command: ImagesCommand) -> Result<ExitCode> {
+    use sandlot::backend::docker::images::{default_rootfs_cache, Recipe};
+    match command {
+        ImagesCommand::Build {
+            names,
+            engine,
+            force,
+        } => {
+            let backend = containers(global, engine)?;
+            let present = backend.images()?;
+            for recipe in Recipe::select(&names)? {
+                let current = present
+                    .iter()
+                    .any(|i| i.reference == recipe.image && i.current);
+                if current && !force {
+                    eprintln!("sandlot: {} is up to date", recipe.image);
+                    continue;
+                }
+                eprintln!(
+                    "sandlot: building {} ({})",
+                    recipe.image, recipe.description
+                );
+                let started = std::time::Instant::now();
+                backend.build_image(&recipe, &default_rootfs_cache(), &mut |line| {
+                    eprintln!("  {line}")
+                })?;
+                eprintln!(
+                    "sandlot: {} ready in {:.0} s",
+                    recipe.image,
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ImagesCommand::List { engine } => {
+            let backend = containers(global, engine)?;
+            let images = backend.images()?;
+            let mut table = Table::new(["IMAGE", "SIZE", "RECIPE", "STATUS"]);
+            for image in &images {
+                table.row([
+                    image.reference.clone(),
+                    format!("{} MB", image.size / 1_000_000),
+                    image.recipe.clone().unwrap_or_else(|| "-".into()),
+                    if image.current {
+                        "up to date".into()
+                    } else if image.recipe.is_some() {
+                        "outdated: run `sandlot images build`".into()
+                    } else {
+                        "not from a recipe".to_string()
+                    },
+                ]);
+            }
+            for recipe in Recipe::all() {
+                if !images.iter().any(|i| i.reference == recipe.image) {
+                    table.row([
+                        recipe.image.clone(),
+                        "-".into(),
+                        recipe.name.clone(),
+                        format!("missing: `sandlot images build {}`", recipe.name),
+                    ]);
+                }
+            }
+            print!("{table}");
+            Ok(ExitCode::SUCCESS)
+        }
+        ImagesCommand::Pull { reference, engine } => {
+            let backend = containers(global, engine)?;
+            backend.pull_image(&reference, &mut |line| eprintln!("  {line}"))?;
+            eprintln!("sandlot: pulled {reference}");
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -254,20 +432,23 @@ fn run_code(host: PluginHost, global: &Global, args: RunArgs) -> Result<ExitCode
     let (code, handler) = args.source.load(&host)?;
     let language = handler.info().id.clone();
     let runtimes_dir = sandlot::session::default_runtimes_dir();
-    let mut sandlot = sandlot::Sandlot::new(host, &runtimes_dir, cache_dir(global))?;
+    let config = Config::discover(global.config.as_deref())?;
+    let mut sandlot =
+        sandlot::Sandlot::new(host, &runtimes_dir, cache_dir(global))?.with_config(config.clone());
     use sandlot::backend::Backend as _;
     // First use: install the runtime sandlot knows for the language, then go on.
     let installable = sandlot::runtimes::KNOWN
         .iter()
         .any(|k| k.language == language);
-    if installable && !sandlot.wasm().serves(&language) {
+    let wasm_wanted = matches!(args.backend, BackendArg::Auto | BackendArg::Wasm);
+    if wasm_wanted && installable && !sandlot.wasm().serves(&language) {
         eprintln!("sandlot: no {language} runtime installed yet; installing it (once)");
         sandlot::runtimes::install(&language, &runtimes_dir, |step| {
             eprintln!("sandlot: {step}")
         })?;
         sandlot.rediscover_runtimes(&runtimes_dir, cache_dir(global))?;
     }
-    if sandlot.wasm().needs_compile(&language) {
+    if wasm_wanted && sandlot.wasm().needs_compile(&language) {
         eprintln!("sandlot: compiling the {language} runtime; this happens once (CPython takes about 90 s on 2 cores)");
     }
     if !(args.timeout > 0.0 && args.timeout.is_finite()) {
@@ -278,10 +459,12 @@ fn run_code(host: PluginHost, global: &Global, args: RunArgs) -> Result<ExitCode
         .backend(match args.backend {
             BackendArg::Auto => sandlot::BackendChoice::Auto,
             BackendArg::Wasm => sandlot::BackendChoice::Wasm,
+            BackendArg::Docker => sandlot::BackendChoice::Docker,
+            BackendArg::Podman => sandlot::BackendChoice::Podman,
         })
         .timeout(std::time::Duration::from_secs_f64(args.timeout))
         .memory(args.memory.saturating_mul(1 << 20))
-        .policy(args.block_at.policy());
+        .policy(args.block_at.policy(args.network));
     let mut session = match builder.open() {
         Ok(session) => session,
         Err(error) => {

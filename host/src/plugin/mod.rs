@@ -6,7 +6,7 @@
 //! reported with the reason and skipped; the others keep working. A plugin with the
 //! same language id as one loaded before it replaces that one, and the report says so.
 
-mod builtin;
+pub(crate) mod builtin;
 pub(crate) mod cache;
 mod contract;
 pub(crate) mod engine;

@@ -1,0 +1,414 @@
+//! Container images built without a registry: a root filesystem made by `mmdebstrap`
+//! from the machine's own Debian sources, imported into the engine with a label that
+//! records which recipe made it.
+//!
+//! The recipes are the `images/*.toml` files of the repository, built into the binary:
+//!
+//! ```toml
+//! # Python 3 with pip and venv.
+//! image = "sandlot/python:latest"
+//! languages = ["python"]
+//! packages = ["python3", "python3-pip", "python3-venv"]
+//! ```
+
+use super::session::wait;
+use super::ContainerBackend;
+use crate::error::{Error, Result};
+use bollard::query_parameters::{CreateImageOptions, ListImagesOptions};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use sha2::Digest;
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The recipes shipped with sandlot: (file name, contents).
+const RECIPES: &[(&str, &str)] = &[
+    ("python", include_str!("../../../../images/python.toml")),
+    ("node", include_str!("../../../../images/node.toml")),
+    ("jvm", include_str!("../../../../images/jvm.toml")),
+    ("cpp", include_str!("../../../../images/cpp.toml")),
+    ("go", include_str!("../../../../images/go.toml")),
+    ("r", include_str!("../../../../images/r.toml")),
+    ("ruby", include_str!("../../../../images/ruby.toml")),
+    ("polyglot", include_str!("../../../../images/polyglot.toml")),
+];
+
+/// The variable in an image's environment that ties it to the recipe text it was built
+/// from. (An environment variable rather than a label: Podman's import API applies only
+/// one `changes` instruction, and reads `ENV A=1 B=2` as one variable.)
+pub const RECIPE_VARIABLE: &str = "SANDLOT_RECIPE";
+
+/// How to build one image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recipe {
+    /// Short name, e.g. `python`.
+    pub name: String,
+    /// Description, from the recipe's first comment line.
+    pub description: String,
+    /// The image reference it produces, e.g. `sandlot/python:latest`.
+    pub image: String,
+    /// Language ids it serves.
+    pub languages: Vec<String>,
+    /// Debian packages installed into it.
+    pub packages: Vec<String>,
+    /// SHA-256 of the recipe text; an image whose label differs is out of date.
+    pub hash: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecipeFile {
+    image: String,
+    languages: Vec<String>,
+    packages: Vec<String>,
+}
+
+impl Recipe {
+    /// Every built-in recipe.
+    pub fn all() -> Vec<Recipe> {
+        RECIPES
+            .iter()
+            .map(|(name, text)| {
+                let file: RecipeFile = toml::from_str(text).expect("built-in recipes parse");
+                Recipe {
+                    name: name.to_string(),
+                    description: text
+                        .lines()
+                        .next()
+                        .and_then(|l| l.strip_prefix("# "))
+                        .unwrap_or_default()
+                        .to_string(),
+                    image: file.image,
+                    languages: file.languages,
+                    packages: file.packages,
+                    hash: hex::encode(sha2::Sha256::digest(text.as_bytes())),
+                }
+            })
+            .collect()
+    }
+
+    /// The recipes named by `wanted` (recipe names or language ids, e.g. `jvm` or
+    /// `java`); all of them when `wanted` is empty.
+    pub fn select(wanted: &[String]) -> Result<Vec<Recipe>> {
+        let all = Recipe::all();
+        if wanted.is_empty() {
+            return Ok(all);
+        }
+        let mut chosen: Vec<Recipe> = Vec::new();
+        for want in wanted {
+            let recipe = all
+                .iter()
+                .find(|r| &r.name == want)
+                .or_else(|| all.iter().find(|r| r.languages.contains(want)))
+                .ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "no image recipe `{want}`; recipes: {}",
+                        all.iter()
+                            .map(|r| r.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })?;
+            if !chosen.contains(recipe) {
+                chosen.push(recipe.clone());
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// The `mmdebstrap` command that writes this image's root filesystem to `tar`.
+    ///
+    /// It names no mirror, so apt's own sources on this machine are used; the host's CA
+    /// bundle is copied in so that installs work behind a TLS-inspecting proxy; user
+    /// `sandlot` (uid 1000) owns nothing but exists for programs that look themselves up.
+    pub fn mmdebstrap(&self, tar: &Path) -> Command {
+        let mut command = Command::new("mmdebstrap");
+        command
+            .arg("--variant=apt")
+            .arg("--format=tar")
+            .arg(format!("--include=ca-certificates,{}", self.packages.join(",")))
+            .args([
+                "--dpkgopt=path-exclude=/usr/share/man/*",
+                "--dpkgopt=path-exclude=/usr/share/doc/*",
+                "--dpkgopt=path-exclude=/usr/share/locale/*",
+                // Some postinst scripts (the JDK's) expect this directory.
+                "--setup-hook=mkdir -p \"$1\"/usr/share/man/man1",
+                "--customize-hook=cp /etc/ssl/certs/ca-certificates.crt \"$1\"/etc/ssl/certs/ca-certificates.crt",
+                "--customize-hook=echo \"sandlot:x:1000:1000:sandlot:/workspace:/bin/sh\" >> \"$1\"/etc/passwd; echo \"sandlot:x:1000:\" >> \"$1\"/etc/group",
+                "--customize-hook=rm -rf \"$1\"/var/lib/apt/lists/* \"$1\"/var/cache/apt/*",
+                "bookworm",
+            ])
+            .arg(tar);
+        command
+    }
+}
+
+/// An image in the engine that sandlot built or that a language is set to use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// Reference, e.g. `sandlot/python:latest`.
+    pub reference: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// The recipe it was built from, if it matches a current recipe.
+    pub recipe: Option<String>,
+    /// Whether it was built from the current text of its recipe.
+    pub current: bool,
+}
+
+impl ContainerBackend {
+    /// The images whose name starts with `sandlot/`, and whether each is up to date.
+    pub fn images(&self) -> Result<Vec<ImageInfo>> {
+        let docker = self.docker.clone();
+        let summaries = wait(self.runtime.handle(), async move {
+            docker
+                .list_images(Some(ListImagesOptions {
+                    all: false,
+                    ..Default::default()
+                }))
+                .await
+        })
+        .ok_or_else(|| self.engine_error("listing images", "the engine runtime stopped"))?
+        .map_err(|e| self.engine_error("listing images", e))?;
+        let recipes = Recipe::all();
+        let mut images = Vec::new();
+        for summary in summaries {
+            for reference in &summary.repo_tags {
+                // Podman qualifies names: `docker.io/sandlot/python:latest` for an import.
+                let short = ["localhost/", "docker.io/"]
+                    .iter()
+                    .find_map(|prefix| reference.strip_prefix(prefix))
+                    .unwrap_or(reference);
+                if !short.starts_with("sandlot/") {
+                    continue;
+                }
+                let recipe = recipes.iter().find(|r| r.image == short);
+                let built_from = match recipe {
+                    Some(_) => self.recipe_of(reference)?,
+                    None => None,
+                };
+                images.push(ImageInfo {
+                    reference: short.to_string(),
+                    size: summary.size.max(0) as u64,
+                    recipe: recipe.map(|r| r.name.clone()),
+                    current: recipe.is_some_and(|r| built_from.as_deref() == Some(r.hash.as_str())),
+                });
+            }
+        }
+        images.sort_by(|a, b| a.reference.cmp(&b.reference));
+        Ok(images)
+    }
+
+    /// The recipe hash an image was built from, from its environment.
+    fn recipe_of(&self, reference: &str) -> Result<Option<String>> {
+        let docker = self.docker.clone();
+        let name = reference.to_string();
+        let inspect = wait(self.runtime.handle(), async move {
+            docker.inspect_image(&name).await
+        })
+        .ok_or_else(|| self.engine_error("inspecting an image", "the engine runtime stopped"))?
+        .map_err(|e| self.engine_error(format!("inspecting {reference}"), e))?;
+        let prefix = format!("{RECIPE_VARIABLE}=");
+        Ok(inspect
+            .config
+            .and_then(|c| c.env)
+            .unwrap_or_default()
+            .iter()
+            .find_map(|v| v.strip_prefix(&prefix).map(str::to_string)))
+    }
+
+    /// Builds `recipe`'s image: its root filesystem (kept in `cache_dir` and reused, so
+    /// a second engine imports the same bytes), then an import with the recipe label.
+    /// `progress` sees one line at a time.
+    pub fn build_image(
+        &self,
+        recipe: &Recipe,
+        cache_dir: &Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<()> {
+        let io = |context: String| move |e| Error::Io { context, source: e };
+        std::fs::create_dir_all(cache_dir)
+            .map_err(io(format!("cannot create {}", cache_dir.display())))?;
+        let tar = cache_dir.join(format!("{}-{}.tar", recipe.name, &recipe.hash[..16]));
+        if tar.is_file() {
+            progress(&format!("reusing root filesystem {}", tar.display()));
+        } else {
+            let partial = tar.with_extension("partial");
+            progress(&format!(
+                "building the root filesystem with mmdebstrap: {}",
+                recipe.packages.join(" ")
+            ));
+            let mut child = recipe
+                .mmdebstrap(&partial)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| {
+                    Error::InvalidInput(format!(
+                        "cannot run mmdebstrap ({e}); install it with `apt-get install mmdebstrap`"
+                    ))
+                })?;
+            let stdout = child.stdout.take();
+            let chatter = std::thread::spawn(move || {
+                let mut text = String::new();
+                if let Some(mut out) = stdout {
+                    let _ = out.read_to_string(&mut text);
+                }
+                text
+            });
+            let mut last = Vec::new();
+            if let Some(stderr) = child.stderr.take() {
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(|l| l.ok())
+                {
+                    progress(&line);
+                    last.push(line);
+                    if last.len() > 20 {
+                        last.remove(0);
+                    }
+                }
+            }
+            let status = child.wait().map_err(io("waiting for mmdebstrap".into()))?;
+            let _ = chatter.join();
+            if !status.success() {
+                let _ = std::fs::remove_file(&partial);
+                return Err(Error::InvalidInput(format!(
+                    "mmdebstrap failed for image {} ({status}): {}",
+                    recipe.image,
+                    last.join("\n")
+                )));
+            }
+            std::fs::rename(&partial, &tar)
+                .map_err(io(format!("cannot keep {}", tar.display())))?;
+        }
+        progress(&format!(
+            "importing into {} as {}",
+            self.engine.name(),
+            recipe.image
+        ));
+        self.import(&tar, recipe)?;
+        progress(&format!("built {}", recipe.image));
+        Ok(())
+    }
+
+    fn import(&self, tar: &Path, recipe: &Recipe) -> Result<()> {
+        let file = std::fs::File::open(tar).map_err(|e| Error::Io {
+            context: format!("cannot open {}", tar.display()),
+            source: e,
+        })?;
+        let chunks = futures_util::stream::unfold(file, |mut file| async move {
+            let mut buf = vec![0u8; 1 << 20];
+            match file.read(&mut buf) {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Some((Ok(bytes::Bytes::from(buf)), file))
+                }
+                Err(e) => Some((Err(e), file)),
+            }
+        });
+        let (repo, tag) = recipe
+            .image
+            .rsplit_once(':')
+            .unwrap_or((recipe.image.as_str(), "latest"));
+        let options = CreateImageOptions {
+            from_src: Some("-".into()),
+            repo: Some(repo.into()),
+            tag: Some(tag.into()),
+            // Containers get PATH, LANG and HOME from the backend, so the image needs
+            // no other configuration.
+            changes: vec![format!("ENV {RECIPE_VARIABLE}={}", recipe.hash)],
+            ..Default::default()
+        };
+        let docker = self.docker.clone();
+        let result = wait(self.runtime.handle(), async move {
+            let mut stream =
+                docker.create_image(Some(options), Some(bollard::body_try_stream(chunks)), None);
+            while let Some(item) = stream.next().await {
+                item?;
+            }
+            Ok::<(), bollard::errors::Error>(())
+        });
+        result
+            .ok_or_else(|| self.engine_error("importing an image", "the engine runtime stopped"))?
+            .map_err(|e| self.engine_error(format!("importing {}", recipe.image), e))
+    }
+
+    /// Pulls `reference` from its registry, reporting progress line by line.
+    pub fn pull_image(&self, reference: &str, progress: &mut dyn FnMut(&str)) -> Result<()> {
+        let (tx, rx) = std::sync::mpsc::channel::<std::result::Result<String, String>>();
+        let docker = self.docker.clone();
+        let options = CreateImageOptions {
+            from_image: Some(reference.into()),
+            ..Default::default()
+        };
+        self.runtime.spawn(async move {
+            let mut stream = docker.create_image(Some(options), None, None);
+            while let Some(item) = stream.next().await {
+                let message = item
+                    .map(|info| {
+                        let fraction =
+                            info.progress_detail
+                                .and_then(|p| match (p.current, p.total) {
+                                    (Some(current), Some(total)) if total > 0 => {
+                                        Some(format!("{}%", current * 100 / total))
+                                    }
+                                    _ => None,
+                                });
+                        [info.id, info.status, fraction]
+                            .into_iter()
+                            .flatten()
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .map_err(|e| e.to_string());
+                let failed = message.is_err();
+                if tx.send(message).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        for message in rx {
+            match message {
+                Ok(line) => progress(&line),
+                Err(reason) => {
+                    return Err(self.engine_error(format!("pulling {reference}"), reason));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where root filesystems are kept between builds.
+pub fn default_rootfs_cache() -> PathBuf {
+    crate::config::xdg_dir("XDG_CACHE_HOME", ".cache")
+        .unwrap_or_else(std::env::temp_dir)
+        .join("sandlot/rootfs")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_language_with_a_handler_has_a_recipe() {
+        let recipes = Recipe::all();
+        for (language, _) in crate::plugin::builtin::HANDLERS {
+            assert!(
+                recipes
+                    .iter()
+                    .any(|r| r.languages.iter().any(|l| l == language)),
+                "{language}"
+            );
+        }
+        assert_eq!(Recipe::select(&["java".into()]).unwrap()[0].name, "jvm");
+        assert!(Recipe::select(&["cobol".into()])
+            .unwrap_err()
+            .to_string()
+            .contains("recipes: python"));
+    }
+}

@@ -1,0 +1,466 @@
+//! The wire protocol between sandlot and `sandlot-agent`, the small static program that
+//! runs as process 1 inside every container sandlot starts.
+//!
+//! The host listens on a Unix socket it shares with the container; the agent connects,
+//! says [`Reply::Hello`], then answers one [`Request`] at a time. A frame is a
+//! little-endian `u32` length, a tag byte, and the body. The host treats every reply as
+//! untrusted input (the code in the container runs as the agent's user), so decoding
+//! checks every length against the bytes actually present and [`MAX_FRAME`].
+//!
+//! ```
+//! use sandlot_agent::{read_frame, Request};
+//! let request = Request::Read { path: "output/plot.png".into(), max: 1 << 20 };
+//! let mut wire = Vec::new();
+//! request.write_to(&mut wire).unwrap();
+//! let (tag, body) = read_frame(&mut wire.as_slice()).unwrap();
+//! assert_eq!(Request::decode(tag, &body).unwrap(), request);
+//! ```
+
+use std::io::{self, Read, Write};
+
+/// Version of this protocol; the agent sends it in [`Reply::Hello`].
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest frame either side accepts.
+pub const MAX_FRAME: usize = 256 << 20;
+
+/// What the host asks of the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Runs one command to completion. Replies: any number of [`Reply::Stdout`] and
+    /// [`Reply::Stderr`], then [`Reply::Exit`].
+    Run {
+        /// Program and arguments, run without a shell.
+        argv: Vec<String>,
+        /// Added to the agent's own environment.
+        env: Vec<(String, String)>,
+        /// Working directory, relative to the agent's root.
+        cwd: String,
+        /// Written to the command's standard input, which is then closed.
+        stdin: Vec<u8>,
+        /// Wall-clock limit in milliseconds; the whole process tree is killed at it.
+        timeout_ms: u64,
+        /// Most bytes of each stream forwarded; the rest is read and dropped.
+        max_output: u64,
+    },
+    /// Writes a file below the root, creating parent directories. Reply: [`Reply::Done`].
+    Write {
+        /// Path relative to the root.
+        path: String,
+        /// Contents.
+        data: Vec<u8>,
+    },
+    /// Reads a regular file below the root. Reply: [`Reply::Data`].
+    Read {
+        /// Path relative to the root.
+        path: String,
+        /// Refuse files larger than this.
+        max: u64,
+    },
+    /// Lists a directory below the root. Reply: [`Reply::Entries`], names only.
+    List {
+        /// Path relative to the root; empty for the root.
+        path: String,
+    },
+    /// Every regular file under a directory, recursively. Reply: [`Reply::Entries`] with
+    /// paths relative to that directory.
+    Scan {
+        /// Path relative to the root.
+        path: String,
+    },
+}
+
+/// What the agent answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// First frame after connecting.
+    Hello {
+        /// [`PROTOCOL_VERSION`] of the agent.
+        version: u32,
+    },
+    /// Bytes the command wrote to standard output.
+    Stdout(Vec<u8>),
+    /// Bytes the command wrote to standard error.
+    Stderr(Vec<u8>),
+    /// The command ended.
+    Exit(ExitReport),
+    /// A write succeeded.
+    Done,
+    /// File contents.
+    Data(Vec<u8>),
+    /// Directory entries.
+    Entries(Vec<Entry>),
+    /// The request failed; the message says why.
+    Error(String),
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExitReport {
+    /// Exit code, or 128 + signal number when a signal ended it.
+    pub code: i32,
+    /// The signal that ended it, 0 if none.
+    pub signal: i32,
+    /// Whether the agent killed it at the time limit.
+    pub timed_out: bool,
+    /// Whether standard output went past the cap.
+    pub stdout_truncated: bool,
+    /// Whether standard error went past the cap.
+    pub stderr_truncated: bool,
+    /// Whether the kernel's OOM killer killed a process of the container meanwhile.
+    pub oom_killed: bool,
+}
+
+/// One directory entry or scanned file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Name, or path relative to the scanned directory (`/`-separated).
+    pub path: String,
+    /// Whether it is a directory.
+    pub is_dir: bool,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the Unix epoch.
+    pub mtime_ns: u64,
+}
+
+/// A frame that does not decode.
+fn malformed(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("malformed agent frame: {what}"),
+    )
+}
+
+/// Reads one frame: its tag and body.
+pub fn read_frame(reader: &mut impl Read) -> io::Result<(u8, Vec<u8>)> {
+    let mut len = [0u8; 4];
+    reader.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len == 0 || len > MAX_FRAME {
+        return Err(malformed("length out of range"));
+    }
+    let mut tag = [0u8; 1];
+    reader.read_exact(&mut tag)?;
+    let mut body = vec![0u8; len - 1];
+    reader.read_exact(&mut body)?;
+    Ok((tag[0], body))
+}
+
+struct Encoder(Vec<u8>);
+
+impl Encoder {
+    fn new(tag: u8) -> Self {
+        Encoder(vec![0, 0, 0, 0, tag])
+    }
+    fn u8(&mut self, v: u8) -> &mut Self {
+        self.0.push(v);
+        self
+    }
+    fn u32(&mut self, v: u32) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    fn u64(&mut self, v: u64) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        self.u32(v.len() as u32);
+        self.0.extend_from_slice(v);
+        self
+    }
+    fn write_to(&mut self, writer: &mut impl Write) -> io::Result<()> {
+        let len = self.0.len() - 4;
+        if len > MAX_FRAME {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "frame larger than the agent protocol allows",
+            ));
+        }
+        self.0[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        writer.write_all(&self.0)?;
+        writer.flush()
+    }
+}
+
+struct Decoder<'a>(&'a [u8]);
+
+impl<'a> Decoder<'a> {
+    fn take(&mut self, n: usize) -> io::Result<&'a [u8]> {
+        if self.0.len() < n {
+            return Err(malformed("body too short"));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> io::Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn bool(&mut self) -> io::Result<bool> {
+        Ok(self.u8()? != 0)
+    }
+    fn u32(&mut self) -> io::Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+    fn u64(&mut self) -> io::Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn bytes(&mut self) -> io::Result<Vec<u8>> {
+        let n = self.u32()? as usize;
+        Ok(self.take(n)?.to_vec())
+    }
+    fn string(&mut self) -> io::Result<String> {
+        String::from_utf8(self.bytes()?).map_err(|_| malformed("string is not UTF-8"))
+    }
+    /// A count of items each at least `min_size` bytes long, checked against what is left.
+    fn count(&mut self, min_size: usize) -> io::Result<usize> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(min_size) > self.0.len() {
+            return Err(malformed("count larger than the body"));
+        }
+        Ok(n)
+    }
+    fn end(&self) -> io::Result<()> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(malformed("trailing bytes"))
+        }
+    }
+}
+
+impl Request {
+    /// Encodes and writes the request as one frame.
+    pub fn write_to(&self, writer: &mut impl Write) -> io::Result<()> {
+        match self {
+            Request::Run {
+                argv,
+                env,
+                cwd,
+                stdin,
+                timeout_ms,
+                max_output,
+            } => {
+                let mut e = Encoder::new(1);
+                e.u32(argv.len() as u32);
+                for arg in argv {
+                    e.bytes(arg.as_bytes());
+                }
+                e.u32(env.len() as u32);
+                for (k, v) in env {
+                    e.bytes(k.as_bytes()).bytes(v.as_bytes());
+                }
+                e.bytes(cwd.as_bytes())
+                    .bytes(stdin)
+                    .u64(*timeout_ms)
+                    .u64(*max_output)
+                    .write_to(writer)
+            }
+            Request::Write { path, data } => Encoder::new(2)
+                .bytes(path.as_bytes())
+                .bytes(data)
+                .write_to(writer),
+            Request::Read { path, max } => Encoder::new(3)
+                .bytes(path.as_bytes())
+                .u64(*max)
+                .write_to(writer),
+            Request::List { path } => Encoder::new(4).bytes(path.as_bytes()).write_to(writer),
+            Request::Scan { path } => Encoder::new(5).bytes(path.as_bytes()).write_to(writer),
+        }
+    }
+
+    /// Decodes a request frame.
+    pub fn decode(tag: u8, body: &[u8]) -> io::Result<Request> {
+        let mut d = Decoder(body);
+        let request = match tag {
+            1 => {
+                let argc = d.count(4)?;
+                let argv = (0..argc).map(|_| d.string()).collect::<io::Result<_>>()?;
+                let envc = d.count(8)?;
+                let env = (0..envc)
+                    .map(|_| Ok((d.string()?, d.string()?)))
+                    .collect::<io::Result<_>>()?;
+                Request::Run {
+                    argv,
+                    env,
+                    cwd: d.string()?,
+                    stdin: d.bytes()?,
+                    timeout_ms: d.u64()?,
+                    max_output: d.u64()?,
+                }
+            }
+            2 => Request::Write {
+                path: d.string()?,
+                data: d.bytes()?,
+            },
+            3 => Request::Read {
+                path: d.string()?,
+                max: d.u64()?,
+            },
+            4 => Request::List { path: d.string()? },
+            5 => Request::Scan { path: d.string()? },
+            _ => return Err(malformed("unknown request")),
+        };
+        d.end()?;
+        Ok(request)
+    }
+}
+
+impl Reply {
+    /// Encodes and writes the reply as one frame.
+    pub fn write_to(&self, writer: &mut impl Write) -> io::Result<()> {
+        match self {
+            Reply::Hello { version } => Encoder::new(0x80).u32(*version).write_to(writer),
+            Reply::Stdout(bytes) => Encoder::new(0x81).bytes(bytes).write_to(writer),
+            Reply::Stderr(bytes) => Encoder::new(0x82).bytes(bytes).write_to(writer),
+            Reply::Exit(report) => Encoder::new(0x83)
+                .u32(report.code as u32)
+                .u32(report.signal as u32)
+                .u8(report.timed_out as u8)
+                .u8(report.stdout_truncated as u8)
+                .u8(report.stderr_truncated as u8)
+                .u8(report.oom_killed as u8)
+                .write_to(writer),
+            Reply::Done => Encoder::new(0x84).write_to(writer),
+            Reply::Data(bytes) => Encoder::new(0x85).bytes(bytes).write_to(writer),
+            Reply::Entries(entries) => {
+                let mut e = Encoder::new(0x86);
+                e.u32(entries.len() as u32);
+                for entry in entries {
+                    e.bytes(entry.path.as_bytes())
+                        .u8(entry.is_dir as u8)
+                        .u64(entry.size)
+                        .u64(entry.mtime_ns);
+                }
+                e.write_to(writer)
+            }
+            Reply::Error(message) => Encoder::new(0x87)
+                .bytes(message.as_bytes())
+                .write_to(writer),
+        }
+    }
+
+    /// Decodes a reply frame.
+    pub fn decode(tag: u8, body: &[u8]) -> io::Result<Reply> {
+        let mut d = Decoder(body);
+        let reply = match tag {
+            0x80 => Reply::Hello { version: d.u32()? },
+            0x81 => Reply::Stdout(d.bytes()?),
+            0x82 => Reply::Stderr(d.bytes()?),
+            0x83 => Reply::Exit(ExitReport {
+                code: d.u32()? as i32,
+                signal: d.u32()? as i32,
+                timed_out: d.bool()?,
+                stdout_truncated: d.bool()?,
+                stderr_truncated: d.bool()?,
+                oom_killed: d.bool()?,
+            }),
+            0x84 => Reply::Done,
+            0x85 => Reply::Data(d.bytes()?),
+            0x86 => {
+                let n = d.count(21)?;
+                let entries = (0..n)
+                    .map(|_| {
+                        Ok(Entry {
+                            path: d.string()?,
+                            is_dir: d.bool()?,
+                            size: d.u64()?,
+                            mtime_ns: d.u64()?,
+                        })
+                    })
+                    .collect::<io::Result<_>>()?;
+                Reply::Entries(entries)
+            }
+            0x87 => Reply::Error(d.string()?),
+            _ => return Err(malformed("unknown reply")),
+        };
+        d.end()?;
+        Ok(reply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip_request(request: Request) {
+        let mut wire = Vec::new();
+        request.write_to(&mut wire).unwrap();
+        let (tag, body) = read_frame(&mut wire.as_slice()).unwrap();
+        assert_eq!(Request::decode(tag, &body).unwrap(), request);
+    }
+
+    fn round_trip_reply(reply: Reply) {
+        let mut wire = Vec::new();
+        reply.write_to(&mut wire).unwrap();
+        let (tag, body) = read_frame(&mut wire.as_slice()).unwrap();
+        assert_eq!(Reply::decode(tag, &body).unwrap(), reply);
+    }
+
+    #[test]
+    fn every_message_survives_the_wire() {
+        round_trip_request(Request::Run {
+            argv: vec!["python3".into(), "-u".into(), "main.py".into()],
+            env: vec![("A".into(), "b=c".into())],
+            cwd: "".into(),
+            stdin: vec![0, 255, 10],
+            timeout_ms: 1500,
+            max_output: 1 << 20,
+        });
+        round_trip_request(Request::Write {
+            path: "a/b.txt".into(),
+            data: b"\xff\xfe".to_vec(),
+        });
+        round_trip_request(Request::Read {
+            path: "x".into(),
+            max: 7,
+        });
+        round_trip_request(Request::List { path: "".into() });
+        round_trip_request(Request::Scan {
+            path: "output".into(),
+        });
+        round_trip_reply(Reply::Hello { version: 1 });
+        round_trip_reply(Reply::Stdout(vec![0xc3, 0x28]));
+        round_trip_reply(Reply::Stderr(b"oops".to_vec()));
+        round_trip_reply(Reply::Exit(ExitReport {
+            code: 137,
+            signal: 9,
+            timed_out: true,
+            stdout_truncated: false,
+            stderr_truncated: true,
+            oom_killed: true,
+        }));
+        round_trip_reply(Reply::Done);
+        round_trip_reply(Reply::Data(vec![1, 2, 3]));
+        round_trip_reply(Reply::Entries(vec![Entry {
+            path: "plots/a.png".into(),
+            is_dir: false,
+            size: 10,
+            mtime_ns: 1,
+        }]));
+        round_trip_reply(Reply::Error("no".into()));
+    }
+
+    #[test]
+    fn hostile_frames_are_errors_not_panics() {
+        // A count that claims more items than the body holds.
+        let mut body = Vec::new();
+        body.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Reply::decode(0x86, &body).is_err());
+        // A length prefix past the end.
+        assert!(Reply::decode(0x81, &[9, 0, 0, 0, 1]).is_err());
+        // Trailing garbage, unknown tags, oversized frames.
+        assert!(Reply::decode(0x84, &[1]).is_err());
+        assert!(Reply::decode(0x42, &[]).is_err());
+        let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();
+        assert!(read_frame(&mut huge.as_slice()).is_err());
+        let zero = 0u32.to_le_bytes();
+        assert!(read_frame(&mut zero.as_slice()).is_err());
+    }
+}

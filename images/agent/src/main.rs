@@ -1,0 +1,474 @@
+//! `sandlot-agent serve SOCKET ROOT`: process 1 of a sandlot container.
+//!
+//! It connects to the host's socket and serves requests one at a time: runs commands in
+//! their own process group, streams their output, and reads and writes files below
+//! ROOT without ever following a symbolic link. As process 1 of the container's PID
+//! namespace it inherits every orphan, so after each command it kills whatever the
+//! command left behind, including processes that called `setsid` or daemonized.
+#![allow(unsafe_code)] // kill(2), waitpid(2) and a post-fork oom_score_adj write
+
+use sandlot_agent::{read_frame, Entry, ExitReport, Reply, Request, PROTOCOL_VERSION};
+use std::fs;
+use std::io::{self, BufReader, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("serve") if args.len() == 4 => {
+            if let Err(e) = serve(Path::new(&args[2]), PathBuf::from(&args[3])) {
+                eprintln!("sandlot-agent: {e}");
+                std::process::exit(1);
+            }
+        }
+        Some("--version") => println!("sandlot-agent {}", env!("CARGO_PKG_VERSION")),
+        _ => {
+            eprintln!("usage: sandlot-agent serve SOCKET ROOT");
+            std::process::exit(2);
+        }
+    }
+}
+
+type Writer = Arc<Mutex<UnixStream>>;
+
+fn send(writer: &Writer, reply: &Reply) -> io::Result<()> {
+    reply.write_to(&mut *writer.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+fn serve(socket: &Path, root: PathBuf) -> io::Result<()> {
+    // The user's code runs as the agent's user. Non-dumpable, the agent's memory and
+    // file descriptors (/proc/1/fd, the host's socket among them) are out of its reach.
+    // SAFETY: prctl(2) with integer arguments only.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+    // The host listens before it starts the container, but allow the bind mount a moment.
+    let mut stream = None;
+    for _ in 0..200 {
+        match UnixStream::connect(socket) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    let stream = stream.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("cannot connect to {}", socket.display()),
+        )
+    })?;
+    // Artifacts are collected from here; it exists before any code runs.
+    let _ = fs::create_dir_all(root.join("output"));
+    let writer: Writer = Arc::new(Mutex::new(stream.try_clone()?));
+    send(
+        &writer,
+        &Reply::Hello {
+            version: PROTOCOL_VERSION,
+        },
+    )?;
+    let mut reader = BufReader::new(stream);
+    loop {
+        let (tag, body) = match read_frame(&mut reader) {
+            Ok(frame) => frame,
+            // The host closed the session: nothing more to do.
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let reply = match Request::decode(tag, &body) {
+            Err(e) => Reply::Error(e.to_string()),
+            Ok(Request::Run {
+                argv,
+                env,
+                cwd,
+                stdin,
+                timeout_ms,
+                max_output,
+            }) => match resolve(&root, &cwd) {
+                Ok(dir) => Reply::Exit(run(
+                    &writer,
+                    &argv,
+                    &env,
+                    &dir,
+                    stdin,
+                    Duration::from_millis(timeout_ms),
+                    max_output,
+                )),
+                Err(e) => Reply::Error(e),
+            },
+            Ok(Request::Write { path, data }) => {
+                write_file(&root, &path, &data).map_or_else(Reply::Error, |()| Reply::Done)
+            }
+            Ok(Request::Read { path, max }) => {
+                read_file(&root, &path, max).map_or_else(Reply::Error, Reply::Data)
+            }
+            Ok(Request::List { path }) => {
+                list(&root, &path).map_or_else(Reply::Error, Reply::Entries)
+            }
+            Ok(Request::Scan { path }) => {
+                scan(&root, &path).map_or_else(Reply::Error, Reply::Entries)
+            }
+        };
+        send(&writer, &reply)?;
+    }
+}
+
+/// Runs one command and waits for it and everything it started.
+fn run(
+    writer: &Writer,
+    argv: &[String],
+    env: &[(String, String)],
+    cwd: &Path,
+    stdin: Vec<u8>,
+    timeout: Duration,
+    max_output: u64,
+) -> ExitReport {
+    let Some(program) = argv.first() else {
+        let _ = send(
+            writer,
+            &Reply::Stderr(b"sandlot-agent: empty command\n".to_vec()),
+        );
+        return ExitReport {
+            code: 127,
+            ..ExitReport::default()
+        };
+    };
+    let mut command = Command::new(program);
+    command
+        .args(&argv[1..])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: between fork and exec this only calls open/write/close, which are
+    // async-signal-safe, on a static path.
+    unsafe {
+        command.pre_exec(|| {
+            // Make the user's processes, never the agent, the OOM killer's first choice.
+            let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
+            if fd >= 0 {
+                libc::write(fd, b"1000".as_ptr().cast(), 4);
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+    let ooms_before = oom_kills();
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let message = format!("sandlot-agent: cannot run `{program}`: {e}\n");
+            let _ = send(writer, &Reply::Stderr(message.into_bytes()));
+            return ExitReport {
+                code: if e.kind() == io::ErrorKind::NotFound {
+                    127
+                } else {
+                    126
+                },
+                ..ExitReport::default()
+            };
+        }
+    };
+    let pgid = child.id() as i32;
+    if let Some(mut pipe) = child.stdin.take() {
+        std::thread::spawn(move || {
+            // A program that never reads its input ends with EPIPE here; that is fine.
+            let _ = pipe.write_all(&stdin);
+        });
+    }
+    let stdout = child
+        .stdout
+        .take()
+        .map(|pipe| forward(pipe, writer.clone(), max_output, Reply::Stdout));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|pipe| forward(pipe, writer.clone(), max_output, Reply::Stderr));
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(child.wait());
+    });
+    let mut timed_out = false;
+    let status = match done_rx.recv_timeout(timeout) {
+        Ok(status) => status,
+        Err(_) => {
+            timed_out = true;
+            kill_group(pgid);
+            done_rx
+                .recv()
+                .unwrap_or_else(|_| Err(io::Error::other("lost the command")))
+        }
+    };
+    // Whatever the command left running (background jobs, daemons, a new session)
+    // would hold the output pipes open and outlive the run: end it now.
+    kill_group(pgid);
+    kill_leftovers();
+    let stdout_truncated = stdout.is_some_and(|h| h.join().unwrap_or(false));
+    let stderr_truncated = stderr.is_some_and(|h| h.join().unwrap_or(false));
+    reap();
+    let (code, signal) = match status {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => (code, 0),
+            (None, Some(signal)) => (128 + signal, signal),
+            (None, None) => (1, 0),
+        },
+        Err(_) => (1, 0),
+    };
+    ExitReport {
+        code,
+        signal,
+        timed_out,
+        stdout_truncated,
+        stderr_truncated,
+        oom_killed: oom_kills() > ooms_before,
+    }
+}
+
+/// How many processes the OOM killer has killed in this container's memory cgroup
+/// (cgroup v2's `memory.events`, or v1's `memory.oom_control`), 0 if unknown.
+fn oom_kills() -> u64 {
+    [
+        "/sys/fs/cgroup/memory.events",
+        "/sys/fs/cgroup/memory/memory.oom_control",
+    ]
+    .iter()
+    .filter_map(|path| fs::read_to_string(path).ok())
+    .find_map(|text| {
+        text.lines().find_map(|line| {
+            line.strip_prefix("oom_kill ")
+                .and_then(|n| n.trim().parse().ok())
+        })
+    })
+    .unwrap_or(0)
+}
+
+/// Streams a pipe to the host up to `max` bytes and drains the rest. Returns whether
+/// anything was dropped.
+fn forward(
+    mut pipe: impl Read + Send + 'static,
+    writer: Writer,
+    max: u64,
+    wrap: fn(Vec<u8>) -> Reply,
+) -> std::thread::JoinHandle<bool> {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut sent = 0u64;
+        let mut truncated = false;
+        loop {
+            let n = match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            let room = max.saturating_sub(sent) as usize;
+            if n > room {
+                truncated = true;
+            }
+            let keep = n.min(room);
+            if keep > 0 {
+                sent += keep as u64;
+                if send(&writer, &wrap(buf[..keep].to_vec())).is_err() {
+                    break;
+                }
+            }
+        }
+        truncated
+    })
+}
+
+fn kill_group(pgid: i32) {
+    // SAFETY: kill(2) with a negative pid signals a process group; no memory involved.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// As process 1 of the container, `kill(-1)` reaches every other process in it: the
+/// only way to catch children that left the command's process group.
+fn kill_leftovers() {
+    if std::process::id() == 1 {
+        // SAFETY: as above; process 1 itself is never signalled by kill(-1).
+        unsafe {
+            libc::kill(-1, libc::SIGKILL);
+        }
+    }
+}
+
+/// Collects the exit status of every orphan that was reparented to the agent.
+fn reap() {
+    if std::process::id() != 1 {
+        return;
+    }
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid(2) writes only to `status`.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid <= 0 {
+            break;
+        }
+    }
+}
+
+/// `path` below `root`, refusing absolute paths, `..` and any symbolic link on the way.
+fn resolve(root: &Path, path: &str) -> Result<PathBuf, String> {
+    let mut resolved = root.to_path_buf();
+    for component in Path::new(path).components() {
+        match component {
+            Component::Normal(name) => {
+                resolved.push(name);
+                match fs::symlink_metadata(&resolved) {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        return Err(format!(
+                            "refusing `{path}`: `{}` is a symbolic link",
+                            resolved.strip_prefix(root).unwrap_or(&resolved).display()
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            Component::CurDir => {}
+            _ => {
+                return Err(format!(
+                    "refusing `{path}`: it must stay inside the workspace"
+                ))
+            }
+        }
+    }
+    Ok(resolved)
+}
+
+fn write_file(root: &Path, path: &str, data: &[u8]) -> Result<(), String> {
+    let target = resolve(root, path)?;
+    if target == root {
+        return Err("cannot write to the workspace itself".into());
+    }
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent).map_err(|e| format!("cannot create `{path}`'s folder: {e}"))?;
+    }
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&target)
+        .and_then(|mut file| file.write_all(data))
+        .map_err(|e| format!("cannot write `{path}`: {e}"))
+}
+
+fn read_file(root: &Path, path: &str, max: u64) -> Result<Vec<u8>, String> {
+    let target = resolve(root, path)?;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&target)
+        .map_err(|e| format!("cannot read `{path}`: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read `{path}`: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("cannot read `{path}`: not a regular file"));
+    }
+    if meta.len() > max {
+        return Err(format!(
+            "`{path}` is {} bytes, more than the {max} allowed",
+            meta.len()
+        ));
+    }
+    let mut data = Vec::with_capacity(meta.len() as usize);
+    file.take(max + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| format!("cannot read `{path}`: {e}"))?;
+    if data.len() as u64 > max {
+        return Err(format!("`{path}` grew past the {max} bytes allowed"));
+    }
+    Ok(data)
+}
+
+fn entry(path: String, meta: &fs::Metadata) -> Entry {
+    Entry {
+        path,
+        is_dir: meta.is_dir(),
+        size: meta.len(),
+        mtime_ns: (meta.mtime().max(0) as u64) * 1_000_000_000 + meta.mtime_nsec().max(0) as u64,
+    }
+}
+
+fn list(root: &Path, path: &str) -> Result<Vec<Entry>, String> {
+    let dir = resolve(root, path)?;
+    let mut entries = Vec::new();
+    for item in fs::read_dir(&dir).map_err(|e| format!("cannot list `{path}`: {e}"))? {
+        let Ok(item) = item else { continue };
+        let Ok(meta) = item.metadata() else { continue };
+        entries.push(entry(
+            item.file_name().to_string_lossy().into_owned(),
+            &meta,
+        ));
+    }
+    Ok(entries)
+}
+
+/// Regular files under `path`, never following links; a missing directory is empty.
+fn scan(root: &Path, path: &str) -> Result<Vec<Entry>, String> {
+    let base = resolve(root, path)?;
+    let mut files = Vec::new();
+    let mut stack = vec![base.clone()];
+    while let Some(dir) = stack.pop() {
+        let Ok(items) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for item in items.flatten() {
+            let Ok(meta) = item.metadata() else { continue };
+            let full = item.path();
+            if meta.is_dir() {
+                stack.push(full);
+            } else if meta.is_file() {
+                if let Ok(rel) = full.strip_prefix(&base) {
+                    files.push(entry(rel.to_string_lossy().into_owned(), &meta));
+                }
+            }
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_and_parent_paths_are_refused() {
+        let root = std::env::temp_dir().join(format!("sandlot-agent-test-{}", std::process::id()));
+        fs::create_dir_all(root.join("output")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join("output/passwd")).unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("etc")).unwrap();
+        assert!(read_file(&root, "output/passwd", 1 << 20)
+            .unwrap_err()
+            .contains("symbolic link"));
+        assert!(read_file(&root, "etc/passwd", 1 << 20)
+            .unwrap_err()
+            .contains("symbolic link"));
+        assert!(read_file(&root, "../etc/passwd", 1 << 20)
+            .unwrap_err()
+            .contains("inside the workspace"));
+        assert!(write_file(&root, "etc/evil", b"x").is_err());
+        write_file(&root, "a/b/c.txt", b"hi").unwrap();
+        assert_eq!(read_file(&root, "a/b/c.txt", 10).unwrap(), b"hi");
+        assert!(read_file(&root, "a/b/c.txt", 1).is_err());
+        let scanned = scan(&root, "").unwrap();
+        assert_eq!(
+            scanned.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
+            vec!["a/b/c.txt"]
+        );
+        fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,661 @@
+//! The Docker and Podman backends end to end, against the real engines: every
+//! language, every hardening default, files in and out, and cleanup. The same tests run
+//! once per engine (`docker::…`, `podman::…`). They need both engines running and the
+//! images built; `tests/services.sh` does both.
+
+use sandlot::{
+    BackendChoice, Engine, Error, Execution, Network, Policy, RunOptions, Sandlot, Session,
+};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn sandlot() -> Sandlot {
+    let plugins = sandlot::PluginHost::builder().load().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    Sandlot::new(plugins, dir.path(), None).unwrap()
+}
+
+fn choice(engine: Engine) -> BackendChoice {
+    match engine {
+        Engine::Podman => BackendChoice::Podman,
+        _ => BackendChoice::Docker,
+    }
+}
+
+fn open(engine: Engine, language: &str) -> Session {
+    open_with(engine, language, Policy::default())
+}
+
+fn open_with(engine: Engine, language: &str, policy: Policy) -> Session {
+    let sandlot = sandlot();
+    let mut builder = sandlot.session(language);
+    builder
+        .backend(choice(engine))
+        .policy(policy)
+        .timeout(Duration::from_secs(120));
+    builder
+        .open()
+        .unwrap_or_else(|e| panic!("cannot open a {language} session on {}: {e}", engine.name()))
+}
+
+/// Runs with streaming on; checks that what streamed is what came back.
+fn run_streamed(session: &mut Session, code: &str) -> Execution {
+    let streamed = Arc::new(Mutex::new(Vec::new()));
+    let sink = streamed.clone();
+    let execution = session
+        .run_with(
+            code,
+            RunOptions {
+                on_stdout: Some(Box::new(move |bytes: &[u8]| {
+                    sink.lock().unwrap().extend_from_slice(bytes)
+                })),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(*streamed.lock().unwrap(), execution.stdout);
+    execution
+}
+
+/// Code per language: hello world, exit code 3 after printing, a compile or syntax
+/// error, and bytes that are not UTF-8.
+struct Programs {
+    language: &'static str,
+    hello: &'static str,
+    exit3: &'static str,
+    broken: &'static str,
+    not_utf8: &'static str,
+}
+
+const PROGRAMS: &[Programs] = &[
+    Programs {
+        language: "python",
+        hello: "print('hello from python')",
+        exit3: "import sys\nprint('out')\nsys.exit(3)",
+        broken: "def f(:\n    pass",
+        not_utf8: "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe ok\\n')",
+    },
+    Programs {
+        language: "javascript",
+        hello: "console.log('hello from javascript')",
+        exit3: "console.log('out'); process.exit(3)",
+        broken: "function (",
+        not_utf8: "process.stdout.write(Buffer.from([0xff, 0xfe, 0x20, 0x6f, 0x6b, 0x0a]))",
+    },
+    Programs {
+        language: "typescript",
+        hello: "const greeting: string = 'hello from typescript';\nconsole.log(greeting);",
+        exit3: "declare const process: any;\nconsole.log('out');\nprocess.exit(3);",
+        broken: "const x: number = 'not a number';",
+        not_utf8: "declare const process: any; declare const Buffer: any;\nprocess.stdout.write(Buffer.from([0xff, 0xfe, 0x20, 0x6f, 0x6b, 0x0a]));",
+    },
+    Programs {
+        language: "java",
+        hello: "public class Main { public static void main(String[] a) { System.out.println(\"hello from java\"); } }",
+        exit3: "public class Main { public static void main(String[] a) { System.out.println(\"out\"); System.exit(3); } }",
+        broken: "public class Main { public static void main(String[] a) { int x = } }",
+        not_utf8: "public class Main { public static void main(String[] a) { System.out.write(new byte[]{(byte)0xff, (byte)0xfe, 0x20, 0x6f, 0x6b, 0x0a}, 0, 6); System.out.flush(); } }",
+    },
+    Programs {
+        language: "cpp",
+        hello: "#include <cstdio>\nint main() { std::puts(\"hello from cpp\"); }",
+        exit3: "#include <cstdio>\nint main() { std::puts(\"out\"); return 3; }",
+        broken: "int main() { return undefined_name; }",
+        not_utf8: "#include <cstdio>\nint main() { std::fwrite(\"\\xff\\xfe ok\\n\", 1, 6, stdout); }",
+    },
+    Programs {
+        language: "go",
+        hello: "package main\nimport \"fmt\"\nfunc main() { fmt.Println(\"hello from go\") }",
+        exit3: "package main\nimport (\"fmt\"; \"os\")\nfunc main() { fmt.Println(\"out\"); os.Exit(3) }",
+        broken: "package main\nfunc main() { undefinedName() }",
+        not_utf8: "package main\nimport \"os\"\nfunc main() { os.Stdout.Write([]byte{0xff, 0xfe, ' ', 'o', 'k', '\\n'}) }",
+    },
+    Programs {
+        language: "r",
+        hello: "cat('hello from r\\n')",
+        exit3: "cat('out\\n')\nquit(status = 3)",
+        broken: "f <- function(",
+        not_utf8: "out <- file('/dev/stdout', 'wb')\nwriteBin(as.raw(c(0xff, 0xfe, 0x20, 0x6f, 0x6b, 0x0a)), out)\nclose(out)",
+    },
+    Programs {
+        language: "ruby",
+        hello: "puts 'hello from ruby'",
+        exit3: "puts 'out'\nexit 3",
+        broken: "def f(\n",
+        not_utf8: "$stdout.write(\"\\xff\\xfe ok\\n\".b)",
+    },
+    Programs {
+        language: "bash",
+        hello: "echo hello from bash",
+        exit3: "echo out\nexit 3",
+        broken: "if then fi",
+        not_utf8: "printf '\\377\\376 ok\\n'",
+    },
+];
+
+fn every_program_of(engine: Engine, language: &str) {
+    let programs = PROGRAMS.iter().find(|p| p.language == language).unwrap();
+    let mut session = open(engine, language);
+    let hello = run_streamed(&mut session, programs.hello);
+    assert!(hello.success(), "{language}: {}", hello.stderr_text());
+    assert_eq!(hello.stdout_text(), format!("hello from {language}\n"));
+    assert_eq!(hello.backend, engine.name());
+
+    let exit3 = run_streamed(&mut session, programs.exit3);
+    assert_eq!(exit3.exit_code, 3, "{language}: {}", exit3.stderr_text());
+    assert_eq!(exit3.stdout_text(), "out\n");
+
+    let broken = session.run(programs.broken).unwrap();
+    assert_ne!(broken.exit_code, 0, "{language}: broken code succeeded");
+    assert!(
+        !broken.stderr.is_empty(),
+        "{language}: the error was not reported on stderr"
+    );
+    assert!(broken.stdout.is_empty() && !broken.timed_out);
+
+    let bytes = session.run(programs.not_utf8).unwrap();
+    assert!(bytes.success(), "{language}: {}", bytes.stderr_text());
+    assert_eq!(bytes.stdout, b"\xff\xfe ok\n");
+    assert_eq!(bytes.stdout_text(), "\u{fffd}\u{fffd} ok\n");
+    session.close();
+}
+
+/// Host-side: is any process with this exact argument list alive?
+fn host_has_process(argv: &[&str]) -> bool {
+    let wanted: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| cmdline == wanted)
+    })
+}
+
+fn timeout_kills_the_whole_tree(engine: Engine) {
+    let mut session = open(engine, "bash");
+    let marker = match engine {
+        Engine::Podman => "987652",
+        _ => "987651",
+    };
+    // A background job, a new session (setsid) and a double-forked daemon: none may
+    // survive the time limit.
+    let code = format!(
+        "sleep {marker} &\nsetsid sleep {marker} &\n( ( sleep {marker} & ) & )\necho started\nwait"
+    );
+    let execution = session
+        .run_with(
+            &code,
+            RunOptions {
+                timeout: Some(Duration::from_secs(2)),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert!(execution.timed_out);
+    assert_eq!(execution.exit_code, 124);
+    assert_eq!(execution.stdout_text(), "started\n");
+    assert!(
+        !host_has_process(&["sleep", marker]),
+        "a process of the timed-out run is still alive on the host"
+    );
+    // The session goes on working after a timeout.
+    assert_eq!(session.run("echo again").unwrap().stdout_text(), "again\n");
+}
+
+fn memory_cap_is_reported(engine: Engine) {
+    let sandlot = sandlot();
+    let mut builder = sandlot.session("python");
+    builder.backend(choice(engine)).memory(128 << 20);
+    let mut session = builder.open().unwrap();
+    let execution = session
+        .run("x = bytearray(1 << 30)\nprint('survived')")
+        .unwrap();
+    assert!(execution.memory_exceeded, "{execution:?}");
+    assert_eq!(execution.exit_code, 137);
+    assert!(!execution.stdout_text().contains("survived"));
+    // The agent survives the OOM kill; the session keeps working.
+    assert_eq!(session.run("print(1)").unwrap().stdout_text(), "1\n");
+}
+
+const FETCH: &str = "import urllib.request\ntry:\n    urllib.request.urlopen('http://deb.debian.org/debian/', timeout=10)\n    print('reachable')\nexcept Exception as e:\n    print('unreachable', type(e).__name__)";
+
+fn network_only_when_the_policy_allows_it(engine: Engine) {
+    let mut session = open(engine, "python");
+    let closed = session.run(FETCH).unwrap();
+    assert!(
+        closed.stdout_text().starts_with("unreachable"),
+        "{}",
+        closed.stdout_text()
+    );
+    assert_eq!(closed.policy.network, Network::InstallOnly);
+
+    let mut session = open_with(
+        engine,
+        "python",
+        Policy {
+            network: Network::On,
+            ..Policy::default()
+        },
+    );
+    let open = session.run(FETCH).unwrap();
+    assert_eq!(open.stdout_text(), "reachable\n", "{}", open.stderr_text());
+}
+
+fn hardening_is_in_force(engine: Engine) {
+    let mut session = open(engine, "bash");
+    let execution = session
+        .run(
+            "id -u\n\
+             touch /usr/sandlot-was-here 2>&1 | grep -o 'Read-only file system'\n\
+             grep -E '^(CapEff|NoNewPrivs)' /proc/self/status\n\
+             ip link 2>/dev/null | grep -c 'state UP' || true",
+        )
+        .unwrap();
+    let text = execution.stdout_text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "1000", "{text}");
+    assert_eq!(lines[1], "Read-only file system", "{text}");
+    assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
+    assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+    let policy = execution.policy;
+    assert!(policy.read_only_root && policy.drop_capabilities && policy.no_new_privileges);
+    assert_eq!(policy.uid, 1000);
+}
+
+fn files_round_trip_and_escapes_are_refused(engine: Engine) {
+    let mut session = open(engine, "python");
+    let data: Vec<u8> = (0..=255u8).chain([0xff, 0x00]).collect();
+    session.write_file("input/data.bin", &data).unwrap();
+    let execution = session
+        .run(
+            "import os\n\
+             data = open('input/data.bin', 'rb').read()\n\
+             open('output/copy.bin', 'wb').write(data[::-1])\n\
+             os.symlink('/etc/passwd', 'output/passwd')\n\
+             os.symlink('/', 'root')\n\
+             print(len(data))",
+        )
+        .unwrap();
+    assert!(execution.success(), "{}", execution.stderr_text());
+    assert_eq!(execution.stdout_text(), "258\n");
+    // The new file comes back as an artifact; the link does not.
+    let names: Vec<&str> = execution
+        .artifacts
+        .iter()
+        .map(|a| a.path.as_str())
+        .collect();
+    assert_eq!(names, ["copy.bin"]);
+    let reversed: Vec<u8> = data.iter().rev().copied().collect();
+    assert_eq!(execution.artifacts[0].bytes, reversed);
+    assert_eq!(session.read_file("output/copy.bin").unwrap(), reversed);
+    assert!(session
+        .list_files("")
+        .unwrap()
+        .contains(&"input/".to_string()));
+
+    for path in ["output/passwd", "root/etc/passwd"] {
+        match session.read_file(path) {
+            Err(Error::InvalidPath { reason, .. }) => {
+                assert!(reason.contains("symbolic link"), "{path}: {reason}")
+            }
+            other => panic!("{path}: read through a link: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        session.read_file("../etc/passwd"),
+        Err(Error::InvalidPath { .. })
+    ));
+    assert!(session.write_file("root/tmp/evil", b"x").is_err());
+}
+
+fn libraries_are_installed_then_the_network_is_cut(engine: Engine, language: &str) {
+    let (library, code) = match language {
+        "python" => (
+            "numpy",
+            "import numpy, urllib.request\nprint(numpy.arange(4).sum())\ntry:\n    urllib.request.urlopen('http://deb.debian.org/debian/', timeout=5)\n    print('online')\nexcept Exception:\n    print('offline')",
+        ),
+        "javascript" => (
+            "is-number",
+            "const isNumber = require('is-number');\nconsole.log(isNumber(5), isNumber('x'));",
+        ),
+        _ => unreachable!(),
+    };
+    let mut session = open(engine, language);
+    let execution = session
+        .run_with(
+            code,
+            RunOptions {
+                libraries: vec![library.to_string()],
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert!(
+        execution.success(),
+        "{language}: {}",
+        execution.stderr_text()
+    );
+    let expected = match language {
+        "python" => "6\noffline\n",
+        _ => "true false\n",
+    };
+    assert_eq!(execution.stdout_text(), expected);
+}
+
+/// proxy.golang.org is not reachable from the machines this runs on, so the module
+/// comes from a module proxy in the workspace (`GOPROXY=file://…`): `go get` still
+/// resolves, downloads, verifies and builds it the way it would from the internet.
+fn go_module_is_installed(engine: Engine) {
+    let sandlot = sandlot();
+    let mut builder = sandlot.session("go");
+    builder
+        .backend(choice(engine))
+        .timeout(Duration::from_secs(300))
+        .env("GOPROXY", "file:///workspace/goproxy")
+        .env("GOSUMDB", "off");
+    let mut session = builder.open().unwrap();
+    let module = "example.com/greet";
+    let version = "v1.2.3";
+    let dir = format!("goproxy/{module}/@v");
+    session
+        .write_file(&format!("{dir}/list"), format!("{version}\n").as_bytes())
+        .unwrap();
+    session
+        .write_file(
+            &format!("{dir}/{version}.info"),
+            format!("{{\"Version\":\"{version}\",\"Time\":\"2026-01-01T00:00:00Z\"}}").as_bytes(),
+        )
+        .unwrap();
+    let go_mod = format!("module {module}\n\ngo 1.19\n");
+    session
+        .write_file(&format!("{dir}/{version}.mod"), go_mod.as_bytes())
+        .unwrap();
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default();
+    for (name, body) in [
+        ("go.mod", go_mod.as_str()),
+        (
+            "greet.go",
+            "package greet\n\nfunc Hello() string { return \"hello from a module\" }\n",
+        ),
+    ] {
+        zip.start_file(format!("{module}@{version}/{name}"), options)
+            .unwrap();
+        std::io::Write::write_all(&mut zip, body.as_bytes()).unwrap();
+    }
+    let archive = zip.finish().unwrap().into_inner();
+    session
+        .write_file(&format!("{dir}/{version}.zip"), &archive)
+        .unwrap();
+    let execution = session
+        .run_with(
+            "package main\nimport (\"fmt\"; \"example.com/greet\")\nfunc main() { fmt.Println(greet.Hello()) }",
+            RunOptions {
+                libraries: vec![format!("{module}@{version}")],
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert!(execution.success(), "{}", execution.stderr_text());
+    assert_eq!(execution.stdout_text(), "hello from a module\n");
+}
+
+fn nothing_is_left_after_close(engine: Engine) {
+    let sandlot = sandlot();
+    let backend = sandlot.containers(engine).unwrap();
+    let mut builder = sandlot.session("bash");
+    builder.backend(choice(engine));
+    let session = builder.open().unwrap();
+    let name = session.sandbox_name().unwrap().to_string();
+    let ipc = backend
+        .sandboxes()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == name)
+        .expect("the open session's container is listed")
+        .ipc_dir;
+    assert!(std::path::Path::new(&ipc).exists());
+    session.close();
+    assert!(
+        !backend.sandboxes().unwrap().iter().any(|s| s.name == name),
+        "{name} is still there after close"
+    );
+    assert!(!std::path::Path::new(&ipc).exists(), "{ipc} left behind");
+}
+
+fn gc_reaps_what_a_killed_host_left(engine: Engine) {
+    let sandlot = sandlot();
+    let backend = sandlot.containers(engine).unwrap();
+    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args([
+            "run",
+            "--backend",
+            engine.name(),
+            "-l",
+            "bash",
+            "-c",
+            "sleep 600",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the host's container to exist, then kill the host without warning.
+    let mut name = None;
+    for _ in 0..1200 {
+        if let Some(status) = host.try_wait().unwrap() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(&mut host.stderr.take().unwrap(), &mut stderr).unwrap();
+            panic!("the host process ended early ({status}): {stderr}");
+        }
+        let listed = backend.sandboxes().unwrap();
+        if let Some(s) = listed.iter().find(|s| s.owner_pid == Some(host.id())) {
+            name = Some(s.name.clone());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let name = name.expect("the host process made a container");
+    host.kill().unwrap();
+    host.wait().unwrap();
+    let orphan = backend
+        .sandboxes()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == name);
+    assert!(
+        orphan.is_some_and(|s| !s.owner_alive),
+        "the killed host's container should be there, orphaned, before gc"
+    );
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args(["gc", "--engine", engine.name()])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    assert!(String::from_utf8_lossy(&status.stdout).contains(&name));
+    assert!(!backend.sandboxes().unwrap().iter().any(|s| s.name == name));
+}
+
+fn shell_commands_run_through_sh(engine: Engine) {
+    // A Python session: the command line needs a shell even where the language has none.
+    let mut session = open(engine, "python");
+    let execution = session
+        .execute_command("echo one two | wc -w > output/count.txt && cat output/count.txt; exit 4")
+        .unwrap();
+    assert_eq!(execution.exit_code, 4);
+    assert_eq!(execution.stdout_text().trim(), "2");
+    assert_eq!(execution.artifacts[0].path, "count.txt");
+    // Standard input reaches the command; the agent's socket is out of the code's reach.
+    let fed = session
+        .execute_command_with(
+            "cat; ls -l /proc/1/fd/ 2>&1 | grep -c socket",
+            RunOptions {
+                stdin: b"fed through stdin\n".to_vec(),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        fed.stdout_text(),
+        "fed through stdin\n0\n",
+        "{}",
+        fed.stderr_text()
+    );
+}
+
+fn output_is_capped(engine: Engine) {
+    let sandlot = sandlot();
+    let mut builder = sandlot.session("python");
+    builder.backend(choice(engine)).limits(sandlot::Limits {
+        max_output: 1000,
+        ..sandlot::Limits::default()
+    });
+    let mut session = builder.open().unwrap();
+    let execution = session
+        .run("import sys\nprint('x' * 5_000_000)\nsys.stderr.write('done')")
+        .unwrap();
+    assert!(execution.success(), "{}", execution.stderr_text());
+    assert_eq!(execution.stdout.len(), 1000);
+    assert!(execution.stdout_truncated && !execution.stderr_truncated);
+    assert_eq!(execution.stderr_text(), "done");
+}
+
+fn a_missing_image_says_how_to_get_it(engine: Engine) {
+    let plugins = sandlot::PluginHost::builder().load().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = sandlot::Config::parse(
+        "[images]\nruby = \"sandlot/does-not-exist:1\"\n",
+        std::path::Path::new("sandlot.toml"),
+    )
+    .unwrap();
+    let sandlot = Sandlot::new(plugins, dir.path(), None)
+        .unwrap()
+        .with_config(config);
+    let mut builder = sandlot.session("ruby");
+    builder.backend(choice(engine));
+    let error = builder.open().unwrap_err();
+    assert!(matches!(error, Error::ImageMissing { .. }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("sandlot/does-not-exist:1"), "{message}");
+    assert!(message.contains("sandlot images build ruby"), "{message}");
+}
+
+#[test]
+fn an_unreachable_engine_says_how_to_start_one() {
+    for engine in [Engine::Docker, Engine::Podman] {
+        let error =
+            sandlot::ContainerBackend::connect(engine, Some("unix:///nonexistent/engine.sock"))
+                .unwrap_err();
+        assert!(matches!(error, Error::EngineUnavailable { .. }), "{error}");
+        let message = error.to_string();
+        assert!(message.contains("/nonexistent/engine.sock"), "{message}");
+        assert!(
+            message.contains(match engine {
+                Engine::Podman => "podman system service",
+                _ => "dockerd",
+            }),
+            "{message}"
+        );
+    }
+}
+
+macro_rules! engine_tests {
+    ($module:ident, $engine:expr) => {
+        mod $module {
+            use super::*;
+            const ENGINE: Engine = $engine;
+
+            #[test]
+            fn python() {
+                every_program_of(ENGINE, "python");
+            }
+            #[test]
+            fn javascript() {
+                every_program_of(ENGINE, "javascript");
+            }
+            #[test]
+            fn typescript() {
+                every_program_of(ENGINE, "typescript");
+            }
+            #[test]
+            fn java() {
+                every_program_of(ENGINE, "java");
+            }
+            #[test]
+            fn cpp() {
+                every_program_of(ENGINE, "cpp");
+            }
+            #[test]
+            fn go() {
+                every_program_of(ENGINE, "go");
+            }
+            #[test]
+            fn r() {
+                every_program_of(ENGINE, "r");
+            }
+            #[test]
+            fn ruby() {
+                every_program_of(ENGINE, "ruby");
+            }
+            #[test]
+            fn bash() {
+                every_program_of(ENGINE, "bash");
+            }
+            #[test]
+            fn timeout_leaves_no_process_behind() {
+                timeout_kills_the_whole_tree(ENGINE);
+            }
+            #[test]
+            fn out_of_memory_is_reported() {
+                memory_cap_is_reported(ENGINE);
+            }
+            #[test]
+            fn network_is_off_unless_allowed() {
+                network_only_when_the_policy_allows_it(ENGINE);
+            }
+            #[test]
+            fn read_only_root_no_root_user_no_capabilities() {
+                hardening_is_in_force(ENGINE);
+            }
+            #[test]
+            fn file_round_trip_and_escape_refused() {
+                files_round_trip_and_escapes_are_refused(ENGINE);
+            }
+            #[test]
+            fn numpy_installs_for_python() {
+                libraries_are_installed_then_the_network_is_cut(ENGINE, "python");
+            }
+            #[test]
+            fn npm_package_installs_for_node() {
+                libraries_are_installed_then_the_network_is_cut(ENGINE, "javascript");
+            }
+            #[test]
+            fn go_module_installs() {
+                go_module_is_installed(ENGINE);
+            }
+            #[test]
+            fn no_container_after_close() {
+                nothing_is_left_after_close(ENGINE);
+            }
+            #[test]
+            fn shell_commands_use_sh() {
+                shell_commands_run_through_sh(ENGINE);
+            }
+            #[test]
+            fn output_is_capped_and_the_rest_drained() {
+                output_is_capped(ENGINE);
+            }
+            #[test]
+            fn missing_image_is_a_clear_error() {
+                a_missing_image_says_how_to_get_it(ENGINE);
+            }
+            #[test]
+            fn gc_after_the_host_is_killed() {
+                gc_reaps_what_a_killed_host_left(ENGINE);
+            }
+        }
+    };
+}
+
+engine_tests!(docker, Engine::Docker);
+engine_tests!(podman, Engine::Podman);
