@@ -273,11 +273,6 @@ impl ContainerBackend {
             let result = session::remove(&self.docker, self.runtime.handle(), sandbox.id.clone());
             match result {
                 Some(Ok(())) => {}
-                // Gone meanwhile (its own session closed it): fine.
-                Some(Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404,
-                    ..
-                })) => {}
                 Some(Err(e)) => {
                     return Err(self.engine_error(format!("removing {}", sandbox.name), e))
                 }

@@ -73,7 +73,10 @@ impl Drop for Cleanup<'_> {
     }
 }
 
-/// Kills and deletes a container in one request; `None` if the runtime is gone.
+/// Kills and deletes a container in one request; `None` if the runtime is gone. A
+/// container that is already gone counts as removed. Podman, busy with other
+/// containers, sometimes fails a removal it then does at the second try, so failures
+/// are retried a few times.
 pub(crate) fn remove(
     docker: &Docker,
     runtime: &tokio::runtime::Handle,
@@ -81,16 +84,29 @@ pub(crate) fn remove(
 ) -> Option<std::result::Result<(), bollard::errors::Error>> {
     let docker = docker.clone();
     wait(runtime, async move {
-        docker
-            .remove_container(
-                &id,
-                Some(RemoveContainerOptions {
-                    force: true,
-                    v: true,
-                    ..Default::default()
-                }),
-            )
-            .await
+        let mut attempt = 0;
+        loop {
+            let result = docker
+                .remove_container(
+                    &id,
+                    Some(RemoveContainerOptions {
+                        force: true,
+                        v: true,
+                        ..Default::default()
+                    }),
+                )
+                .await;
+            attempt += 1;
+            match result {
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => return Ok(()),
+                Err(_) if attempt < 4 => {
+                    tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+                }
+                other => return other,
+            }
+        }
     })
 }
 
