@@ -38,15 +38,18 @@ wait_for() {
 
 if ! answers /var/run/docker.sock; then
   step "starting dockerd (log: $logs/dockerd.log)"
-  nohup dockerd >"$logs/dockerd.log" 2>&1 &
+  (cd / && nohup dockerd >"$logs/dockerd.log" 2>&1 &)
   wait_for /var/run/docker.sock dockerd "$logs/dockerd.log"
 fi
 
 if ! answers /run/podman/podman.sock; then
   step "starting Podman's API (log: $logs/podman.log)"
-  mkdir -p /run/podman
-  CONTAINERS_CONF="$PWD/tests/containers.conf" \
-    nohup podman system service --time=0 unix:///run/podman/podman.sock >"$logs/podman.log" 2>&1 &
+  mkdir -p /run/podman /etc/sandlot
+  # The service outlives this checkout: its settings and working directory must not
+  # live in it (conmon fails every container start once its cwd is deleted).
+  cp tests/containers.conf /etc/sandlot/containers.conf
+  (cd / && CONTAINERS_CONF=/etc/sandlot/containers.conf \
+    nohup podman system service --time=0 unix:///run/podman/podman.sock >"$logs/podman.log" 2>&1 &)
   wait_for /run/podman/podman.sock "podman system service" "$logs/podman.log"
 fi
 
