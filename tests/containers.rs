@@ -306,6 +306,46 @@ fn files_round_trip_and_escapes_are_refused(engine: Engine) {
         Err(Error::InvalidPath { .. })
     ));
     assert!(session.write_file("root/tmp/evil", b"x").is_err());
+
+    // Whole trees, as tar: in from the host (its link left out), out again.
+    let host = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(host.path().join("tree/sub")).unwrap();
+    std::fs::write(host.path().join("tree/sub/a.txt"), b"alpha").unwrap();
+    std::os::unix::fs::symlink("/etc/shadow", host.path().join("tree/shadow")).unwrap();
+    session
+        .copy_in(&host.path().join("tree"), "copied")
+        .unwrap();
+    let listed = session
+        .execute_command("find copied | sort")
+        .unwrap()
+        .stdout_text()
+        .into_owned();
+    assert_eq!(listed, "copied\ncopied/sub\ncopied/sub/a.txt\n");
+    let out = tempfile::tempdir().unwrap();
+    let written = session.copy_out("", out.path()).unwrap();
+    assert!(
+        written.contains(&"copied/sub/a.txt".to_string()),
+        "{written:?}"
+    );
+    assert!(
+        written.contains(&"output/copy.bin".to_string()),
+        "{written:?}"
+    );
+    assert_eq!(
+        std::fs::read(out.path().join("copied/sub/a.txt")).unwrap(),
+        b"alpha"
+    );
+    // The links the code made stay in the sandbox.
+    assert!(std::fs::symlink_metadata(out.path().join("root")).is_err());
+    assert!(std::fs::symlink_metadata(out.path().join("output/passwd")).is_err());
+    assert!(matches!(
+        session.copy_out("root/etc", out.path()),
+        Err(Error::InvalidPath { .. })
+    ));
+    assert!(matches!(
+        session.copy_out("../", out.path()),
+        Err(Error::InvalidPath { .. })
+    ));
 }
 
 fn libraries_are_installed_then_the_network_is_cut(engine: Engine, language: &str) {

@@ -325,3 +325,21 @@ fn shell_commands_are_refused_with_a_pointer_to_containers() {
     // The session is still usable.
     assert_eq!(session.run("print(2)").unwrap().stdout_text(), "2\n");
 }
+
+#[test]
+fn trees_copy_in_and_out_without_links() {
+    let mut session = session();
+    let host = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(host.path().join("data/nested")).unwrap();
+    std::fs::write(host.path().join("data/nested/n.txt"), b"41").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", host.path().join("data/passwd")).unwrap();
+    session.copy_in(&host.path().join("data"), "in").unwrap();
+    let run = session
+        .run("import os\nn = int(open('in/nested/n.txt').read())\nopen('output/n.txt', 'w').write(str(n + 1))\nprint(sorted(os.listdir('in')))")
+        .unwrap();
+    assert_eq!(run.stdout_text(), "['nested']\n", "{}", run.stderr_text());
+    let out = tempfile::tempdir().unwrap();
+    assert_eq!(session.copy_out("output", out.path()).unwrap(), ["n.txt"]);
+    assert_eq!(std::fs::read(out.path().join("n.txt")).unwrap(), b"42");
+    assert!(session.copy_out("../etc", out.path()).is_err());
+}

@@ -31,6 +31,7 @@ pub mod plugin;
 pub mod policy;
 pub mod runtimes;
 pub mod session;
+mod transfer;
 
 pub use artifact::Artifact;
 pub use backend::docker::{ContainerBackend, Engine};

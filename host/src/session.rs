@@ -667,6 +667,62 @@ impl Session {
         Ok(names)
     }
 
+    /// Copies the host file or directory `host_path` into the sandbox directory
+    /// `sandbox_dir` (relative; `""` for the working directory), as a tar archive. A
+    /// directory's contents are copied; links in it are left out.
+    pub fn copy_in(&mut self, host_path: &Path, sandbox_dir: &str) -> Result<()> {
+        let archive = crate::transfer::pack(host_path, MAX_READ)?;
+        let rel = if sandbox_dir.is_empty() || sandbox_dir == "." {
+            PathBuf::new()
+        } else {
+            sandbox_path(sandbox_dir)?
+        };
+        if let Some(files) = self.inner.as_mut().and_then(|i| i.files()) {
+            return files.unpack(&rel.to_string_lossy(), &archive);
+        }
+        self.no_links_on(&rel)?;
+        crate::transfer::unpack(&archive, &self.scratch.path().join(&rel)).map(|_| ())
+    }
+
+    /// Copies the sandbox file or directory `sandbox_path` out into the host directory
+    /// `host_dir` (created if missing), as a tar archive, and returns the files written
+    /// (relative, `/`-separated). What the sandbox sends is untrusted: only regular
+    /// files and directories are written, never a link, never outside `host_dir`, and
+    /// no link on the way to `sandbox_path` is followed.
+    pub fn copy_out(&mut self, sandbox_path: &str, host_dir: &Path) -> Result<Vec<String>> {
+        let rel = if sandbox_path.is_empty() || sandbox_path == "." {
+            PathBuf::new()
+        } else {
+            self::sandbox_path(sandbox_path)?
+        };
+        let archive = match self.inner.as_mut().and_then(|i| i.files()) {
+            Some(files) => files.pack(&rel.to_string_lossy(), MAX_READ)?,
+            None => {
+                self.no_links_on(&rel)?;
+                crate::transfer::pack(&self.scratch.path().join(&rel), MAX_READ)?
+            }
+        };
+        crate::transfer::unpack(&archive, host_dir)
+    }
+
+    /// Refuses `rel` (below the host scratch directory) if any part of it is a link.
+    fn no_links_on(&self, rel: &Path) -> Result<()> {
+        let mut path = self.scratch.path().to_path_buf();
+        for component in rel.components() {
+            path.push(component);
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(Error::InvalidPath {
+                    path: rel.display().to_string(),
+                    reason: format!(
+                        "`{}` is a symbolic link",
+                        component.as_os_str().to_string_lossy()
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Ends the session and removes its files. Dropping the session does the same.
     pub fn close(mut self) {
         self.inner = None;

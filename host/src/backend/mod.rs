@@ -61,6 +61,10 @@ pub trait SandboxFiles {
     fn list(&mut self, path: &str) -> Result<Vec<String>>;
     /// Every regular file under a directory, for artifact collection.
     fn scan(&mut self, path: &str) -> Result<Snapshot>;
+    /// A tar of a file or of a directory's contents, links left out, at most `max` bytes.
+    fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>>;
+    /// Unpacks a tar of regular files and directories into directory `path`.
+    fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()>;
 }
 
 /// What a run gave, before the session adds artifacts and timing.

@@ -68,6 +68,22 @@ pub enum Request {
         /// Path relative to the root.
         path: String,
     },
+    /// A tar archive of a file, or of a directory's contents, without links. Reply:
+    /// [`Reply::Data`].
+    Pack {
+        /// Path relative to the root.
+        path: String,
+        /// Refuse to send more than this many bytes of archive.
+        max: u64,
+    },
+    /// Unpacks a tar archive into a directory; links and devices are refused. Reply:
+    /// [`Reply::Done`].
+    Unpack {
+        /// Directory relative to the root; created if missing.
+        path: String,
+        /// The archive.
+        data: Vec<u8>,
+    },
 }
 
 /// What the agent answers.
@@ -122,6 +138,61 @@ pub struct Entry {
     pub size: u64,
     /// Modification time, nanoseconds since the Unix epoch.
     pub mtime_ns: u64,
+}
+
+/// A tar archive of the file or directory at `path` (for a directory, its contents),
+/// with regular files and directories only: links are left out, never followed.
+/// Fails once the archive would pass `max` bytes.
+pub fn pack(path: &std::path::Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::fs;
+    let meta = fs::symlink_metadata(path)?;
+    let mut tar = tar::Builder::new(Vec::new());
+    tar.follow_symlinks(false);
+    let mut total = 0u64;
+    let mut add = |tar: &mut tar::Builder<Vec<u8>>,
+                   full: &std::path::Path,
+                   name: &std::path::Path,
+                   meta: &fs::Metadata| {
+        if meta.is_dir() {
+            return tar.append_dir(name, full);
+        }
+        // Each file costs its size plus a header and padding.
+        total += meta.len() + 1024;
+        if total > max {
+            return Err(io::Error::other(format!(
+                "it holds more than the {max} bytes one copy may move"
+            )));
+        }
+        tar.append_path_with_name(full, name)
+    };
+    if meta.is_file() {
+        let name = std::path::PathBuf::from(path.file_name().unwrap_or_default());
+        add(&mut tar, path, &name, &meta)?;
+    } else if meta.is_dir() {
+        let mut stack = vec![path.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            let mut items: Vec<_> = fs::read_dir(&dir)?.flatten().collect();
+            items.sort_by_key(|i| i.file_name());
+            for item in items {
+                let full = item.path();
+                let Ok(meta) = fs::symlink_metadata(&full) else {
+                    continue;
+                };
+                let name = full.strip_prefix(path).unwrap_or(&full).to_path_buf();
+                if meta.is_dir() {
+                    add(&mut tar, &full, &name, &meta)?;
+                    stack.push(full);
+                } else if meta.is_file() {
+                    add(&mut tar, &full, &name, &meta)?;
+                }
+            }
+        }
+    } else {
+        return Err(io::Error::other(
+            "it is neither a file nor a directory (links are not copied)",
+        ));
+    }
+    tar.into_inner()
 }
 
 /// A frame that does not decode.
@@ -272,6 +343,14 @@ impl Request {
                 .write_to(writer),
             Request::List { path } => Encoder::new(4).bytes(path.as_bytes()).write_to(writer),
             Request::Scan { path } => Encoder::new(5).bytes(path.as_bytes()).write_to(writer),
+            Request::Pack { path, max } => Encoder::new(6)
+                .bytes(path.as_bytes())
+                .u64(*max)
+                .write_to(writer),
+            Request::Unpack { path, data } => Encoder::new(7)
+                .bytes(path.as_bytes())
+                .bytes(data)
+                .write_to(writer),
         }
     }
 
@@ -305,6 +384,14 @@ impl Request {
             },
             4 => Request::List { path: d.string()? },
             5 => Request::Scan { path: d.string()? },
+            6 => Request::Pack {
+                path: d.string()?,
+                max: d.u64()?,
+            },
+            7 => Request::Unpack {
+                path: d.string()?,
+                data: d.bytes()?,
+            },
             _ => return Err(malformed("unknown request")),
         };
         d.end()?;
@@ -424,6 +511,14 @@ mod tests {
         round_trip_request(Request::List { path: "".into() });
         round_trip_request(Request::Scan {
             path: "output".into(),
+        });
+        round_trip_request(Request::Pack {
+            path: "data".into(),
+            max: 9,
+        });
+        round_trip_request(Request::Unpack {
+            path: "in".into(),
+            data: vec![0; 512],
         });
         round_trip_reply(Reply::Hello { version: 1 });
         round_trip_reply(Reply::Stdout(vec![0xc3, 0x28]));

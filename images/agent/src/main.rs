@@ -115,6 +115,12 @@ fn serve(socket: &Path, root: PathBuf) -> io::Result<()> {
             Ok(Request::Scan { path }) => {
                 scan(&root, &path).map_or_else(Reply::Error, Reply::Entries)
             }
+            Ok(Request::Pack { path, max }) => {
+                pack(&root, &path, max).map_or_else(Reply::Error, Reply::Data)
+            }
+            Ok(Request::Unpack { path, data }) => {
+                unpack(&root, &path, &data).map_or_else(Reply::Error, |()| Reply::Done)
+            }
         };
         send(&writer, &reply)?;
     }
@@ -441,6 +447,67 @@ fn scan(root: &Path, path: &str) -> Result<Vec<Entry>, String> {
     Ok(files)
 }
 
+/// A tar of `path` below the root (a file, or a directory's contents), links left out.
+fn pack(root: &Path, path: &str, max: u64) -> Result<Vec<u8>, String> {
+    sandlot_agent::pack(&resolve(root, path)?, max)
+        .map_err(|e| format!("cannot pack `{path}`: {e}"))
+}
+
+/// Unpacks regular files and directories into `path`; anything else is refused.
+fn unpack(root: &Path, path: &str, data: &[u8]) -> Result<(), String> {
+    let dest = resolve(root, path)?;
+    fs::create_dir_all(&dest).map_err(|e| format!("cannot create `{path}`: {e}"))?;
+    let mut archive = tar::Archive::new(data);
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("not a tar archive: {e}"))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| format!("broken tar archive: {e}"))?;
+        let name = entry
+            .path()
+            .map_err(|e| format!("broken tar archive: {e}"))?
+            .into_owned();
+        if name
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(format!(
+                "refusing `{}`: it must stay inside `{path}`",
+                name.display()
+            ));
+        }
+        let target = Path::new(path).join(&name);
+        let target = target.to_string_lossy();
+        match entry.header().entry_type() {
+            tar::EntryType::Directory => {
+                let dir = resolve(root, &target)?;
+                fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{target}`: {e}"))?;
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                let mut contents = Vec::new();
+                entry
+                    .read_to_end(&mut contents)
+                    .map_err(|e| format!("broken tar archive: {e}"))?;
+                write_file(root, &target, &contents)?;
+                if let Ok(mode) = entry.header().mode() {
+                    use std::os::unix::fs::PermissionsExt;
+                    let _ = fs::set_permissions(
+                        resolve(root, &target)?,
+                        fs::Permissions::from_mode(mode & 0o777),
+                    );
+                }
+            }
+            other => {
+                return Err(format!(
+                    "refusing `{}`: {other:?} entries (links, devices) are not copied",
+                    name.display()
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,6 +536,20 @@ mod tests {
             scanned.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
             vec!["a/b/c.txt"]
         );
+        // A tree goes out without its links and comes back in elsewhere.
+        let archive = pack(&root, "", 1 << 20).unwrap();
+        unpack(&root, "copy", &archive).unwrap();
+        assert_eq!(read_file(&root, "copy/a/b/c.txt", 10).unwrap(), b"hi");
+        assert!(fs::symlink_metadata(root.join("copy/etc")).is_err());
+        assert!(pack(&root, "a", 10).unwrap_err().contains("more than"));
+        // An archive with a link in it is refused.
+        let mut evil = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Symlink);
+        header.set_size(0);
+        evil.append_link(&mut header, "escape", "/etc").unwrap();
+        let evil = evil.into_inner().unwrap();
+        assert!(unpack(&root, "in", &evil).unwrap_err().contains("Symlink"));
         fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -183,6 +183,37 @@ impl AgentClient {
         }
     }
 
+    /// A tar of a file or a directory's contents, at most `max` bytes.
+    pub fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
+        match self.call(
+            &Request::Pack {
+                path: path.into(),
+                max,
+            },
+            Duration::from_secs(300),
+        )? {
+            Reply::Data(data) if data.len() as u64 <= max => Ok(data),
+            Reply::Data(_) => Err(broken("it sent more than was asked for")),
+            Reply::Error(reason) => Err(path_error(path, reason)),
+            other => Err(broken(format!("unexpected {other:?} to a pack"))),
+        }
+    }
+
+    /// Unpacks a tar into a directory.
+    pub fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()> {
+        match self.call(
+            &Request::Unpack {
+                path: path.into(),
+                data: archive.to_vec(),
+            },
+            Duration::from_secs(300),
+        )? {
+            Reply::Done => Ok(()),
+            Reply::Error(reason) => Err(path_error(path, reason)),
+            other => Err(broken(format!("unexpected {other:?} to an unpack"))),
+        }
+    }
+
     /// Lists a directory (`list`) or every file below one (`scan`).
     pub fn entries(&mut self, path: &str, recursive: bool) -> Result<Vec<Entry>> {
         let path = path.to_string();

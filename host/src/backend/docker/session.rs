@@ -476,6 +476,14 @@ impl SandboxFiles for ContainerSession {
         Ok(names)
     }
 
+    fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
+        self.agent()?.pack(path, max)
+    }
+
+    fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()> {
+        self.agent()?.unpack(path, archive)
+    }
+
     fn scan(&mut self, path: &str) -> Result<Snapshot> {
         let entries = self.agent()?.entries(path, true)?;
         Ok(Snapshot::from_entries(entries.into_iter().map(|e| {
