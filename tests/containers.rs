@@ -171,6 +171,18 @@ fn host_has_process(argv: &[&str]) -> bool {
     })
 }
 
+fn run_for_two_seconds(session: &mut Session, code: &str) -> Execution {
+    session
+        .run_with(
+            code,
+            RunOptions {
+                timeout: Some(Duration::from_secs(2)),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap()
+}
+
 fn timeout_kills_the_whole_tree(engine: Engine) {
     let mut session = open(engine, "bash");
     let marker = match engine {
@@ -182,15 +194,7 @@ fn timeout_kills_the_whole_tree(engine: Engine) {
     let code = format!(
         "sleep {marker} &\nsetsid sleep {marker} &\n( ( sleep {marker} & ) & )\necho started\nwait"
     );
-    let execution = session
-        .run_with(
-            &code,
-            RunOptions {
-                timeout: Some(Duration::from_secs(2)),
-                ..RunOptions::default()
-            },
-        )
-        .unwrap();
+    let execution = run_for_two_seconds(&mut session, &code);
     assert!(execution.timed_out);
     assert_eq!(execution.exit_code, 124);
     assert_eq!(execution.stdout_text(), "started\n");
@@ -200,6 +204,51 @@ fn timeout_kills_the_whole_tree(engine: Engine) {
     );
     // The session goes on working after a timeout.
     assert_eq!(session.run("echo again").unwrap().stdout_text(), "again\n");
+}
+
+fn changing_process_group_does_not_escape_the_time_limit(engine: Engine) {
+    let mut session = open(engine, "python");
+    let marker = match engine {
+        Engine::Podman => "876542",
+        _ => "876541",
+    };
+    // The parent moves itself into its child's new process group, so killing the
+    // command's own group reaches nobody; output every half second keeps the host's
+    // connection busy.
+    let code = format!(
+        "import os, time, sys\n\
+         pid = os.fork()\n\
+         if pid == 0:\n\
+         \x20   os.setpgid(0, 0)\n\
+         \x20   os.execvp('sleep', ['sleep', '{marker}'])\n\
+         time.sleep(0.2)\n\
+         os.setpgid(0, pid)\n\
+         while True:\n\
+         \x20   print('.', flush=True)\n\
+         \x20   time.sleep(0.5)\n"
+    );
+    let started = std::time::Instant::now();
+    let execution = run_for_two_seconds(&mut session, &code);
+    assert!(execution.timed_out, "{}", execution.stderr_text());
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(!host_has_process(&["sleep", marker]));
+    assert_eq!(session.run("print(3)").unwrap().stdout_text(), "3\n");
+}
+
+fn a_fifo_cannot_wedge_the_sandbox(engine: Engine) {
+    let mut session = open(engine, "bash");
+    assert!(session
+        .run("mkfifo data.csv output/plot.png")
+        .unwrap()
+        .success());
+    let started = std::time::Instant::now();
+    assert!(session.read_file("data.csv").is_err());
+    assert!(session.write_file("data.csv", b"x").is_err());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let later = session.run("echo still here").unwrap();
+    assert_eq!(later.stdout_text(), "still here\n");
+    // The FIFO in the output directory is not an artifact, and does not block one.
+    assert!(later.artifacts.is_empty());
 }
 
 fn memory_cap_is_reported(engine: Engine) {
@@ -215,6 +264,19 @@ fn memory_cap_is_reported(engine: Engine) {
     assert!(!execution.stdout_text().contains("survived"));
     // The agent survives the OOM kill; the session keeps working.
     assert_eq!(session.run("print(1)").unwrap().stdout_text(), "1\n");
+    // A child killed for memory does not turn the program's own exit into one.
+    let survived = session
+        .run(
+            "import subprocess, sys\n\
+             r = subprocess.run([sys.executable, '-c', 'x = bytearray(1 << 30)'])\n\
+             print('child', r.returncode)",
+        )
+        .unwrap();
+    assert_eq!(survived.stdout_text(), "child -9\n");
+    assert!(
+        !survived.memory_exceeded && survived.exit_code == 0,
+        "{survived:?}"
+    );
 }
 
 const FETCH: &str = "import urllib.request\ntry:\n    urllib.request.urlopen('http://deb.debian.org/debian/', timeout=10)\n    print('reachable')\nexcept Exception as e:\n    print('unreachable', type(e).__name__)";
@@ -644,6 +706,14 @@ macro_rules! engine_tests {
             #[test]
             fn timeout_leaves_no_process_behind() {
                 timeout_kills_the_whole_tree(ENGINE);
+            }
+            #[test]
+            fn timeout_survives_a_change_of_process_group() {
+                changing_process_group_does_not_escape_the_time_limit(ENGINE);
+            }
+            #[test]
+            fn fifo_does_not_wedge_the_agent() {
+                a_fifo_cannot_wedge_the_sandbox(ENGINE);
             }
             #[test]
             fn out_of_memory_is_reported() {

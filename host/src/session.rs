@@ -571,14 +571,16 @@ impl Session {
         let duration = started.elapsed();
         let limits = self.limits.artifacts;
         let (artifacts, artifacts_truncated) = match self.inner.as_mut().and_then(|i| i.files()) {
-            Some(files) if raw.ended.is_none() => {
-                let after = files.scan("output")?;
-                after.changed_since_with(before, limits, |rel, max| {
+            // A run that completed is reported even if its output directory cannot
+            // be scanned (the code may have replaced it with a file or a link).
+            Some(files) if raw.ended.is_none() => match files.scan("output") {
+                Ok(after) => after.changed_since_with(before, limits, |rel, max| {
                     files
                         .read(&format!("output/{}", rel.to_string_lossy()), max)
                         .ok()
-                })
-            }
+                }),
+                Err(_) => (Vec::new(), false),
+            },
             Some(_) => (Vec::new(), false),
             None => Snapshot::take(&output_dir).changed_since(before, &output_dir, limits),
         };
@@ -606,7 +608,7 @@ impl Session {
     /// The files in the output directory now.
     fn outputs(&mut self) -> Result<Snapshot> {
         match self.inner.as_mut().and_then(|i| i.files()) {
-            Some(files) => files.scan("output"),
+            Some(files) => Ok(files.scan("output").unwrap_or_default()),
             None => Ok(Snapshot::take(&self.scratch.path().join("output"))),
         }
     }
@@ -803,7 +805,7 @@ fn mentions_plotting(code: &str) -> bool {
 }
 
 /// Largest file [`Session::read_file`] hands back from a container.
-const MAX_READ: u64 = 256 << 20;
+const MAX_READ: u64 = 128 << 20;
 
 /// The Python prelude registers its figure saver as `sys._sandlot_save_figures`.
 const FLUSH_PYTHON_FIGURES: &str =

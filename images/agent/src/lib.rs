@@ -153,17 +153,22 @@ pub fn pack(path: &std::path::Path, max: u64) -> io::Result<Vec<u8>> {
                    full: &std::path::Path,
                    name: &std::path::Path,
                    meta: &fs::Metadata| {
-        if meta.is_dir() {
-            return tar.append_dir(name, full);
-        }
-        // Each file costs its size plus a header and padding.
-        total += meta.len() + 1024;
+        // A directory costs a header; a file its size plus a header and padding.
+        total += if meta.is_dir() {
+            512
+        } else {
+            meta.len() + 1024
+        };
         if total > max {
             return Err(io::Error::other(format!(
                 "it holds more than the {max} bytes one copy may move"
             )));
         }
-        tar.append_path_with_name(full, name)
+        if meta.is_dir() {
+            tar.append_dir(name, full)
+        } else {
+            tar.append_path_with_name(full, name)
+        }
     };
     if meta.is_file() {
         let name = std::path::PathBuf::from(path.file_name().unwrap_or_default());

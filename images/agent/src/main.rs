@@ -122,7 +122,14 @@ fn serve(socket: &Path, root: PathBuf) -> io::Result<()> {
                 unpack(&root, &path, &data).map_or_else(Reply::Error, |()| Reply::Done)
             }
         };
-        send(&writer, &reply)?;
+        match send(&writer, &reply) {
+            // Too large for one frame: nothing was written, so say so instead.
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => send(
+                &writer,
+                &Reply::Error(format!("the answer is too large to send: {e}")),
+            )?,
+            other => other?,
+        }
     }
 }
 
@@ -208,7 +215,10 @@ fn run(
         Ok(status) => status,
         Err(_) => {
             timed_out = true;
+            // The command may have moved itself (or a child) to another process
+            // group, so the group alone is not enough.
             kill_group(pgid);
+            kill_leftovers();
             done_rx
                 .recv()
                 .unwrap_or_else(|_| Err(io::Error::other("lost the command")))
@@ -310,17 +320,21 @@ fn kill_leftovers() {
     }
 }
 
-/// Collects the exit status of every orphan that was reparented to the agent.
+/// Collects the exit status of every orphan that was reparented to the agent, waiting
+/// at most a second for the last ones to die: a process the agent cannot kill (one
+/// started by `docker exec` as another user) must not stop it from answering.
 fn reap() {
     if std::process::id() != 1 {
         return;
     }
-    loop {
+    for _ in 0..1000 {
         let mut status = 0;
         // SAFETY: waitpid(2) writes only to `status`.
-        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if pid <= 0 {
-            break;
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        match pid {
+            0 => std::thread::sleep(Duration::from_millis(1)),
+            p if p > 0 => {}
+            _ => return,
         }
     }
 }
@@ -361,21 +375,28 @@ fn write_file(root: &Path, path: &str, data: &[u8]) -> Result<(), String> {
     if let Some(parent) = target.parent() {
         fs::create_dir_all(parent).map_err(|e| format!("cannot create `{path}`'s folder: {e}"))?;
     }
-    fs::OpenOptions::new()
+    // O_NONBLOCK: opening a FIFO the code left there must fail, not wait forever.
+    let mut file = fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&target)
-        .and_then(|mut file| file.write_all(data))
+        .map_err(|e| format!("cannot write `{path}`: {e}"))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(format!("cannot write `{path}`: not a regular file"));
+    }
+    file.write_all(data)
         .map_err(|e| format!("cannot write `{path}`: {e}"))
 }
 
 fn read_file(root: &Path, path: &str, max: u64) -> Result<Vec<u8>, String> {
     let target = resolve(root, path)?;
+    // O_NONBLOCK: opening a FIFO must not wait for a writer that will never come;
+    // regular files ignore the flag.
     let file = fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&target)
         .map_err(|e| format!("cannot read `{path}`: {e}"))?;
     let meta = file
@@ -405,7 +426,9 @@ fn entry(path: String, meta: &fs::Metadata) -> Entry {
         path,
         is_dir: meta.is_dir(),
         size: meta.len(),
-        mtime_ns: (meta.mtime().max(0) as u64) * 1_000_000_000 + meta.mtime_nsec().max(0) as u64,
+        mtime_ns: (meta.mtime().max(0) as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(meta.mtime_nsec().max(0) as u64),
     }
 }
 

@@ -83,9 +83,12 @@ impl AgentClient {
 
     fn set_timeout(&mut self, timeout: Option<Duration>) {
         let _ = self.reader.get_ref().set_read_timeout(timeout);
+        // An agent that stopped reading must not block a large request forever.
+        let _ = self.writer.set_write_timeout(timeout);
     }
 
     fn send(&mut self, request: &Request) -> Result<()> {
+        self.set_timeout(Some(Duration::from_secs(60)));
         request
             .write_to(&mut self.writer)
             .map_err(|e| broken(format!("cannot send a request: {e}")))
@@ -102,8 +105,8 @@ impl AgentClient {
 
     /// One request that is answered by one reply.
     fn call(&mut self, request: &Request, timeout: Duration) -> Result<Reply> {
-        self.set_timeout(Some(timeout));
         self.send(request)?;
+        self.set_timeout(Some(timeout));
         self.receive()
     }
 
@@ -129,9 +132,19 @@ impl AgentClient {
             timeout_ms: timeout.as_millis() as u64,
             max_output: max_output as u64,
         })?;
-        // The agent enforces the limit; this is only for an agent that stopped working.
-        self.set_timeout(Some(timeout + Duration::from_secs(30)));
+        // The agent enforces the limit; this deadline is for an agent that stopped
+        // working, or code that keeps it busy past the limit. It bounds the whole run,
+        // not each frame.
+        let deadline = Instant::now()
+            + timeout
+                .saturating_add(Duration::from_secs(30))
+                .min(Duration::from_secs(365 * 86400));
         loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(broken("it did not finish the command in time"));
+            }
+            self.set_timeout(Some(left));
             match self.receive()? {
                 Reply::Stdout(bytes) => {
                     if let Some(sink) = on_stdout {
@@ -242,9 +255,27 @@ fn append(buffer: &mut Vec<u8>, bytes: &[u8], max: usize) {
     buffer.extend_from_slice(&bytes[..bytes.len().min(room)]);
 }
 
-/// Makes `dir` and the socket in it reachable by the container's unprivileged user.
-pub(crate) fn open_to_container(dir: &Path, socket: &Path) -> std::io::Result<()> {
+/// Makes `dir` and the socket in it reachable by the container's user `uid:gid` and
+/// by nobody else: another local user who could connect first would be taken for the
+/// agent. When sandlot cannot give files away (it is not root), the directory is
+/// opened to every user instead, which is all an unprivileged host can do.
+pub(crate) fn open_to_container(
+    dir: &Path,
+    socket: &Path,
+    uid: u32,
+    gid: u32,
+) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))
+    let mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    };
+    let given = std::os::unix::fs::chown(dir, Some(uid), Some(gid))
+        .and_then(|()| std::os::unix::fs::chown(socket, Some(uid), Some(gid)));
+    if given.is_ok() {
+        mode(dir, 0o700)?;
+        mode(socket, 0o600)
+    } else {
+        mode(dir, 0o755)?;
+        mode(socket, 0o666)
+    }
 }

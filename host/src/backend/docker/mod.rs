@@ -373,7 +373,11 @@ fn agent_binary() -> Result<PathBuf> {
         .join("sandlot/agent")
         .join(&digest[..16]);
     let path = dir.join("sandlot-agent");
-    if path.is_file() {
+    // It becomes process 1 of every container: use a file that is there only if it is
+    // exactly ours (a shared temp dir could hold anyone's).
+    let intact =
+        std::fs::read(&path).is_ok_and(|bytes| hex::encode(sha2::Sha256::digest(&bytes)) == digest);
+    if intact {
         return Ok(path);
     }
     let io = |e| Error::Io {

@@ -156,7 +156,9 @@ impl ContainerSession {
             })?;
         let socket = ipc.path().join("agent.sock");
         let listener = UnixListener::bind(&socket)
-            .and_then(|l| open_to_container(ipc.path(), &socket).map(|()| l))
+            .and_then(|l| {
+                open_to_container(ipc.path(), &socket, spec.policy.uid, spec.policy.gid).map(|()| l)
+            })
             .map_err(|e| Error::Io {
                 context: format!("cannot listen on {}", socket.display()),
                 source: e,
@@ -199,8 +201,9 @@ impl ContainerSession {
         if policy.network == Network::InstallOnly {
             // Created on the bridge so that installs can join it later (a container made
             // with no network can never join one), and cut off before anything runs.
-            set_network(&docker, &handle, &backend.install_network, &id, false)
-                .map_err(|e| call("cutting the new container off the network", e))?;
+            set_network(&docker, &handle, &backend.install_network, &id, false).map_err(|e| {
+                backend.engine_error("cutting the new container off the network", e)
+            })?;
         }
         {
             let docker = docker.clone();
@@ -259,24 +262,42 @@ impl ContainerSession {
         if self.connected == on || self.policy.network != Network::InstallOnly {
             return Ok(());
         }
-        set_network(
+        match set_network(
             &self.docker,
             &self.runtime,
             &self.install_network,
             &self.id,
             on,
-        )
-        .map_err(|e| Error::Engine {
-            engine: self.engine.name().into(),
-            context: format!(
-                "{} the install network `{}`",
-                if on { "joining" } else { "leaving" },
-                self.install_network
-            ),
-            reason: e.to_string(),
-        })?;
-        self.connected = on;
-        Ok(())
+        ) {
+            Ok(()) => {
+                self.connected = on;
+                Ok(())
+            }
+            Err(e) => {
+                if !on {
+                    // Still online: this sandbox must run no more code.
+                    self.agent = None;
+                }
+                Err(Error::Engine {
+                    engine: self.engine.name().into(),
+                    context: format!(
+                        "{} the install network `{}`",
+                        if on { "joining" } else { "leaving" },
+                        self.install_network
+                    ),
+                    reason: e,
+                })
+            }
+        }
+    }
+
+    /// Runs `call` on the agent; if the agent fails, the session has ended.
+    fn with_agent<T>(&mut self, call: impl FnOnce(&mut AgentClient) -> Result<T>) -> Result<T> {
+        let result = call(self.agent()?);
+        if let Err(Error::Agent { .. }) = &result {
+            self.agent = None;
+        }
+        result
     }
 
     /// Runs one command of a plan through the agent.
@@ -338,6 +359,9 @@ impl ContainerSession {
                 }
                 report?
             } else {
+                // Whatever happened before, no code runs while the sandbox is online
+                // unless the policy says so.
+                self.network(false)?;
                 let stdin = if command.phase == Phase::Run {
                     request.stdin
                 } else {
@@ -452,17 +476,16 @@ impl BackendSession for ContainerSession {
 
 impl SandboxFiles for ContainerSession {
     fn write(&mut self, path: &str, data: &[u8]) -> Result<()> {
-        self.agent()?.write(path, data)
+        self.with_agent(|agent| agent.write(path, data))
     }
 
     fn read(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
-        self.agent()?.read(path, max)
+        self.with_agent(|agent| agent.read(path, max))
     }
 
     fn list(&mut self, path: &str) -> Result<Vec<String>> {
         let mut names: Vec<String> = self
-            .agent()?
-            .entries(path, false)?
+            .with_agent(|agent| agent.entries(path, false))?
             .into_iter()
             .map(|e| {
                 if e.is_dir {
@@ -477,15 +500,15 @@ impl SandboxFiles for ContainerSession {
     }
 
     fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
-        self.agent()?.pack(path, max)
+        self.with_agent(|agent| agent.pack(path, max))
     }
 
     fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()> {
-        self.agent()?.unpack(path, archive)
+        self.with_agent(|agent| agent.unpack(path, archive))
     }
 
     fn scan(&mut self, path: &str) -> Result<Snapshot> {
-        let entries = self.agent()?.entries(path, true)?;
+        let entries = self.with_agent(|agent| agent.entries(path, true))?;
         Ok(Snapshot::from_entries(entries.into_iter().map(|e| {
             (
                 PathBuf::from(e.path),
@@ -508,7 +531,9 @@ impl Drop for ContainerSession {
 /// The exit code the caller sees (124 at the time limit, 137 at the memory cap), and
 /// whether the memory cap ended the command.
 fn exit_of(report: &sandlot_agent::ExitReport) -> (i32, bool) {
-    let memory_exceeded = report.oom_killed && !report.timed_out;
+    // An OOM kill of some other process in the container does not make the command's
+    // own exit code a memory error: only its own death by SIGKILL does.
+    let memory_exceeded = report.oom_killed && report.signal == 9 && !report.timed_out;
     let code = if report.timed_out {
         124
     } else if memory_exceeded {
@@ -525,7 +550,7 @@ fn set_network(
     network: &str,
     id: &str,
     on: bool,
-) -> std::result::Result<(), bollard::errors::Error> {
+) -> std::result::Result<(), String> {
     let docker = docker.clone();
     let network = network.to_string();
     let id = id.to_string();
@@ -552,7 +577,8 @@ fn set_network(
                 .await
         }
     })
-    .unwrap_or(Ok(()))
+    .unwrap_or_else(|| Err(bollard::errors::Error::RequestTimeoutError))
+    .map_err(|e| e.to_string())
 }
 
 /// `Err` with the container's state and last output when it is not running.
@@ -671,10 +697,23 @@ fn session_id() -> String {
     format!("{:016x}", hasher.finish())
 }
 
-/// `boot-id:pid:start-time` of this process: unique on this machine across restarts.
+/// `boot-id:pid:start-time:pid-namespace` of this process: unique on this machine
+/// across restarts, and telling apart hosts in different PID namespaces (a sandlot
+/// inside a container that shares the engine).
 fn owner_tag() -> String {
     let pid = std::process::id();
-    format!("{}:{pid}:{}", boot_id(), start_time(pid).unwrap_or(0))
+    format!(
+        "{}:{pid}:{}:{}",
+        boot_id(),
+        start_time(pid).unwrap_or(0),
+        pid_namespace()
+    )
+}
+
+fn pid_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn boot_id() -> String {
@@ -696,12 +735,18 @@ fn start_time(pid: u32) -> Option<u64> {
 /// several machines should therefore be collected with `sandlot gc` on one of them
 /// only when their sessions are idle.)
 pub(crate) fn owner_alive(tag: &str) -> bool {
-    let mut parts = tag.split(':');
+    // The namespace (`pid:[inode]`) holds a colon itself: it is the rest of the tag.
+    let mut parts = tag.splitn(4, ':');
     let (Some(boot), Some(pid), Some(start)) = (parts.next(), parts.next(), parts.next()) else {
         return false;
     };
     if boot != boot_id() {
         return false;
+    }
+    // Made by a process in another PID namespace: its pid means nothing here, so it
+    // is left alone.
+    if parts.next().is_some_and(|ns| ns != pid_namespace()) {
+        return true;
     }
     let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
         return false;
@@ -730,6 +775,13 @@ mod tests {
         assert!(owner_alive(&owner_tag()));
         let pid = std::process::id();
         assert!(!owner_alive(&format!("{}:{pid}:1", boot_id())));
+        assert!(!owner_alive(&format!(
+            "{}:{pid}:1:{}",
+            boot_id(),
+            pid_namespace()
+        )));
+        // Another PID namespace's process cannot be looked up here: left alone.
+        assert!(owner_alive(&format!("{}:{pid}:1:pid:[1]", boot_id())));
         assert!(!owner_alive("garbage"));
     }
 }
