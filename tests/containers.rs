@@ -410,6 +410,27 @@ fn files_round_trip_and_escapes_are_refused(engine: Engine) {
     ));
 }
 
+fn code_cannot_hijack_a_later_install(engine: Engine) {
+    let mut session = open(engine, "python");
+    // A module named like the installer, left by untrusted code for a later install
+    // (which has the network) to import.
+    let planted = session
+        .run("open('pip.py', 'w').write('print(\"hijacked\")')")
+        .unwrap();
+    assert!(planted.success());
+    let install = session
+        .run_with(
+            "import six\nprint(six.__name__)",
+            RunOptions {
+                libraries: vec!["six".to_string()],
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert!(install.success(), "{}", install.stderr_text());
+    assert_eq!(install.stdout_text(), "six\n");
+}
+
 fn libraries_are_installed_then_the_network_is_cut(engine: Engine, language: &str) {
     let (library, code) = match language {
         "python" => (
@@ -734,6 +755,10 @@ macro_rules! engine_tests {
             #[test]
             fn numpy_installs_for_python() {
                 libraries_are_installed_then_the_network_is_cut(ENGINE, "python");
+            }
+            #[test]
+            fn planted_module_does_not_hijack_pip() {
+                code_cannot_hijack_a_later_install(ENGINE);
             }
             #[test]
             fn npm_package_installs_for_node() {

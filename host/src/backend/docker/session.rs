@@ -345,9 +345,17 @@ impl ContainerSession {
                 if online {
                     self.network(true)?;
                 }
+                // Earlier runs' code may have left files that installers pick up: a
+                // `pip.py` in the working directory would be what `python3 -m pip`
+                // imports, with the network on. Python gets no implicit path entries.
+                let mut env = command.env.clone();
+                env.extend(
+                    [("PYTHONSAFEPATH", "1"), ("PYTHONNOUSERSITE", "1")]
+                        .map(|(k, v)| (k.to_string(), v.to_string())),
+                );
                 let report = self.command(
                     &command.argv,
-                    &command.env,
+                    &env,
                     b"",
                     INSTALL_TIMEOUT.max(request.timeout),
                     &mut output,
