@@ -794,3 +794,26 @@ macro_rules! engine_tests {
 
 engine_tests!(docker, Engine::Docker);
 engine_tests!(podman, Engine::Podman);
+
+#[test]
+fn a_pull_that_cannot_reach_its_registry_says_why() {
+    for engine in ["docker", "podman"] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+            .args([
+                "images",
+                "pull",
+                "registry.invalid/nothing:1",
+                "--engine",
+                engine,
+            ])
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!("{engine}: pulling registry.invalid/nothing:1"))
+                && stderr.contains("registry.invalid"),
+            "{stderr}"
+        );
+    }
+}
