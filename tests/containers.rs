@@ -549,6 +549,15 @@ fn nothing_is_left_after_close(engine: Engine) {
 fn gc_reaps_what_a_killed_host_left(engine: Engine) {
     let sandlot = sandlot();
     let backend = sandlot.containers(engine).unwrap();
+    let scratch_dirs = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("sandlot-"))
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let dirs_before = scratch_dirs();
     let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
         .args([
             "run",
@@ -597,6 +606,18 @@ fn gc_reaps_what_a_killed_host_left(engine: Engine) {
     assert!(status.status.success(), "{status:?}");
     assert!(String::from_utf8_lossy(&status.stdout).contains(&name));
     assert!(!backend.sandboxes().unwrap().iter().any(|s| s.name == name));
+    // Neither a host scratch directory (container sessions have none) nor the agent's
+    // socket directory (gc removes it) outlives the killed host.
+    let leaked: Vec<_> = scratch_dirs().difference(&dirs_before).cloned().collect();
+    assert!(
+        leaked.iter().all(|d| d.starts_with("sandlot-ipc-")
+            && backend
+                .sandboxes()
+                .unwrap()
+                .iter()
+                .any(|s| s.ipc_dir.ends_with(d.as_str()))),
+        "left behind in the temp dir: {leaked:?}"
+    );
 }
 
 fn shell_commands_run_through_sh(engine: Engine) {

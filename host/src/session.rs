@@ -297,21 +297,27 @@ impl SessionBuilder {
         if !backend.serves(&language) {
             return Err(Error::RuntimeNotInstalled { language });
         }
-        let scratch = tempfile::Builder::new()
-            .prefix("sandlot-")
-            .tempdir()
-            .map_err(|e| Error::Io {
-                context: "cannot create the session's scratch directory".into(),
+        // Only backends whose sandbox sees a host directory get one: a container's
+        // files live in the container, and a host killed with -9 would leak the dir.
+        let scratch = if backend.uses_host_workdir() {
+            let scratch = tempfile::Builder::new()
+                .prefix("sandlot-")
+                .tempdir()
+                .map_err(|e| Error::Io {
+                    context: "cannot create the session's scratch directory".into(),
+                    source: e,
+                })?;
+            std::fs::create_dir(scratch.path().join("output")).map_err(|e| Error::Io {
+                context: "cannot create the session's output directory".into(),
                 source: e,
             })?;
-        let output_dir = scratch.path().join("output");
-        std::fs::create_dir(&output_dir).map_err(|e| Error::Io {
-            context: "cannot create the session's output directory".into(),
-            source: e,
-        })?;
+            Some(scratch)
+        } else {
+            None
+        };
         let inner = backend.open(&SessionSpec {
             language: &language,
-            workdir: scratch.path(),
+            workdir: scratch.as_ref().map_or(Path::new(""), |s| s.path()),
             memory: self.limits.memory,
             max_output: self.limits.max_output,
             env: &self.env,
@@ -424,7 +430,9 @@ impl Execution {
 pub struct Session {
     inner: Option<Box<dyn BackendSession>>,
     handler: LanguageHandler,
-    scratch: tempfile::TempDir,
+    /// The host directory behind the sandbox's working directory, for backends that
+    /// have one (the wasm backend); container sessions keep their files inside.
+    scratch: Option<tempfile::TempDir>,
     limits: Limits,
     policy: Policy,
     backend: &'static str,
@@ -437,7 +445,7 @@ impl std::fmt::Debug for Session {
         f.debug_struct("Session")
             .field("language", &self.handler.info().id)
             .field("backend", &self.backend)
-            .field("workdir", &self.scratch.path())
+            .field("workdir", &self.scratch.as_ref().map(|s| s.path()))
             .finish_non_exhaustive()
     }
 }
@@ -567,7 +575,7 @@ impl Session {
         started: Instant,
         findings: Vec<Finding>,
     ) -> Result<Execution> {
-        let output_dir = self.scratch.path().join("output");
+        let output_dir = self.host_dir().join("output");
         let duration = started.elapsed();
         let limits = self.limits.artifacts;
         let (artifacts, artifacts_truncated) = match self.inner.as_mut().and_then(|i| i.files()) {
@@ -609,7 +617,7 @@ impl Session {
     fn outputs(&mut self) -> Result<Snapshot> {
         match self.inner.as_mut().and_then(|i| i.files()) {
             Some(files) => Ok(files.scan("output").unwrap_or_default()),
-            None => Ok(Snapshot::take(&self.scratch.path().join("output"))),
+            None => Ok(Snapshot::take(&self.host_dir().join("output"))),
         }
     }
 
@@ -683,7 +691,7 @@ impl Session {
             return files.unpack(&rel.to_string_lossy(), &archive);
         }
         self.no_links_on(&rel)?;
-        crate::transfer::unpack(&archive, &self.scratch.path().join(&rel)).map(|_| ())
+        crate::transfer::unpack(&archive, &self.host_dir().join(&rel)).map(|_| ())
     }
 
     /// Copies the sandbox file or directory `sandbox_path` out into the host directory
@@ -701,15 +709,22 @@ impl Session {
             Some(files) => files.pack(&rel.to_string_lossy(), MAX_READ)?,
             None => {
                 self.no_links_on(&rel)?;
-                crate::transfer::pack(&self.scratch.path().join(&rel), MAX_READ)?
+                crate::transfer::pack(&self.host_dir().join(&rel), MAX_READ)?
             }
         };
         crate::transfer::unpack(&archive, host_dir)
     }
 
+    /// The host directory behind the working directory. Only backends without
+    /// [`SandboxFiles`](crate::backend::SandboxFiles) reach here, and those always
+    /// have one; the empty path (which opens nothing) stands in otherwise.
+    fn host_dir(&self) -> &Path {
+        self.scratch.as_ref().map_or(Path::new(""), |s| s.path())
+    }
+
     /// Refuses `rel` (below the host scratch directory) if any part of it is a link.
     fn no_links_on(&self, rel: &Path) -> Result<()> {
-        let mut path = self.scratch.path().to_path_buf();
+        let mut path = self.host_dir().to_path_buf();
         for component in rel.components() {
             path.push(component);
             if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
@@ -731,7 +746,7 @@ impl Session {
     }
 
     fn workdir(&self) -> Result<cap_std::fs::Dir> {
-        cap_std::fs::Dir::open_ambient_dir(self.scratch.path(), cap_std::ambient_authority())
+        cap_std::fs::Dir::open_ambient_dir(self.host_dir(), cap_std::ambient_authority())
             .map_err(|e| io_error(".", e))
     }
 

@@ -17,7 +17,8 @@ pub use wasm::capture::Sink;
 pub struct SessionSpec<'a> {
     /// Language id of the session.
     pub language: &'a str,
-    /// Host directory that becomes the sandbox's working directory (`/workspace`).
+    /// Host directory that becomes the sandbox's working directory (`/workspace`);
+    /// empty for backends that keep files inside the sandbox.
     pub workdir: &'a Path,
     /// Most memory the sandbox may use, in bytes.
     pub memory: usize,
@@ -126,4 +127,9 @@ pub trait Backend: Send + Sync {
     fn serves(&self, language: &str) -> bool;
     /// Opens a sandbox.
     fn open(&self, spec: &SessionSpec<'_>) -> Result<Box<dyn BackendSession>>;
+    /// Whether the sandbox's working directory is a host directory the session must
+    /// provide ([`SessionSpec::workdir`]); when not, that path is empty.
+    fn uses_host_workdir(&self) -> bool {
+        true
+    }
 }

@@ -349,6 +349,10 @@ impl Backend for ContainerBackend {
         true
     }
 
+    fn uses_host_workdir(&self) -> bool {
+        false
+    }
+
     fn open(&self, spec: &SessionSpec<'_>) -> Result<Box<dyn BackendSession>> {
         // Containers a crashed host left behind are reaped once per process and
         // engine, before the first new one is made.
