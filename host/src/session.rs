@@ -69,21 +69,6 @@ pub enum BackendChoice {
     Podman,
 }
 
-impl std::str::FromStr for BackendChoice {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "auto" => Ok(BackendChoice::Auto),
-            "wasm" => Ok(BackendChoice::Wasm),
-            "docker" => Ok(BackendChoice::Docker),
-            "podman" => Ok(BackendChoice::Podman),
-            other => Err(Error::InvalidInput(format!(
-                "unknown backend `{other}`; choose auto, wasm, docker or podman"
-            ))),
-        }
-    }
-}
-
 /// Container engines a [`Sandlot`] has connected to.
 type Connected = Vec<(Engine, Arc<ContainerBackend>)>;
 
