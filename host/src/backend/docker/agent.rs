@@ -167,63 +167,69 @@ impl AgentClient {
 
     /// Writes a file relative to the workspace.
     pub fn write(&mut self, path: &str, data: &[u8]) -> Result<()> {
-        match self.call(
-            &Request::Write {
-                path: path.into(),
-                data: data.to_vec(),
-            },
-            Duration::from_secs(60),
-        )? {
-            Reply::Done => Ok(()),
-            Reply::Error(reason) => Err(path_error(path, reason)),
-            other => Err(broken(format!("unexpected {other:?} to a write"))),
-        }
+        let request = Request::Write {
+            path: path.into(),
+            data: data.to_vec(),
+        };
+        self.expect_done(&request, path, Duration::from_secs(60), "a write")
     }
 
     /// Reads a regular file relative to the workspace, at most `max` bytes.
     pub fn read(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
-        match self.call(
-            &Request::Read {
-                path: path.into(),
-                max,
-            },
-            Duration::from_secs(60),
-        )? {
-            Reply::Data(data) if data.len() as u64 <= max => Ok(data),
-            Reply::Data(_) => Err(broken("it sent more than was asked for")),
-            Reply::Error(reason) => Err(path_error(path, reason)),
-            other => Err(broken(format!("unexpected {other:?} to a read"))),
-        }
+        let request = Request::Read {
+            path: path.into(),
+            max,
+        };
+        self.expect_data(&request, path, max, Duration::from_secs(60), "a read")
     }
 
     /// A tar of a file or a directory's contents, at most `max` bytes.
     pub fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
-        match self.call(
-            &Request::Pack {
-                path: path.into(),
-                max,
-            },
-            Duration::from_secs(300),
-        )? {
-            Reply::Data(data) if data.len() as u64 <= max => Ok(data),
-            Reply::Data(_) => Err(broken("it sent more than was asked for")),
-            Reply::Error(reason) => Err(path_error(path, reason)),
-            other => Err(broken(format!("unexpected {other:?} to a pack"))),
-        }
+        let request = Request::Pack {
+            path: path.into(),
+            max,
+        };
+        self.expect_data(&request, path, max, Duration::from_secs(300), "a pack")
     }
 
     /// Unpacks a tar into a directory.
     pub fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()> {
-        match self.call(
-            &Request::Unpack {
-                path: path.into(),
-                data: archive.to_vec(),
-            },
-            Duration::from_secs(300),
-        )? {
+        let request = Request::Unpack {
+            path: path.into(),
+            data: archive.to_vec(),
+        };
+        self.expect_done(&request, path, Duration::from_secs(300), "an unpack")
+    }
+
+    /// A request about `path` that is answered with [`Reply::Done`].
+    fn expect_done(
+        &mut self,
+        request: &Request,
+        path: &str,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<()> {
+        match self.call(request, timeout)? {
             Reply::Done => Ok(()),
             Reply::Error(reason) => Err(path_error(path, reason)),
-            other => Err(broken(format!("unexpected {other:?} to an unpack"))),
+            other => Err(broken(format!("unexpected {other:?} to {what}"))),
+        }
+    }
+
+    /// A request about `path` that is answered with at most `max` bytes of data.
+    fn expect_data(
+        &mut self,
+        request: &Request,
+        path: &str,
+        max: u64,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<Vec<u8>> {
+        match self.call(request, timeout)? {
+            Reply::Data(data) if data.len() as u64 <= max => Ok(data),
+            Reply::Data(_) => Err(broken("it sent more than was asked for")),
+            Reply::Error(reason) => Err(path_error(path, reason)),
+            other => Err(broken(format!("unexpected {other:?} to {what}"))),
         }
     }
 
