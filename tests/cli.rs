@@ -358,15 +358,10 @@ fn plan_errors_say_what_was_wrong() {
 /// `sandlot run` with the machine's installed runtimes and compiled-runtime cache.
 fn sandlot_run(home: &Path, args: &[&str]) -> Command {
     let mut command = sandlot(home, &[&["run"], args].concat());
+    let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
     command
-        .env(
-            "SANDLOT_RUNTIMES_DIR",
-            sandlot::session::default_runtimes_dir(),
-        )
-        .env(
-            "SANDLOT_CACHE_DIR",
-            sandlot::plugin::default_cache_dir().unwrap(),
-        );
+        .env("SANDLOT_RUNTIMES_DIR", dirs.runtimes_dir())
+        .env("SANDLOT_CACHE_DIR", dirs.cache_dir().unwrap());
     command
 }
 
@@ -489,4 +484,45 @@ fn run_installs_a_missing_runtime_on_first_use() {
     // The second run finds it.
     let (_, _, stderr) = run(&mut command);
     assert!(!stderr.contains("installing"), "{stderr}");
+}
+
+#[test]
+fn one_cache_dir_holds_handlers_and_runtimes_from_the_environment_or_the_config() {
+    for via_config in [false, true] {
+        let home = tempfile::tempdir().unwrap();
+        let runtimes = home.path().join("runtimes");
+        support::install_echo_runtime(&runtimes, "bash", &support::echo_module("!"), None);
+        let cache = home.path().join("my-cache");
+        let mut command = sandlot(
+            home.path(),
+            &["run", "--backend", "wasm", "-l", "bash", "-c", "echo hi"],
+        );
+        command.env("SANDLOT_RUNTIMES_DIR", &runtimes);
+        if via_config {
+            // Relative to the file, which `run` finds in its working directory.
+            std::fs::write(
+                home.path().join("sandlot.toml"),
+                "cache_dir = \"my-cache\"\n",
+            )
+            .unwrap();
+        } else {
+            command.env("SANDLOT_CACHE_DIR", &cache);
+        }
+        let (output, stdout, stderr) = run(&mut command);
+        assert_eq!(output.status.code(), Some(7), "{stderr}");
+        assert!(stdout.ends_with('!'), "{stdout}");
+        let artifacts = std::fs::read_dir(&cache)
+            .unwrap_or_else(|e| panic!("no cache in {} ({via_config}): {e}", cache.display()))
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+            .count();
+        assert_eq!(
+            artifacts, 10,
+            "9 built-in handlers and the runtime, in one cache"
+        );
+        assert!(
+            !home.path().join("cache/sandlot/components").exists(),
+            "nothing went to the default cache"
+        );
+    }
 }

@@ -1,10 +1,12 @@
-//! The `sandlot.toml` configuration file and the environment.
+//! The `sandlot.toml` configuration file. [`crate::dirs`] says how its directories
+//! rank against flags and the environment.
 //!
 //! ```toml
 //! # Extra plugin directories, relative to this file.
 //! plugin_dirs = ["plugins", "/opt/sandlot/plugins"]
-//! # Where compiled components are cached.
+//! # Where compiled components are cached, and where runtimes are installed.
 //! cache_dir = "/var/cache/sandlot"
+//! runtimes_dir = "/opt/sandlot/runtimes"
 //! # Container engines (defaults: DOCKER_HOST; CONTAINER_HOST or Podman's socket).
 //! docker_host = "unix:///var/run/docker.sock"
 //! podman_host = "unix:///run/podman/podman.sock"
@@ -15,7 +17,6 @@
 //! ```
 
 use crate::error::{Error, Result};
-use crate::plugin::PluginHostBuilder;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -28,6 +29,8 @@ pub struct Config {
     pub plugin_dirs: Vec<PathBuf>,
     /// Cache directory for compiled components.
     pub cache_dir: Option<PathBuf>,
+    /// Directory of installed WebAssembly runtimes.
+    pub runtimes_dir: Option<PathBuf>,
     /// Docker's endpoint, e.g. `unix:///var/run/docker.sock` (default: `DOCKER_HOST`).
     pub docker_host: Option<String>,
     /// Podman's endpoint (default: `CONTAINER_HOST`, then Podman's usual sockets).
@@ -42,6 +45,7 @@ struct File {
     #[serde(default)]
     plugin_dirs: Vec<PathBuf>,
     cache_dir: Option<PathBuf>,
+    runtimes_dir: Option<PathBuf>,
     docker_host: Option<String>,
     podman_host: Option<String>,
     #[serde(default)]
@@ -61,7 +65,11 @@ impl Config {
         }
         let candidates = [
             Some(PathBuf::from("sandlot.toml")),
-            xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("sandlot/sandlot.toml")),
+            std::env::var_os("XDG_CONFIG_HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))
+                .map(|d| d.join("sandlot/sandlot.toml")),
         ];
         match candidates.into_iter().flatten().find(|p| p.is_file()) {
             Some(path) => Config::read(&path),
@@ -90,58 +98,12 @@ impl Config {
             path: Some(path.to_path_buf()),
             plugin_dirs: file.plugin_dirs.iter().map(|d| base.join(d)).collect(),
             cache_dir: file.cache_dir.map(|d| base.join(d)),
+            runtimes_dir: file.runtimes_dir.map(|d| base.join(d)),
             docker_host: file.docker_host,
             podman_host: file.podman_host,
             images: file.images,
         })
     }
-
-    /// A [`PluginHostBuilder`] with every plugin directory a user configured, from the
-    /// process environment. See [`Config::plugin_host_builder_with`].
-    pub fn plugin_host_builder(&self) -> PluginHostBuilder {
-        self.plugin_host_builder_with(|name| std::env::var(name).ok())
-    }
-
-    /// A [`PluginHostBuilder`] with the plugin directories in increasing precedence:
-    /// `$XDG_CONFIG_HOME/sandlot/plugins` (if it exists), this file's `plugin_dirs`,
-    /// then the `:`-separated `SANDLOT_PLUGIN_DIR`. The cache directory is
-    /// `SANDLOT_CACHE_DIR`, else this file's `cache_dir`, else the default. `env`
-    /// looks up environment variables.
-    pub fn plugin_host_builder_with(
-        &self,
-        env: impl Fn(&str) -> Option<String>,
-    ) -> PluginHostBuilder {
-        let mut builder = PluginHostBuilder::default();
-        let config_home = env("XDG_CONFIG_HOME")
-            .filter(|d| Path::new(d).is_absolute())
-            .map(PathBuf::from)
-            .or_else(|| env("HOME").map(|h| Path::new(&h).join(".config")));
-        if let Some(home) = config_home {
-            builder.optional_plugin_dir(home.join("sandlot/plugins"));
-        }
-        for dir in &self.plugin_dirs {
-            builder.plugin_dir(dir);
-        }
-        if let Some(dirs) = env("SANDLOT_PLUGIN_DIR") {
-            for dir in dirs.split(':').filter(|d| !d.is_empty()) {
-                builder.plugin_dir(dir);
-            }
-        }
-        if let Some(dir) = env("SANDLOT_CACHE_DIR").filter(|d| !d.is_empty()) {
-            builder.cache_dir(dir);
-        } else if let Some(dir) = &self.cache_dir {
-            builder.cache_dir(dir);
-        }
-        builder
-    }
-}
-
-/// `$VAR` if it is an absolute path (as the XDG spec requires), else `$HOME/fallback`.
-pub(crate) fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
-    std::env::var_os(var)
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(fallback)))
 }
 
 #[cfg(test)]

@@ -248,6 +248,22 @@ pub enum Error {
         language: String,
     },
 
+    /// A file's bytes do not hash to what its manifest says: it was replaced or
+    /// damaged after it was installed. Nothing compiled from another file is used.
+    #[error(
+        "{} has sha256 {actual}, but its manifest says {claimed}; the file was replaced or \
+         damaged: install it again (`sandlot runtimes install`), or correct the manifest",
+        path.display()
+    )]
+    HashMismatch {
+        /// The file.
+        path: PathBuf,
+        /// What the manifest says.
+        claimed: String,
+        /// What its bytes hash to.
+        actual: String,
+    },
+
     /// A runtime could not be loaded, instantiated or driven.
     #[error("runtime `{runtime}`: {reason}")]
     Runtime {

@@ -25,6 +25,7 @@
 pub mod artifact;
 pub mod backend;
 pub mod config;
+pub mod dirs;
 mod error;
 pub mod language;
 pub mod plugin;
@@ -32,6 +33,7 @@ pub mod policy;
 pub mod runtimes;
 pub mod session;
 mod transfer;
+pub(crate) mod wasmtime_engine;
 
 pub use artifact::Artifact;
 pub use backend::docker::{ContainerBackend, Engine};

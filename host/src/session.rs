@@ -18,9 +18,10 @@ use crate::artifact::{Artifact, ArtifactLimits, Snapshot};
 use crate::backend::docker::{ContainerBackend, Engine};
 use crate::backend::wasm::{WasmBackend, WORKDIR};
 use crate::backend::{Backend, BackendSession, RunRequest, SessionSpec, Sink};
+use crate::dirs::{Dirs, Overrides};
 use crate::error::{Error, Result};
 use crate::language::Finding;
-use crate::plugin::{LanguageHandler, PluginHost};
+use crate::plugin::{LanguageHandler, PluginHost, PluginHostBuilder};
 pub use crate::policy::Policy;
 use crate::Config;
 use serde::Serialize;
@@ -86,17 +87,22 @@ pub struct Sandlot {
 }
 
 impl Sandlot {
-    /// Plugins and runtimes from the user's configuration and environment (see
-    /// [`Config::discover`]), runtimes from [`default_runtimes_dir`].
+    /// Plugins, runtimes and caches from the user's configuration file (see
+    /// [`Config::discover`]) and environment, in the order [`crate::dirs`] documents.
     pub fn from_environment() -> Result<Sandlot> {
         let config = Config::discover(None)?;
-        let plugins = config.plugin_host_builder().load()?;
-        Ok(Sandlot::new(
-            plugins,
-            &default_runtimes_dir(),
-            crate::plugin::default_cache_dir(),
-        )?
-        .with_config(config))
+        Sandlot::from_config(config, &Overrides::default())
+    }
+
+    /// Plugins, runtimes and caches from `config`, the environment and `overrides`
+    /// (the CLI's global flags), in the order [`crate::dirs`] documents.
+    pub fn from_config(config: Config, overrides: &Overrides) -> Result<Sandlot> {
+        let dirs = Dirs::resolve(&config, overrides);
+        let plugins = PluginHostBuilder::from_dirs(&dirs).load()?;
+        Ok(
+            Sandlot::new(plugins, dirs.runtimes_dir(), dirs.cache.value.clone())?
+                .with_config(config),
+        )
     }
 
     /// Uses `config`'s container settings (engine endpoints, images per language).
@@ -174,17 +180,6 @@ impl Sandlot {
             env: Vec::new(),
         }
     }
-}
-
-/// `$XDG_DATA_HOME/sandlot/runtimes` (or `~/.local/share/sandlot/runtimes`), or
-/// `$SANDLOT_RUNTIMES_DIR`.
-pub fn default_runtimes_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("SANDLOT_RUNTIMES_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    crate::config::xdg_dir("XDG_DATA_HOME", ".local/share")
-        .unwrap_or_else(|| PathBuf::from(".sandlot"))
-        .join("sandlot/runtimes")
 }
 
 /// Configures and opens a [`Session`].

@@ -20,3 +20,55 @@ pub fn plugin_dir(components: &[(&str, &str)]) -> tempfile::TempDir {
     }
     dir
 }
+
+/// A WASI command that prints its arguments (NUL-separated, as WASI hands them over)
+/// and then `marker`, and exits with status 7.
+pub fn echo_module(marker: &str) -> Vec<u8> {
+    let len = marker.len();
+    let data: String = marker.bytes().map(|b| format!("\\{b:02x}")).collect();
+    wat::parse_str(format!(
+        r#"(module
+  (import "wasi_snapshot_preview1" "args_sizes_get" (func $sizes (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "args_get" (func $args (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 4096) "{data}")
+  (func (export "_start")
+    (drop (call $sizes (i32.const 0) (i32.const 4)))
+    (drop (call $args (i32.const 1024) (i32.const 2048)))
+    ;; an iovec at 8: the argument bytes at 2048 (their total length from offset 4);
+    ;; then one at 16: the marker at 4096 (WASI writes one iovec per call at most)
+    (i32.store (i32.const 8) (i32.const 2048))
+    (i32.store (i32.const 12) (i32.load (i32.const 4)))
+    (i32.store (i32.const 16) (i32.const 4096))
+    (i32.store (i32.const 20) (i32.const {len}))
+    (drop (call $write (i32.const 1) (i32.const 8) (i32.const 1) (i32.const 32)))
+    (drop (call $write (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 32)))
+    (call $exit (i32.const 7))))"#
+    ))
+    .unwrap()
+}
+
+/// Installs `module` as a `command` runtime for `language` in `runtimes/echo`, with a
+/// manifest that claims `claimed` as its sha256 (the module's own when `None`).
+pub fn install_echo_runtime(runtimes: &Path, language: &str, module: &[u8], claimed: Option<&str>) {
+    use sha2::Digest;
+    let dir = runtimes.join("echo");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Replaced as an installer would: a new file renamed over the old one.
+    let staged = dir.join("echo.wasm.new");
+    std::fs::write(&staged, module).unwrap();
+    std::fs::rename(&staged, dir.join("echo.wasm")).unwrap();
+    let sha256 = claimed
+        .map(str::to_string)
+        .unwrap_or_else(|| hex::encode(sha2::Sha256::digest(module)));
+    std::fs::write(
+        dir.join("runtime.toml"),
+        format!(
+            "id = \"echo\"\nlanguages = [\"{language}\"]\nversion = \"1\"\nmodule = \"echo.wasm\"\n\
+             sha256 = \"{sha256}\"\nprotocol = \"command\"\nargv = [\"echo\", \"--file\", \"{{file}}\"]\n"
+        ),
+    )
+    .unwrap();
+}

@@ -39,6 +39,35 @@ struct Global {
     /// Compile plugins in memory; read and write no cache.
     #[arg(long, global = true)]
     no_cache: bool,
+    /// Look for WebAssembly runtimes in DIR (default: $SANDLOT_RUNTIMES_DIR, the
+    /// config's runtimes_dir, then $XDG_DATA_HOME/sandlot/runtimes).
+    #[arg(long, global = true, value_name = "DIR")]
+    runtimes_dir: Option<PathBuf>,
+}
+
+impl Global {
+    /// The configuration file in force.
+    fn config(&self) -> Result<Config> {
+        Ok(Config::discover(self.config.as_deref())?)
+    }
+
+    /// What the flags say, ahead of the environment and the configuration file.
+    fn overrides(&self) -> sandlot::dirs::Overrides {
+        sandlot::dirs::Overrides {
+            cache_dir: self.cache_dir.clone(),
+            no_cache: self.no_cache,
+            runtimes_dir: self.runtimes_dir.clone(),
+            plugin_dirs: self.plugin_dirs.clone(),
+        }
+    }
+
+    /// Every directory, resolved as the library resolves them.
+    fn dirs(&self) -> Result<sandlot::dirs::Dirs> {
+        Ok(sandlot::dirs::Dirs::resolve(
+            &self.config()?,
+            &self.overrides(),
+        ))
+    }
 }
 
 #[derive(Subcommand)]
@@ -416,25 +445,14 @@ fn images(global: &Global, command: ImagesCommand) -> Result<ExitCode> {
 /// Exit status when sandlot itself fails during `run`, as `docker run` does.
 const EXIT_SANDLOT_ERROR: u8 = 125;
 
-fn cache_dir(global: &Global) -> Option<PathBuf> {
-    if global.no_cache {
-        None
-    } else {
-        global
-            .cache_dir
-            .clone()
-            .or_else(|| std::env::var_os("SANDLOT_CACHE_DIR").map(PathBuf::from))
-            .or_else(sandlot::plugin::default_cache_dir)
-    }
-}
-
 fn run_code(host: PluginHost, global: &Global, args: RunArgs) -> Result<ExitCode> {
     let (code, handler) = args.source.load(&host)?;
     let language = handler.info().id.clone();
-    let runtimes_dir = sandlot::session::default_runtimes_dir();
-    let config = Config::discover(global.config.as_deref())?;
-    let mut sandlot =
-        sandlot::Sandlot::new(host, &runtimes_dir, cache_dir(global))?.with_config(config.clone());
+    let config = global.config()?;
+    let dirs = global.dirs()?;
+    let runtimes_dir = dirs.runtimes_dir().to_path_buf();
+    let mut sandlot = sandlot::Sandlot::new(host, &runtimes_dir, dirs.cache.value.clone())?
+        .with_config(config.clone());
     use sandlot::backend::Backend as _;
     // First use: install the runtime sandlot knows for the language, then go on.
     let installable = sandlot::runtimes::KNOWN
@@ -446,7 +464,7 @@ fn run_code(host: PluginHost, global: &Global, args: RunArgs) -> Result<ExitCode
         sandlot::runtimes::install(&language, &runtimes_dir, |step| {
             eprintln!("sandlot: {step}")
         })?;
-        sandlot.rediscover_runtimes(&runtimes_dir, cache_dir(global))?;
+        sandlot.rediscover_runtimes(&runtimes_dir, dirs.cache.value.clone())?;
     }
     if wasm_wanted && sandlot.wasm().needs_compile(&language) {
         eprintln!("sandlot: compiling the {language} runtime; this happens once (CPython takes about 90 s on 2 cores)");
@@ -576,11 +594,11 @@ fn exit_status(execution: &sandlot::Execution) -> u8 {
 }
 
 fn runtimes_install(global: &Global, language: &str) -> Result<ExitCode> {
-    let dir = sandlot::session::default_runtimes_dir();
-    let installed =
-        sandlot::runtimes::install(language, &dir, |step| eprintln!("sandlot: {step}"))?;
+    let dirs = global.dirs()?;
+    let dir = dirs.runtimes_dir();
+    let installed = sandlot::runtimes::install(language, dir, |step| eprintln!("sandlot: {step}"))?;
     eprintln!("sandlot: installed in {}", installed.display());
-    let backend = sandlot::backend::wasm::WasmBackend::discover(&dir, cache_dir(global))?;
+    let backend = sandlot::backend::wasm::WasmBackend::discover(dir, dirs.cache.value.clone())?;
     if backend.needs_compile(language) {
         eprintln!("sandlot: compiling the runtime once (CPython takes about 90 s on 2 cores)");
         let started = std::time::Instant::now();
@@ -594,8 +612,9 @@ fn runtimes_install(global: &Global, language: &str) -> Result<ExitCode> {
 }
 
 fn runtimes_list(global: &Global) -> Result<ExitCode> {
-    let dir = sandlot::session::default_runtimes_dir();
-    let backend = sandlot::backend::wasm::WasmBackend::discover(&dir, cache_dir(global))?;
+    let dirs = global.dirs()?;
+    let dir = dirs.runtimes_dir();
+    let backend = sandlot::backend::wasm::WasmBackend::discover(dir, dirs.cache.value.clone())?;
     let mut table = Table::new([
         "RUNTIME",
         "LANGUAGES",
@@ -631,17 +650,7 @@ fn runtimes_list(global: &Global) -> Result<ExitCode> {
 /// Loads the plugins; with `notes`, tells on stderr which plugins failed and which
 /// replaced a built-in.
 fn load(global: &Global, notes: bool) -> Result<PluginHost> {
-    let config = Config::discover(global.config.as_deref())?;
-    let mut builder = config.plugin_host_builder();
-    for dir in &global.plugin_dirs {
-        builder.plugin_dir(dir);
-    }
-    if global.no_cache {
-        builder.no_cache();
-    } else if let Some(dir) = &global.cache_dir {
-        builder.cache_dir(dir);
-    }
-    let host = builder.load()?;
+    let host = sandlot::PluginHostBuilder::from_dirs(&global.dirs()?).load()?;
     if notes {
         for report in host.reports() {
             match &report.status {

@@ -2,11 +2,11 @@
 //! [`InstancePre`](wasmtime::component::InstancePre), with a memory cap and a deadline,
 //! and every answer checked before the host uses it.
 
-use super::engine::{self, MemoryCap};
 use crate::error::{Error, PluginSource, Result};
 use crate::language::{
     Command, Finding, LanguageInfo, Phase, Plan, PlanOptions, Severity, SourceFile,
 };
+use crate::wasmtime_engine::{self as engine, MemoryCap};
 use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Store, Trap};

@@ -7,18 +7,18 @@
 //! same language id as one loaded before it replaces that one, and the report says so.
 
 pub(crate) mod builtin;
-pub(crate) mod cache;
 mod contract;
-pub(crate) mod engine;
 mod handler;
 mod manifest;
 
-pub use cache::CacheOutcome;
+pub use crate::wasmtime_engine::cache::CacheOutcome;
 pub use contract::{Inspection, PluginKind, SUPPORTED_API_VERSIONS};
 pub use handler::{HandlerLimits, LanguageHandler};
 pub use manifest::Manifest;
 
+use crate::dirs::{Dirs, Origin, PluginDir};
 use crate::error::{Error, PluginSource, Result};
+use crate::wasmtime_engine::{self as engine, cache};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -68,13 +68,6 @@ pub struct PluginReport {
     pub status: PluginStatus,
 }
 
-/// A plugin directory and whether it must exist.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct PluginDir {
-    path: PathBuf,
-    required: bool,
-}
-
 /// Configures and loads a [`PluginHost`].
 ///
 /// ```
@@ -100,23 +93,38 @@ pub struct PluginHostBuilder {
 }
 
 impl Default for PluginHostBuilder {
+    /// Built-in handlers, no plugin directories, and the cache directory the
+    /// environment names (see [`crate::dirs`]).
     fn default() -> Self {
+        let dirs = Dirs::resolve(&crate::Config::default(), &Default::default());
         PluginHostBuilder {
             builtins: true,
             dirs: Vec::new(),
-            cache_dir: default_cache_dir(),
+            cache_dir: dirs.cache.value,
             limits: HandlerLimits::default(),
         }
     }
 }
 
 impl PluginHostBuilder {
+    /// Built-in handlers plus every plugin directory and the cache directory of
+    /// `dirs`, as the CLI and [`crate::Sandlot::from_environment`] load them.
+    pub fn from_dirs(dirs: &Dirs) -> PluginHostBuilder {
+        PluginHostBuilder {
+            builtins: true,
+            dirs: dirs.plugins.clone(),
+            cache_dir: dirs.cache.value.clone(),
+            limits: HandlerLimits::default(),
+        }
+    }
+
     /// Adds a plugin directory that must exist. Directories added later take precedence
     /// over earlier ones, and all of them over the built-in handlers.
     pub fn plugin_dir(&mut self, path: impl Into<PathBuf>) -> &mut Self {
         self.dirs.push(PluginDir {
             path: path.into(),
             required: true,
+            origin: Origin::Flag,
         });
         self
     }
@@ -127,6 +135,7 @@ impl PluginHostBuilder {
         self.dirs.push(PluginDir {
             path: path.into(),
             required: false,
+            origin: Origin::Flag,
         });
         self
     }
@@ -137,7 +146,7 @@ impl PluginHostBuilder {
         self
     }
 
-    /// Caches compiled components in `dir` (default: `$XDG_CACHE_HOME/sandlot/components`).
+    /// Caches compiled components in `dir` (default: see [`crate::dirs`]).
     pub fn cache_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
         self.cache_dir = Some(dir.into());
         self
@@ -442,9 +451,4 @@ pub fn inspect_bytes(bytes: &[u8], path: &Path) -> Result<Inspection> {
             path: path.to_path_buf(),
         },
     )
-}
-
-/// `$XDG_CACHE_HOME/sandlot/components`, or `~/.cache/sandlot/components`.
-pub fn default_cache_dir() -> Option<PathBuf> {
-    crate::config::xdg_dir("XDG_CACHE_HOME", ".cache").map(|d| d.join("sandlot/components"))
 }

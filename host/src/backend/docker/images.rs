@@ -385,9 +385,7 @@ impl ContainerBackend {
 
 /// Where root filesystems are kept between builds.
 pub fn default_rootfs_cache() -> PathBuf {
-    crate::config::xdg_dir("XDG_CACHE_HOME", ".cache")
-        .unwrap_or_else(std::env::temp_dir)
-        .join("sandlot/rootfs")
+    crate::dirs::user_cache().join("rootfs")
 }
 
 #[cfg(test)]

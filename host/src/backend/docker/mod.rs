@@ -372,10 +372,7 @@ fn agent_binary() -> Result<PathBuf> {
     static AGENT: &[u8] = include_bytes!(env!("SANDLOT_AGENT_PATH"));
     use sha2::Digest;
     let digest = hex::encode(sha2::Sha256::digest(AGENT));
-    let dir = crate::config::xdg_dir("XDG_CACHE_HOME", ".cache")
-        .unwrap_or_else(std::env::temp_dir)
-        .join("sandlot/agent")
-        .join(&digest[..16]);
+    let dir = crate::dirs::user_cache().join("agent").join(&digest[..16]);
     let path = dir.join("sandlot-agent");
     // It becomes process 1 of every container: use a file that is there only if it is
     // exactly ours (a shared temp dir could hold anyone's).

@@ -8,7 +8,7 @@ use super::module::RuntimeManifest;
 use super::{finish_output, stopped, WORKDIR};
 use crate::backend::{BackendSession, RawOutput, RunRequest};
 use crate::error::{Error, Result};
-use crate::plugin::engine::{self, MemoryCap};
+use crate::wasmtime_engine::{self as engine, MemoryCap};
 use std::path::Path;
 use std::time::Duration;
 use wasmtime::component::{Component, Linker, ResourceAny, ResourceTable};

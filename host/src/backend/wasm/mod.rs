@@ -13,8 +13,8 @@ pub mod module;
 
 use super::{Backend, BackendSession, RawOutput, RunRequest, SessionSpec};
 use crate::error::{Error, Result};
-use crate::plugin::cache::ComponentCache;
-use crate::plugin::engine::{self, MemoryCap};
+use crate::wasmtime_engine::cache::{ComponentCache, FileLoadError};
+use crate::wasmtime_engine::{self as engine, MemoryCap};
 use capture::Capture;
 use component::{ComponentRuntime, ComponentSession};
 use input::Feed;
@@ -86,10 +86,10 @@ impl WasmBackend {
     pub fn needs_compile(&self, language: &str) -> bool {
         self.entry(language).is_some_and(|entry| {
             let engine = engine::shared();
-            let sha256 = &entry.manifest.sha256;
+            let path = entry.dir.join(&entry.manifest.module);
             let cached = match entry.manifest.protocol {
-                Protocol::Component => self.cache.has_file::<Component>(engine, sha256),
-                Protocol::Turn | Protocol::Command => self.cache.has_file::<Module>(engine, sha256),
+                Protocol::Component => self.cache.has_file::<Component>(engine, &path),
+                Protocol::Turn | Protocol::Command => self.cache.has_file::<Module>(engine, &path),
             };
             let prepared = entry.prepared.lock().unwrap_or_else(|e| e.into_inner());
             prepared.is_none() && !cached
@@ -125,14 +125,20 @@ impl WasmBackend {
         };
         let engine = engine::shared();
         let path = entry.dir.join(&entry.manifest.module);
-        let sha256 = &entry.manifest.sha256;
-        let cannot_load =
-            |e: wasmtime::Error| failed(format!("cannot load {}: {e:#}", path.display()));
+        let claimed = Some(entry.manifest.sha256.as_str());
+        let cannot_load = |e: FileLoadError| match e {
+            FileLoadError::HashMismatch { claimed, actual } => Error::HashMismatch {
+                path: path.clone(),
+                claimed,
+                actual,
+            },
+            other => failed(format!("cannot load {}: {other}", path.display())),
+        };
         let ready = match entry.manifest.protocol {
             Protocol::Component => {
                 let (component, _) = self
                     .cache
-                    .load_file::<Component>(engine, &path, sha256)
+                    .load_file::<Component>(engine, &path, claimed)
                     .map_err(cannot_load)?;
                 Prepared::Component(Arc::new(ComponentRuntime::new(&component).map_err(
                     |e| {
@@ -145,7 +151,7 @@ impl WasmBackend {
             Protocol::Turn | Protocol::Command => {
                 let (module, _) = self
                     .cache
-                    .load_file::<Module>(engine, &path, sha256)
+                    .load_file::<Module>(engine, &path, claimed)
                     .map_err(cannot_load)?;
                 Prepared::Module(Arc::new(
                     link(&module, &entry.manifest).map_err(|e| failed(format!("{e:#}")))?,

@@ -1,4 +1,8 @@
-//! The one wasmtime [`Engine`] of the process, and the clock behind call deadlines.
+//! The one wasmtime [`Engine`] of the process, the clock behind call deadlines, and
+//! the on-disk cache of what it compiles. Language handlers (`plugin`) and runtimes
+//! (`backend::wasm`) both build on it; it knows neither.
+
+pub(crate) mod cache;
 
 use std::sync::OnceLock;
 use std::time::Duration;
