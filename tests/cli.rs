@@ -385,7 +385,7 @@ fn run_prints_the_output_and_exits_with_the_programs_status() {
         &["-l", "python", "--timeout", "0.5", "-c", "while True: pass"],
     ));
     assert_eq!(output.status.code(), Some(124));
-    assert!(stderr.contains("stopped after 0.5 s"), "{stderr}");
+    assert!(stderr.contains("time limit of 0.5 s"), "{stderr}");
 
     let (output, _, _) = run(&mut sandlot_run(
         home.path(),
@@ -525,4 +525,80 @@ fn one_cache_dir_holds_handlers_and_runtimes_from_the_environment_or_the_config(
             "nothing went to the default cache"
         );
     }
+}
+
+#[test]
+fn run_stops_a_sleeping_or_flooding_program_on_time() {
+    let home = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--backend",
+            "wasm",
+            "--timeout",
+            "2",
+            "-c",
+            "import time; time.sleep(10)",
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(124), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(6));
+    assert!(
+        stderr.contains("time limit of 2 s (--timeout), after 2."),
+        "{stderr}"
+    );
+
+    let started = std::time::Instant::now();
+    let (output, stdout, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--backend",
+            "wasm",
+            "--timeout",
+            "20",
+            "-c",
+            "while True: print('x' * 1000)",
+        ],
+    ));
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert!(
+        stdout.len() <= 1 << 20,
+        "{} bytes reached stdout",
+        stdout.len()
+    );
+    assert!(stderr.contains("output cap"), "{stderr}");
+    assert_ne!(output.status.code(), Some(0));
+}
+
+#[test]
+fn auto_runs_a_library_the_wasm_runtime_lacks_in_a_container_and_says_so() {
+    let home = tempfile::tempdir().unwrap();
+    let (output, stdout, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--lib",
+            "requests",
+            "-v",
+            "--json",
+            "-c",
+            "import requests\nprint(requests.__name__)",
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["backend"], "docker");
+    assert_eq!(json["stdout"], "requests\n");
+    assert_eq!(json["schema"], "sandlot.execution/1");
+    assert!(
+        stderr.contains("passed over wasm: it cannot install requests"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("running on docker (sandlot-"), "{stderr}");
 }

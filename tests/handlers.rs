@@ -491,3 +491,17 @@ fn analysis_is_quiet_on_ordinary_code_and_comments() {
         assert!(findings.is_empty(), "{language}: {findings:?}");
     }
 }
+
+#[test]
+fn every_built_in_language_runs_in_an_image_a_recipe_builds() {
+    let recipes = sandlot::backend::docker::Recipe::all();
+    for handler in host().languages() {
+        let info = handler.info();
+        assert!(
+            recipes.iter().any(|r| r.image == info.default_image),
+            "{} defaults to {}, which no recipe in images/ builds",
+            info.id,
+            info.default_image
+        );
+    }
+}

@@ -7,7 +7,11 @@
 # 1. installs docker.io, podman and mmdebstrap if missing;
 # 2. starts dockerd, and Podman's Docker-compatible API on /run/podman/podman.sock with
 #    tests/containers.conf, unless they answer already (there is no systemd here);
-# 3. builds the sandlot images into both engines with `sandlot images build` (from
+# 3. puts a TLS proxy (stunnel) on 127.0.0.1:2376 in front of Docker's socket, with a
+#    test CA and client certificate in /var/lib/sandlot-tests/docker-tls, so the tests
+#    reach Docker as they would an engine on another machine (DOCKER_HOST=tcp://…,
+#    DOCKER_TLS_VERIFY, DOCKER_CERT_PATH);
+# 4. builds the sandlot images into both engines with `sandlot images build` (from
 #    this machine's Debian sources; images already up to date are skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +26,8 @@ command -v dockerd >/dev/null || need+=(docker.io)
 command -v podman >/dev/null || need+=(podman)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v curl >/dev/null || need+=(curl)
+command -v stunnel4 >/dev/null || need+=(stunnel4)
+command -v openssl >/dev/null || need+=(openssl)
 if [ "${#need[@]}" -ne 0 ]; then
   step "installing ${need[*]}"
   apt-get update -qq
@@ -51,6 +57,57 @@ if ! answers /run/podman/podman.sock; then
   (cd / && CONTAINERS_CONF=/etc/sandlot/containers.conf \
     nohup podman system service --time=0 unix:///run/podman/podman.sock >"$logs/podman.log" 2>&1 &)
   wait_for /run/podman/podman.sock "podman system service" "$logs/podman.log"
+fi
+
+tls=/var/lib/sandlot-tests/docker-tls
+tls_answers() {
+  curl -sf --max-time 5 --cacert "$tls/client/ca.pem" --cert "$tls/client/cert.pem" \
+    --key "$tls/client/key.pem" https://127.0.0.1:2376/_ping >/dev/null 2>&1
+}
+if [ ! -f "$tls/client/key.pem" ]; then
+  step "making a test CA and certificates for Docker over TLS ($tls)"
+  mkdir -p "$tls/client"
+  (
+    cd "$tls"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=sandlot test CA" \
+      -keyout ca-key.pem -out ca.pem 2>/dev/null
+    sign() { # name subject extensions
+      openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$1-key.pem" -out "$1.csr" 2>/dev/null
+      printf '%s\n' "$3" >"$1.ext"
+      openssl x509 -req -days 3650 -in "$1.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial \
+        -extfile "$1.ext" -out "$1.pem" 2>/dev/null
+    }
+    sign server "/CN=localhost" "subjectAltName=IP:127.0.0.1,DNS:localhost
+extendedKeyUsage=serverAuth
+basicConstraints=CA:FALSE"
+    sign client "/CN=sandlot tests" "extendedKeyUsage=clientAuth
+basicConstraints=CA:FALSE"
+    cp ca.pem client/ca.pem
+    cp client.pem client/cert.pem
+    cp client-key.pem client/key.pem
+    chmod 600 ./*-key.pem client/key.pem
+  )
+fi
+if ! tls_answers; then
+  step "starting a TLS proxy to Docker on 127.0.0.1:2376 (log: $logs/docker-tls.log)"
+  # stunnel rather than socat: socat cannot resume a TLS session with a client
+  # certificate ("session id context uninitialized"), and clients do resume.
+  cat >"$tls/stunnel.conf" <<CONF
+foreground = no
+pid = $tls/stunnel.pid
+output = $logs/docker-tls.log
+[docker]
+accept = 127.0.0.1:2376
+connect = /var/run/docker.sock
+cert = $tls/server.pem
+key = $tls/server-key.pem
+CAfile = $tls/ca.pem
+requireCert = yes
+verifyChain = yes
+CONF
+  (cd / && stunnel4 "$tls/stunnel.conf")
+  for _ in $(seq 1 40); do tls_answers && break; sleep 0.25; done
+  tls_answers || { echo "the TLS proxy did not start; see $logs/docker-tls.log" >&2; exit 1; }
 fi
 
 step "container images (built once from this machine's Debian sources)"

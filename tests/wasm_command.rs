@@ -17,8 +17,9 @@ fn a_command_runtime_from_a_manifest_runs_each_piece_of_code_fresh() {
         let run = session.run("echo hi").unwrap();
         assert_eq!(run.stdout, b"echo\0--file\0/workspace/.sandlot/code\0!");
         assert_eq!(run.exit_code, 7);
-        assert!(
-            run.session_ended.is_none(),
+        assert_eq!(
+            run.session,
+            sandlot::SessionState::Open,
             "a command's exit ends only that run"
         );
     }

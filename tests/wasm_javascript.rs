@@ -4,8 +4,7 @@
 //! Needs the runtime installed (`sandlot runtimes install javascript`; tests/run.sh
 //! does it).
 
-use sandlot::backend::Backend;
-use sandlot::{Error, Execution, Sandlot, Session};
+use sandlot::{Execution, Sandlot, Session};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -94,13 +93,17 @@ fn an_endless_loop_is_stopped_at_the_timeout() {
         .timeout(Duration::from_millis(300))
         .open()
         .unwrap();
+    session.run("let lost = 1").unwrap();
     let stopped = session.run("for (;;) {}").unwrap();
-    assert!(stopped.timed_out);
+    assert!(stopped.timed_out());
     assert_eq!(stopped.exit_code, 124);
     assert!(matches!(
-        session.run("1").unwrap_err(),
-        Error::SessionEnded { .. }
+        stopped.session,
+        sandlot::SessionState::Restarted { .. }
     ));
+    // A fresh interpreter: the session goes on, without its old variables.
+    let after = session.run("console.log(typeof lost)").unwrap();
+    assert_eq!(after.stdout_text(), "undefined\n");
     assert_eq!(run("console.log('fine')").stdout_text(), "fine\n");
 }
 
@@ -114,7 +117,7 @@ fn a_memory_bomb_is_stopped_at_the_cap() {
     let bomb = session
         .run("const hoard = []; for (;;) hoard.push(new Array(1 << 16).fill(1.5));")
         .unwrap();
-    assert!(bomb.memory_exceeded, "{bomb:?}");
+    assert!(bomb.memory_exceeded(), "{bomb:?}");
     assert_eq!(bomb.exit_code, 137);
 }
 
@@ -140,4 +143,16 @@ fn an_output_flood_is_truncated_and_flagged() {
 fn no_host_access() {
     let probe = run("console.log(typeof require, typeof fetch, JSON.stringify(process.env))");
     assert_eq!(probe.stdout_text(), "undefined undefined {}\n");
+    // A run's own environment reaches process.env, and only that.
+    let mut session = sandlot().session("javascript").open().unwrap();
+    let with_env = session
+        .run_with(
+            "console.log(JSON.stringify(process.env))",
+            sandlot::RunOptions {
+                env: vec![("GREETING".into(), "hi".into())],
+                ..sandlot::RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(with_env.stdout_text(), "{\"GREETING\":\"hi\"}\n");
 }

@@ -2,7 +2,6 @@
 //! open files, no scratch directories. Its own test binary, so nothing else runs in
 //! the process while it measures.
 
-use sandlot::backend::Backend;
 use sandlot::{Sandlot, Session};
 
 fn session(sandlot: &Sandlot) -> Session {

@@ -1,27 +1,44 @@
 //! The Docker and Podman backends side by side, on the same engines in one run:
 //! a cold open + `print(1)` + close of a Python container, a warm `print(1)` in an open
 //! session through the agent against the same program through `docker exec`, and
-//! close on its own. Needs both engines and the `sandlot/python` image
-//! (`tests/services.sh`). Run with `cargo bench --bench containers`.
+//! close on its own; and the same Docker reached over TCP with TLS, as a remote engine
+//! is (the agent copied in, spoken to over an attach stream). Needs both engines, the
+//! TLS proxy and the `sandlot/python` image (`tests/services.sh`). Run with
+//! `cargo bench --bench containers`.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
 
 use criterion::Criterion;
-use sandlot::{BackendChoice, Engine, Sandlot};
+use sandlot::backend::docker::{ContainerBackend, TlsFiles};
+use sandlot::{Engine, Sandlot};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn main() {
     let plugins = sandlot::PluginHost::builder().load().unwrap();
     let runtimes = tempfile::tempdir().unwrap();
-    let sandlot = Sandlot::new(plugins, runtimes.path(), None).unwrap();
+    let remote = ContainerBackend::builder(Engine::Docker)
+        .endpoint("tcp://127.0.0.1:2376")
+        .tls(TlsFiles::from_dir(
+            "/var/lib/sandlot-tests/docker-tls/client".as_ref(),
+        ))
+        .name("docker-tls")
+        .connect()
+        .expect("the TLS proxy of tests/services.sh");
+    let sandlot = Sandlot::builder(plugins)
+        .runtimes_dir(runtimes.path())
+        .backend(Arc::new(remote))
+        .build()
+        .unwrap();
     let mut criterion = Criterion::default()
         .configure_from_args()
         .sample_size(20)
         .measurement_time(Duration::from_secs(15));
     for (engine, choice) in [
-        (Engine::Docker, BackendChoice::Docker),
-        (Engine::Podman, BackendChoice::Podman),
+        (Engine::Docker, "docker"),
+        (Engine::Podman, "podman"),
+        (Engine::Docker, "docker-tls"),
     ] {
         let backend = sandlot.containers(engine).unwrap();
         let open = || {
@@ -29,7 +46,7 @@ fn main() {
             builder.backend(choice);
             builder.open().unwrap()
         };
-        let mut group = criterion.benchmark_group(format!("python ({})", engine.name()));
+        let mut group = criterion.benchmark_group(format!("python ({choice})"));
         group.bench_function("cold open + print 1 + close", |b| {
             b.iter(|| {
                 let mut session = open();
@@ -41,7 +58,7 @@ fn main() {
         group.bench_function("warm print 1 through the agent", |b| {
             b.iter(|| assert_eq!(session.run("print(1)").unwrap().stdout, b"1\n"))
         });
-        let name = session.sandbox_name().unwrap().to_string();
+        let name = session.sandbox_name().unwrap();
         group.bench_function(
             format!("warm print 1 through {} exec", engine.name()),
             |b| {

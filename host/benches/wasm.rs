@@ -7,7 +7,6 @@
 #![allow(missing_docs)]
 
 use criterion::Criterion;
-use sandlot::backend::Backend;
 use sandlot::Sandlot;
 use std::time::Duration;
 

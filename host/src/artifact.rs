@@ -39,71 +39,53 @@ impl Default for ArtifactLimits {
     }
 }
 
-/// Size and modification time of every regular file under a directory.
+/// One regular file of a sandbox, as a scan reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStat {
+    /// Path relative to the scanned directory.
+    pub path: PathBuf,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, if known.
+    pub modified: Option<SystemTime>,
+}
+
+/// Size and modification time of every regular file under a directory: what a
+/// backend's [`scan`](crate::backend::SandboxFiles::scan) reports, so the session can
+/// tell which files a run created or changed.
+///
+/// ```
+/// use sandlot::backend::{FileStat, Snapshot};
+/// let snapshot = Snapshot::from_stats([FileStat { path: "plot.png".into(), size: 3, modified: None }]);
+/// assert_eq!(snapshot.len(), 1);
+/// ```
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Snapshot(HashMap<PathBuf, (u64, Option<SystemTime>)>);
 
 impl Snapshot {
-    /// Walks `root` without following symbolic links: a link the program made can
-    /// point anywhere on the host, so links are never read.
-    pub(crate) fn take(root: &Path) -> Snapshot {
-        let mut files = HashMap::new();
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                    continue;
-                };
-                if meta.is_dir() {
-                    stack.push(path);
-                } else if meta.is_file() {
-                    if let Ok(rel) = path.strip_prefix(root) {
-                        files.insert(rel.to_path_buf(), (meta.len(), meta.modified().ok()));
-                    }
-                }
-            }
-        }
-        Snapshot(files)
-    }
-
-    /// A snapshot from `(path, size, modification time)` triples, e.g. as a container
-    /// agent reports them.
-    pub(crate) fn from_entries(
-        entries: impl IntoIterator<Item = (PathBuf, u64, Option<SystemTime>)>,
-    ) -> Snapshot {
+    /// A snapshot of these files.
+    pub fn from_stats(files: impl IntoIterator<Item = FileStat>) -> Snapshot {
         Snapshot(
-            entries
+            files
                 .into_iter()
-                .map(|(path, size, mtime)| (path, (size, mtime)))
+                .map(|f| (f.path, (f.size, f.modified)))
                 .collect(),
         )
     }
 
-    /// The files new or changed since `before` below the host directory `root`, in
-    /// path order, within `limits`. Returns them and whether any were left out.
-    pub(crate) fn changed_since(
-        &self,
-        before: &Snapshot,
-        root: &Path,
-        limits: ArtifactLimits,
-    ) -> (Vec<Artifact>, bool) {
-        self.changed_since_with(before, limits, |rel, max| {
-            let path = root.join(rel);
-            // Re-check: the file may have been replaced by a link since the walk.
-            let meta = std::fs::symlink_metadata(&path).ok()?;
-            if !meta.is_file() || meta.len() > max {
-                return None;
-            }
-            std::fs::read(&path).ok().filter(|b| b.len() as u64 <= max)
-        })
+    /// How many files it holds.
+    pub fn len(&self) -> usize {
+        self.0.len()
     }
 
-    /// As [`Snapshot::changed_since`], reading each file with `read(path, most bytes)`,
-    /// which returns `None` for a file that is gone, not regular, or larger.
+    /// Whether it holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The files new or changed since `before`, in path order, within `limits`, read
+    /// with `read(path, most bytes)`, which returns `None` for a file that is gone,
+    /// not regular, or larger. Returns them and whether any were left out.
     pub(crate) fn changed_since_with(
         &self,
         before: &Snapshot,
@@ -168,43 +150,44 @@ fn media_type(name: &str) -> (&'static str, bool) {
 mod tests {
     use super::*;
 
+    fn stat(path: &str, size: u64, secs: u64) -> FileStat {
+        FileStat {
+            path: path.into(),
+            size,
+            modified: Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs)),
+        }
+    }
+
     #[test]
-    fn only_new_or_changed_regular_files_come_back() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("old.txt"), "same").unwrap();
-        std::fs::write(dir.path().join("edit.csv"), "a").unwrap();
-        let before = Snapshot::take(dir.path());
-        std::fs::write(dir.path().join("edit.csv"), "a,b").unwrap();
-        std::fs::create_dir(dir.path().join("figs")).unwrap();
-        std::fs::write(dir.path().join("figs/plot.PNG"), b"\x89PNG").unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("leak.txt")).unwrap();
-        let (artifacts, left_out) = Snapshot::take(dir.path()).changed_since(
-            &before,
-            dir.path(),
-            ArtifactLimits::default(),
-        );
+    fn only_new_or_changed_files_come_back() {
+        let before = Snapshot::from_stats([stat("old.txt", 4, 1), stat("edit.csv", 1, 1)]);
+        let after = Snapshot::from_stats([
+            stat("old.txt", 4, 1),
+            stat("edit.csv", 3, 2),
+            stat("figs/plot.PNG", 4, 2),
+        ]);
+        let (artifacts, left_out) =
+            after.changed_since_with(&before, ArtifactLimits::default(), |rel, _| {
+                Some(rel.to_string_lossy().as_bytes()[..3].to_vec())
+            });
         let names: Vec<_> = artifacts
             .iter()
             .map(|a| (a.path.as_str(), a.is_plot))
             .collect();
         assert_eq!(names, [("edit.csv", false), ("figs/plot.PNG", true)]);
-        assert_eq!(artifacts[0].bytes, b"a,b");
+        assert_eq!(artifacts[0].bytes, b"edi");
         assert!(!left_out);
     }
 
     #[test]
     fn limits_bound_count_and_bytes() {
-        let dir = tempfile::tempdir().unwrap();
-        let before = Snapshot::take(dir.path());
-        for i in 0..5 {
-            std::fs::write(dir.path().join(format!("{i}.bin")), vec![0u8; 100]).unwrap();
-        }
+        let after = Snapshot::from_stats((0..5).map(|i| stat(&format!("{i}.bin"), 100, 1)));
         let limits = ArtifactLimits {
             max_files: 3,
             max_bytes: 250,
         };
         let (artifacts, left_out) =
-            Snapshot::take(dir.path()).changed_since(&before, dir.path(), limits);
+            after.changed_since_with(&Snapshot::default(), limits, |_, _| Some(vec![0; 100]));
         assert_eq!(artifacts.len(), 2, "250 bytes hold two files of 100");
         assert!(left_out);
     }

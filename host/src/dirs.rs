@@ -14,7 +14,8 @@
 //! `XDG_*` variables count only when they hold absolute paths, as the XDG spec asks;
 //! otherwise `$HOME/.cache`, `$HOME/.local/share` and `$HOME/.config` stand in.
 //!
-//! [`Layout`] is the other half: the paths every sandbox has, whatever backend runs it.
+//! [`crate::layout::Layout`] is the other half: the paths every sandbox has, whatever
+//! backend runs it.
 //!
 //! ```
 //! use sandlot::dirs::{Dirs, Origin, Overrides};
@@ -245,36 +246,6 @@ pub fn user_cache() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir)
         .join("sandlot")
-}
-
-/// The paths every sandbox has, on every backend: the code runs in the workspace, and
-/// new or changed files in its output directory come back as artifacts.
-///
-/// ```
-/// use sandlot::dirs::Layout;
-/// let layout = Layout::default();
-/// assert_eq!(layout.workspace(), "/workspace");
-/// assert_eq!(layout.output_dir(), "/workspace/output");
-/// assert_eq!(Layout::OUTPUT, "output");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Layout;
-
-impl Layout {
-    /// Absolute path of the workspace inside the sandbox.
-    pub const WORKSPACE: &'static str = "/workspace";
-    /// The output directory, relative to the workspace.
-    pub const OUTPUT: &'static str = "output";
-
-    /// Absolute path of the workspace inside the sandbox.
-    pub fn workspace(&self) -> &'static str {
-        Self::WORKSPACE
-    }
-
-    /// Absolute path of the output directory inside the sandbox.
-    pub fn output_dir(&self) -> String {
-        format!("{}/{}", Self::WORKSPACE, Self::OUTPUT)
-    }
 }
 
 #[cfg(test)]

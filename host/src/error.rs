@@ -290,9 +290,117 @@ pub enum Error {
         reason: String,
     },
 
-    /// The request itself is invalid.
-    #[error("{0}")]
-    InvalidInput(String),
+    /// A backend name is not one users could type.
+    #[error(
+        "`{name}` is not a valid backend name: use lower-case letters, digits and `-`, \
+         starting with a letter"
+    )]
+    InvalidBackendName {
+        /// The name given.
+        name: String,
+    },
+
+    /// No backend has this name.
+    #[error("there is no backend `{name}`; backends: {}", list_or_nothing(known))]
+    UnknownBackend {
+        /// The name asked for.
+        name: String,
+        /// The backends there are.
+        known: Vec<String>,
+    },
+
+    /// The backend asked for cannot serve the session.
+    #[error("the {backend} backend cannot run this {language} session: {reason}")]
+    BackendUnsuitable {
+        /// The backend.
+        backend: String,
+        /// The session's language.
+        language: String,
+        /// Why not, as the backend says it.
+        reason: String,
+    },
+
+    /// `auto` found no backend that answers and can serve the session.
+    #[error(
+        "no backend can run this {language} session: {}",
+        passed_over.iter().map(|(b, why)| format!("{b}: {why}")).collect::<Vec<_>>().join("; ")
+    )]
+    NoBackend {
+        /// The session's language.
+        language: String,
+        /// Each backend tried, and why it was passed over.
+        passed_over: Vec<(String, String)>,
+    },
+
+    /// The session's backend lacks a capability the call needs.
+    #[error("the {backend} backend cannot do this ({capability}): {hint}")]
+    BackendCannot {
+        /// The backend.
+        backend: String,
+        /// The capability it lacks.
+        capability: crate::capability::Capability,
+        /// What to do instead.
+        hint: String,
+    },
+
+    /// A run asked for libraries its backend cannot provide.
+    #[error(
+        "the {backend} backend cannot provide the libraries this {language} run needs: {reason}"
+    )]
+    LibrariesUnavailable {
+        /// The backend.
+        backend: String,
+        /// The language.
+        language: String,
+        /// Why, as the backend says it.
+        reason: String,
+    },
+
+    /// A blocking call handed to tokio's blocking pool did not complete.
+    #[error("{what} was cancelled")]
+    Cancelled {
+        /// What was cancelled.
+        what: String,
+    },
+
+    /// No installable runtime is known for the language.
+    #[error(
+        "no installable WebAssembly runtime for `{language}`; known: {}",
+        list_or_nothing(known)
+    )]
+    UnknownRuntime {
+        /// The language asked for.
+        language: String,
+        /// The languages sandlot can install a runtime for.
+        known: Vec<String>,
+    },
+
+    /// Installing a runtime failed.
+    #[error("installing the {language} runtime failed: {reason}")]
+    RuntimeInstall {
+        /// The runtime's language.
+        language: String,
+        /// What went wrong and what to do.
+        reason: String,
+    },
+
+    /// No image recipe has this name.
+    #[error("no image recipe `{name}`; recipes: {}", list_or_nothing(known))]
+    UnknownRecipe {
+        /// The name asked for.
+        name: String,
+        /// The recipes there are.
+        known: Vec<String>,
+    },
+
+    /// Building an image failed.
+    #[error("building image {image} failed: {reason}")]
+    ImageBuild {
+        /// The image.
+        image: String,
+        /// What went wrong and what to do.
+        reason: String,
+    },
 
     /// An I/O operation of the host failed.
     #[error("{context}: {source}")]

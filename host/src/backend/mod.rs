@@ -1,76 +1,414 @@
-//! Where code runs. A [`Backend`] opens sessions; a [`BackendSession`] runs code in
-//! one sandbox. Only this module knows which engine is behind them.
+//! Where code runs: the contract every backend implements, and the backends sandlot
+//! ships.
+//!
+//! A [`Backend`] says what it can do ([`Capabilities`]) and opens [`Sandbox`]es; a
+//! sandbox carries out [`RunRequest`]s and hands back an [`Outcome`]. The session
+//! above it decides *what* runs (it asks the language handler for the plan and the
+//! analysis, and applies the policy); a backend only decides *how*. Nothing here knows
+//! about plugins, and only `docker` knows which client library speaks to its engines.
+//!
+//! A backend can live outside this crate: everything it needs is public. A minimal
+//! one, which runs nothing but answers every run with what it was given:
+//!
+//! ```
+//! use sandlot::backend::*;
+//! use sandlot::{Outcome, Result};
+//!
+//! struct Echo;
+//!
+//! impl Backend for Echo {
+//!     fn name(&self) -> BackendName {
+//!         BackendName::new("echo").unwrap()
+//!     }
+//!     fn capabilities(&self, _language: &str) -> Capabilities {
+//!         Capabilities::new([Capability::PersistentState])
+//!     }
+//!     fn supports(&self, _needs: &Needs<'_>) -> std::result::Result<(), Unsuitable> {
+//!         Ok(())
+//!     }
+//!     fn open(&self, _spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
+//!         Ok(Box::new(EchoSandbox(MemoryFiles::default())))
+//!     }
+//! }
+//!
+//! struct EchoSandbox(MemoryFiles);
+//!
+//! impl Sandbox for EchoSandbox {
+//!     fn run(&mut self, request: RunRequest<'_>) -> Result<Outcome> {
+//!         let Workload::Code(code) = request.workload else {
+//!             return Err(request.workload.unsupported(&self.name()));
+//!         };
+//!         Ok(Outcome { stdout: code.as_bytes().to_vec(), ..Outcome::default() })
+//!     }
+//!     fn files(&mut self) -> &mut dyn SandboxFiles {
+//!         &mut self.0
+//!     }
+//!     fn name(&self) -> String {
+//!         "echo".into()
+//!     }
+//! }
+//! # fn main() -> Result<()> {
+//! let plugins = sandlot::PluginHost::builder().no_cache().load()?;
+//! let sandlot = sandlot::Sandlot::builder(plugins).backend(std::sync::Arc::new(Echo)).build()?;
+//! let mut session = sandlot.session("python").backend("echo").open()?;
+//! assert_eq!(session.run("print(1)")?.stdout_text(), "print(1)");
+//! # Ok(())
+//! # }
+//! ```
 
+pub mod agent;
 pub mod docker;
+mod files;
+pub(crate) mod owner;
 pub mod wasm;
 
-use crate::artifact::Snapshot;
-use crate::error::Result;
-use crate::plugin::LanguageHandler;
+use crate::error::{Error, Result};
+use crate::language::Plan;
 use crate::policy::Policy;
-use std::path::Path;
+use serde::Serialize;
+use std::borrow::Cow;
+use std::fmt;
 use std::time::Duration;
 
-pub use wasm::capture::Sink;
+pub use crate::artifact::{FileStat, Snapshot};
+pub use crate::capability::{Capabilities, Capability};
+pub use files::{MemoryFiles, SandboxFiles};
 
-/// What a backend needs to open a session.
-pub struct SessionSpec<'a> {
-    /// Language id of the session.
+/// A callback that sees a run's output as it is written, up to the run's output cap.
+pub type Sink = Box<dyn FnMut(&[u8]) + Send>;
+
+/// A backend's name as users type it (`wasm`, `docker`, `podman`, ...): lower-case
+/// ASCII letters, digits and `-`, starting with a letter.
+///
+/// ```
+/// use sandlot::backend::BackendName;
+/// assert_eq!(BackendName::new("my-engine2").unwrap().as_str(), "my-engine2");
+/// assert!(BackendName::new("My Engine").is_err());
+/// assert_eq!(BackendName::DOCKER, "docker");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct BackendName(Cow<'static, str>);
+
+impl BackendName {
+    /// The embedded WebAssembly backend.
+    pub const WASM: BackendName = BackendName(Cow::Borrowed("wasm"));
+    /// Docker Engine.
+    pub const DOCKER: BackendName = BackendName(Cow::Borrowed("docker"));
+    /// Podman, through its Docker-compatible API.
+    pub const PODMAN: BackendName = BackendName(Cow::Borrowed("podman"));
+
+    /// Checks and wraps `name`.
+    pub fn new(name: impl Into<String>) -> Result<BackendName> {
+        let name = name.into();
+        let valid = name.len() <= 63
+            && name.starts_with(|c: char| c.is_ascii_lowercase())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !valid {
+            return Err(Error::InvalidBackendName { name });
+        }
+        Ok(BackendName(Cow::Owned(name)))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for BackendName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&self.0)
+    }
+}
+
+impl PartialEq<str> for BackendName {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for BackendName {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// What a session needs from a backend; `auto` picks the first backend that has it.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct Needs<'a> {
+    /// The language id.
     pub language: &'a str,
-    /// Host directory that becomes the sandbox's working directory (`/workspace`);
-    /// empty for backends that keep files inside the sandbox.
-    pub workdir: &'a Path,
-    /// Most memory the sandbox may use, in bytes.
-    pub memory: usize,
-    /// Most bytes kept of each of stdout and stderr per run.
-    pub max_output: usize,
-    /// Environment of the sandbox; nothing is inherited from the host.
-    pub env: &'a [(String, String)],
-    /// The language's handler, for backends that run its plans.
-    pub handler: &'a LanguageHandler,
+    /// Libraries the runs need.
+    pub libraries: &'a [String],
+    /// A container image the session names, if it names one.
+    pub image: Option<&'a str>,
+    /// Capabilities the caller requires.
+    pub capabilities: &'a [Capability],
+}
+
+impl<'a> Needs<'a> {
+    /// Needs of a session for `language` and nothing more.
+    pub fn language(language: &'a str) -> Needs<'a> {
+        Needs {
+            language,
+            ..Needs::default()
+        }
+    }
+
+    /// The same needs, with these libraries.
+    pub fn with_libraries(self, libraries: &'a [String]) -> Needs<'a> {
+        Needs { libraries, ..self }
+    }
+
+    /// The same needs, with this image.
+    pub fn with_image(self, image: Option<&'a str>) -> Needs<'a> {
+        Needs { image, ..self }
+    }
+
+    /// The same needs, with these capabilities.
+    pub fn with_capabilities(self, capabilities: &'a [Capability]) -> Needs<'a> {
+        Needs {
+            capabilities,
+            ..self
+        }
+    }
+}
+
+/// Why a backend cannot serve some [`Needs`]: a sentence a user can act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsuitable(pub String);
+
+impl fmt::Display for Unsuitable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Checks `needs.capabilities` against `capabilities`: the part of
+/// [`Backend::supports`] every backend does the same way.
+pub fn check_capabilities(
+    needs: &Needs<'_>,
+    capabilities: &Capabilities,
+) -> std::result::Result<(), Unsuitable> {
+    let missing: Vec<String> = needs
+        .capabilities
+        .iter()
+        .filter(|c| !capabilities.has(**c))
+        .map(|c| c.to_string())
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Unsuitable(format!("it cannot do {}", missing.join(", "))))
+    }
+}
+
+/// What a sandbox is, fixed when it is made: the identity a pool would key on. What
+/// can change from one run to the next (environment, time limit, output cap) travels
+/// with each [`RunRequest`] instead.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct SandboxSpec<'a> {
+    /// The language id.
+    pub language: &'a str,
+    /// The container image (backends without images ignore it).
+    pub image: &'a str,
     /// What the sandbox is allowed.
     pub policy: &'a Policy,
+    /// Most memory the sandbox may use, in bytes.
+    pub memory: usize,
 }
 
-/// One run.
+impl<'a> SandboxSpec<'a> {
+    /// A spec for `language` in `image`, under `policy`, with `memory` bytes.
+    pub fn new(language: &'a str, image: &'a str, policy: &'a Policy, memory: usize) -> Self {
+        SandboxSpec {
+            language,
+            image,
+            policy,
+            memory,
+        }
+    }
+}
+
+/// What one run carries out.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Workload<'a> {
+    /// The language handler's plan for the code: files to write, then commands in
+    /// order (for backends with [`Capability::RunsPlans`]).
+    Plan(&'a Plan),
+    /// Code for the sandbox's interpreter (for backends without it).
+    Code(&'a str),
+    /// A shell command line, run with `sh -c` (for backends with [`Capability::Shell`]).
+    Shell(&'a str),
+}
+
+impl Workload<'_> {
+    /// The error a sandbox returns for a workload it does not take.
+    pub fn unsupported(&self, backend: &str) -> Error {
+        let (capability, what) = match self {
+            Workload::Plan(_) => (Capability::RunsPlans, "plans"),
+            Workload::Code(_) => (Capability::PersistentState, "interpreter code"),
+            Workload::Shell(_) => (Capability::Shell, "shell command lines"),
+        };
+        Error::BackendCannot {
+            backend: backend.to_string(),
+            capability,
+            hint: format!("it does not run {what}"),
+        }
+    }
+}
+
+/// One run: what to run, and the settings of this run alone.
+#[non_exhaustive]
 pub struct RunRequest<'a> {
-    /// The code.
-    pub code: &'a str,
-    /// Standard input.
+    /// What to run.
+    pub workload: Workload<'a>,
+    /// Standard input of the program.
     pub stdin: &'a [u8],
-    /// Wall-clock limit.
+    /// Environment of the program (nothing is inherited from the host).
+    pub env: &'a [(String, String)],
+    /// Wall-clock limit; the run returns within about a second of it.
     pub timeout: Duration,
-    /// Sees stdout as it is written.
+    /// Most bytes of each of stdout and stderr kept and streamed; see
+    /// [`stop_threshold`] for when a program that keeps writing is stopped.
+    pub max_output: usize,
+    /// Sees stdout as it is written, up to the cap.
     pub on_stdout: Option<Sink>,
-    /// Sees stderr as it is written.
+    /// Sees stderr as it is written, up to the cap.
     pub on_stderr: Option<Sink>,
-    /// Libraries to install first (backends that run plans).
-    pub libraries: &'a [String],
-    /// Whether the plan should include the plot prelude (backends that run plans).
-    pub capture_plots: bool,
 }
 
-/// Files that live inside the sandbox rather than in a host directory. Paths are
-/// relative to the working directory and already checked to have normal components
-/// only; the sandbox still refuses any symbolic link on the way.
-pub trait SandboxFiles {
-    /// Writes a file, creating its parent directories.
-    fn write(&mut self, path: &str, data: &[u8]) -> Result<()>;
-    /// Reads a regular file of at most `max` bytes.
-    fn read(&mut self, path: &str, max: u64) -> Result<Vec<u8>>;
-    /// Names in a directory (`""` for the working directory); directories end with `/`.
-    fn list(&mut self, path: &str) -> Result<Vec<String>>;
-    /// Every regular file under a directory, for artifact collection.
-    fn scan(&mut self, path: &str) -> Result<Snapshot>;
-    /// A tar of a file or of a directory's contents, links left out, at most `max` bytes.
-    fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>>;
-    /// Unpacks a tar of regular files and directories into directory `path`.
-    fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()>;
+impl<'a> RunRequest<'a> {
+    /// A request for `workload` with no input, no environment, the default time limit
+    /// (30 s) and output cap (1 MiB), and no streaming.
+    pub fn new(workload: Workload<'a>) -> RunRequest<'a> {
+        RunRequest {
+            workload,
+            stdin: b"",
+            env: &[],
+            timeout: Duration::from_secs(30),
+            max_output: 1 << 20,
+            on_stdout: None,
+            on_stderr: None,
+        }
+    }
 }
 
-/// What a run gave, before the session adds artifacts and timing.
+/// How many bytes a program may write to one stream before it is stopped: twice the
+/// cap, and at least a mebibyte past it. Up to the cap, output is kept and streamed;
+/// between the cap and this, it is read and dropped (the run is marked truncated);
+/// past this, the program is stopped and the run ends with
+/// [`EndReason::OutputLimit`].
+///
+/// ```
+/// assert_eq!(sandlot::backend::stop_threshold(1 << 20), 2 << 20);
+/// assert_eq!(sandlot::backend::stop_threshold(10), 10 + (1 << 20));
+/// ```
+pub fn stop_threshold(max_output: usize) -> u64 {
+    let cap = max_output as u64;
+    cap.saturating_mul(2).max(cap.saturating_add(1 << 20))
+}
+
+/// A duration as milliseconds, in the JSON forms of runs.
+pub(crate) fn millis<S: serde::Serializer>(
+    duration: &Duration,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_f64(duration.as_secs_f64() * 1e3)
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[serde(tag = "reason", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum EndReason {
+    /// The program finished by itself, whatever its exit code.
+    #[default]
+    Completed,
+    /// It ran past its time limit and was stopped.
+    TimedOut {
+        /// The limit, in milliseconds in JSON.
+        #[serde(rename = "limit_ms", serialize_with = "millis")]
+        limit: Duration,
+    },
+    /// It used more memory than the sandbox allows and was stopped.
+    MemoryLimit,
+    /// It kept writing past the output cap and was stopped.
+    OutputLimit,
+    /// A signal the host did not send ended it (a crash, or it killed itself).
+    Killed {
+        /// The signal number.
+        signal: i32,
+    },
+    /// The sandbox itself failed (its agent went away, its interpreter crashed).
+    SandboxLost {
+        /// What happened.
+        cause: String,
+    },
+}
+
+impl EndReason {
+    /// The exit code a shell would give for this end, if it overrides the program's:
+    /// 124 after a timeout, 137 at the memory cap.
+    pub fn exit_code(&self) -> Option<i32> {
+        match self {
+            EndReason::TimedOut { .. } => Some(124),
+            EndReason::MemoryLimit => Some(137),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for EndReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EndReason::Completed => f.write_str("completed"),
+            EndReason::TimedOut { limit } => {
+                write!(
+                    f,
+                    "stopped at its time limit of {:.1} s",
+                    limit.as_secs_f64()
+                )
+            }
+            EndReason::MemoryLimit => f.write_str("stopped at the memory cap"),
+            EndReason::OutputLimit => f.write_str("stopped for writing far past the output cap"),
+            EndReason::Killed { signal } => write!(f, "killed by signal {signal}"),
+            EndReason::SandboxLost { cause } => write!(f, "the sandbox was lost: {cause}"),
+        }
+    }
+}
+
+/// What a session is after a run.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum SessionState {
+    /// It goes on with everything it had.
+    #[default]
+    Open,
+    /// Its interpreter had to be started again: variables and imports are gone, files
+    /// are kept.
+    Restarted {
+        /// Why.
+        reason: String,
+    },
+    /// It can run nothing more.
+    Ended {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What a run gave, before the session adds artifacts, findings and timing. Build one
+/// with `..Outcome::default()` for the fields a backend does not set.
 #[derive(Debug, Default)]
-pub struct RawOutput {
+pub struct Outcome {
     /// Standard output, up to the cap.
     pub stdout: Vec<u8>,
     /// Standard error, up to the cap.
@@ -79,57 +417,48 @@ pub struct RawOutput {
     pub stdout_truncated: bool,
     /// Whether stderr went past the cap.
     pub stderr_truncated: bool,
-    /// Exit code.
+    /// Exit code of the program (124 after a timeout, 137 at the memory cap).
     pub exit_code: i32,
-    /// Whether the wall-clock limit stopped it.
-    pub timed_out: bool,
-    /// Whether the memory cap stopped it.
-    pub memory_exceeded: bool,
-    /// Set when the sandbox can run nothing more, and why.
-    pub ended: Option<String>,
+    /// Why it ended.
+    pub end: EndReason,
+    /// What the session is now.
+    pub session: SessionState,
 }
 
-/// A sandbox that runs code.
-pub trait BackendSession: Send {
-    /// Runs one piece of code.
-    fn run(&mut self, request: RunRequest<'_>) -> Result<RawOutput>;
-    /// Which of `libraries` this sandbox cannot provide.
-    fn missing_libraries(&self, libraries: &[String]) -> Vec<String>;
-    /// The sandbox's files, when they are not in the host directory given at open.
-    fn files(&mut self) -> Option<&mut dyn SandboxFiles> {
-        None
+impl Outcome {
+    /// An outcome for a run the sandbox could not carry out because it is gone.
+    pub fn lost(cause: impl Into<String>) -> Outcome {
+        let cause = cause.into();
+        Outcome {
+            exit_code: 137,
+            end: EndReason::SandboxLost {
+                cause: cause.clone(),
+            },
+            session: SessionState::Ended { reason: cause },
+            ..Outcome::default()
+        }
     }
-    /// Whether each run executes the handler's whole plan (files, installs, plot
-    /// prelude, commands) rather than feeding code to a long-lived interpreter.
-    fn runs_plans(&self) -> bool {
-        false
-    }
-    /// Runs `request.code` as a shell command line (`sh -c`).
-    fn shell(&mut self, request: RunRequest<'_>) -> Result<RawOutput> {
-        let _ = request;
-        Err(crate::Error::InvalidInput(
-            "this backend has no shell to run commands in; open the session on a container \
-             backend (docker or podman) to run shell commands"
-                .into(),
-        ))
-    }
-    /// The engine's name for the sandbox (a container name), if it has one.
-    fn sandbox_name(&self) -> Option<&str> {
-        None
-    }
+}
+
+/// One sandbox: runs code, holds files.
+pub trait Sandbox: Send {
+    /// Carries out one run. Errors are for runs that could not start (a bad request);
+    /// a program that fails, hits a limit or loses the sandbox is an [`Outcome`].
+    fn run(&mut self, request: RunRequest<'_>) -> Result<Outcome>;
+    /// The sandbox's files, below its workspace.
+    fn files(&mut self) -> &mut dyn SandboxFiles;
+    /// The engine's name for the sandbox (a container's name), for logs and `gc`.
+    fn name(&self) -> String;
 }
 
 /// A place to run code.
 pub trait Backend: Send + Sync {
-    /// Short name, e.g. `wasm`.
-    fn name(&self) -> &'static str;
-    /// Whether this backend can run `language`.
-    fn serves(&self, language: &str) -> bool;
-    /// Opens a sandbox.
-    fn open(&self, spec: &SessionSpec<'_>) -> Result<Box<dyn BackendSession>>;
-    /// Whether the sandbox's working directory is a host directory the session must
-    /// provide ([`SessionSpec::workdir`]); when not, that path is empty.
-    fn uses_host_workdir(&self) -> bool {
-        true
-    }
+    /// The name users choose it by.
+    fn name(&self) -> BackendName;
+    /// What it can do for `language`.
+    fn capabilities(&self, language: &str) -> Capabilities;
+    /// Whether it can serve `needs`, and if not, why (for `auto` and for errors).
+    fn supports(&self, needs: &Needs<'_>) -> std::result::Result<(), Unsuitable>;
+    /// Makes a sandbox.
+    fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>>;
 }

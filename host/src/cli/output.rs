@@ -61,6 +61,20 @@ pub fn severity(severity: Severity, color: bool) -> String {
     format!("\x1b[{code}m{word}\x1b[0m")
 }
 
+/// `yes` or `no`.
+pub fn yes_no(value: bool) -> String {
+    if value { "yes" } else { "no" }.into()
+}
+
+/// The items joined with `, `, or `(none)`.
+pub fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "(none)".into()
+    } else {
+        items.join(", ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

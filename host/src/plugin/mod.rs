@@ -96,7 +96,7 @@ impl Default for PluginHostBuilder {
     /// Built-in handlers, no plugin directories, and the cache directory the
     /// environment names (see [`crate::dirs`]).
     fn default() -> Self {
-        let dirs = Dirs::resolve(&crate::Config::default(), &Default::default());
+        let dirs = Dirs::resolve(&crate::config::Config::default(), &Default::default());
         PluginHostBuilder {
             builtins: true,
             dirs: Vec::new(),

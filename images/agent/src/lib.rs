@@ -1,11 +1,18 @@
 //! The wire protocol between sandlot and `sandlot-agent`, the small static program that
 //! runs as process 1 inside every container sandlot starts.
 //!
-//! The host listens on a Unix socket it shares with the container; the agent connects,
-//! says [`Reply::Hello`], then answers one [`Request`] at a time. A frame is a
-//! little-endian `u32` length, a tag byte, and the body. The host treats every reply as
-//! untrusted input (the code in the container runs as the agent's user), so decoding
-//! checks every length against the bytes actually present and [`MAX_FRAME`].
+//! The protocol runs over any byte stream: a Unix socket the host shares with the
+//! container (`sandlot-agent serve SOCKET ROOT`, the agent connects), or the agent's own
+//! standard input and output (`sandlot-agent serve-stdio ROOT`), which an engine's
+//! attach or exec call carries to a host anywhere. The agent says [`Reply::Hello`],
+//! then answers one [`Request`] at a time. When the host's end goes away the agent
+//! stops every process and exits, so a sandbox never outlives the host that made it.
+//!
+//! A frame is a little-endian `u32` length, a tag byte, and the body. The host treats
+//! every reply as untrusted input (the code in the container runs as the agent's
+//! user), so decoding checks every length against the bytes actually present and
+//! [`MAX_FRAME`]. Nothing in the protocol depends on a stream being half-closed: a
+//! transport that cannot close its input (Kubernetes' v4 exec channel) works too.
 //!
 //! ```
 //! use sandlot_agent::{read_frame, Request};
@@ -19,7 +26,10 @@
 use std::io::{self, Read, Write};
 
 /// Version of this protocol; the agent sends it in [`Reply::Hello`].
-pub const PROTOCOL_VERSION: u32 = 1;
+///
+/// 2: [`Request::Run`] has `stop_after`, [`ExitReport`] has `output_limited`, the
+/// agent exits when the host hangs up, and it can serve over standard input/output.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Largest frame either side accepts.
 pub const MAX_FRAME: usize = 256 << 20;
@@ -42,6 +52,9 @@ pub enum Request {
         timeout_ms: u64,
         /// Most bytes of each stream forwarded; the rest is read and dropped.
         max_output: u64,
+        /// Stop the command once either stream has written this many bytes (0: never),
+        /// so a program that floods its output cannot keep the sandbox busy.
+        stop_after: u64,
     },
     /// Writes a file below the root, creating parent directories. Reply: [`Reply::Done`].
     Write {
@@ -125,6 +138,8 @@ pub struct ExitReport {
     pub stderr_truncated: bool,
     /// Whether the kernel's OOM killer killed a process of the container meanwhile.
     pub oom_killed: bool,
+    /// Whether the agent stopped the command because it wrote past `stop_after`.
+    pub output_limited: bool,
 }
 
 /// One directory entry or scanned file.
@@ -322,6 +337,7 @@ impl Request {
                 stdin,
                 timeout_ms,
                 max_output,
+                stop_after,
             } => {
                 let mut e = Encoder::new(1);
                 e.u32(argv.len() as u32);
@@ -336,6 +352,7 @@ impl Request {
                     .bytes(stdin)
                     .u64(*timeout_ms)
                     .u64(*max_output)
+                    .u64(*stop_after)
                     .write_to(writer)
             }
             Request::Write { path, data } => Encoder::new(2)
@@ -377,6 +394,7 @@ impl Request {
                     stdin: d.bytes()?,
                     timeout_ms: d.u64()?,
                     max_output: d.u64()?,
+                    stop_after: d.u64()?,
                 }
             }
             2 => Request::Write {
@@ -418,6 +436,7 @@ impl Reply {
                 .u8(report.stdout_truncated as u8)
                 .u8(report.stderr_truncated as u8)
                 .u8(report.oom_killed as u8)
+                .u8(report.output_limited as u8)
                 .write_to(writer),
             Reply::Done => Encoder::new(0x84).write_to(writer),
             Reply::Data(bytes) => Encoder::new(0x85).bytes(bytes).write_to(writer),
@@ -452,6 +471,7 @@ impl Reply {
                 stdout_truncated: d.bool()?,
                 stderr_truncated: d.bool()?,
                 oom_killed: d.bool()?,
+                output_limited: d.bool()?,
             }),
             0x84 => Reply::Done,
             0x85 => Reply::Data(d.bytes()?),
@@ -504,6 +524,7 @@ mod tests {
             stdin: vec![0, 255, 10],
             timeout_ms: 1500,
             max_output: 1 << 20,
+            stop_after: 2 << 20,
         });
         round_trip_request(Request::Write {
             path: "a/b.txt".into(),
@@ -525,7 +546,7 @@ mod tests {
             path: "in".into(),
             data: vec![0; 512],
         });
-        round_trip_reply(Reply::Hello { version: 1 });
+        round_trip_reply(Reply::Hello { version: 2 });
         round_trip_reply(Reply::Stdout(vec![0xc3, 0x28]));
         round_trip_reply(Reply::Stderr(b"oops".to_vec()));
         round_trip_reply(Reply::Exit(ExitReport {
@@ -535,6 +556,7 @@ mod tests {
             stdout_truncated: false,
             stderr_truncated: true,
             oom_killed: true,
+            output_limited: true,
         }));
         round_trip_reply(Reply::Done);
         round_trip_reply(Reply::Data(vec![1, 2, 3]));

@@ -1,10 +1,14 @@
-//! `sandlot-agent serve SOCKET ROOT`: process 1 of a sandlot container.
+//! `sandlot-agent serve SOCKET ROOT` or `sandlot-agent serve-stdio ROOT`: process 1 of a
+//! sandlot container.
 //!
-//! It connects to the host's socket and serves requests one at a time: runs commands in
-//! their own process group, streams their output, and reads and writes files below
-//! ROOT without ever following a symbolic link. As process 1 of the container's PID
-//! namespace it inherits every orphan, so after each command it kills whatever the
-//! command left behind, including processes that called `setsid` or daemonized.
+//! It speaks the protocol of the `sandlot_agent` library over a Unix socket the host
+//! listens on, or over its own standard input and output (an engine's attach or exec
+//! stream), and serves requests one at a time: runs commands in their own process
+//! group, streams their output, and reads and writes files below ROOT without ever
+//! following a symbolic link. As process 1 of the container's PID namespace it
+//! inherits every orphan, so after each command it kills whatever the command left
+//! behind, including processes that called `setsid` or daemonized. When the host hangs
+//! up it kills everything and exits, which ends the container.
 #![allow(unsafe_code)] // kill(2), waitpid(2) and a post-fork oom_score_adj write
 
 use sandlot_agent::{read_frame, Entry, ExitReport, Reply, Request, PROTOCOL_VERSION};
@@ -15,39 +19,44 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    match args.get(1).map(String::as_str) {
+    let served = match args.get(1).map(String::as_str) {
         Some("serve") if args.len() == 4 => {
-            if let Err(e) = serve(Path::new(&args[2]), PathBuf::from(&args[3])) {
-                eprintln!("sandlot-agent: {e}");
-                std::process::exit(1);
-            }
+            serve_socket(Path::new(&args[2]), PathBuf::from(&args[3]))
         }
-        Some("--version") => println!("sandlot-agent {}", env!("CARGO_PKG_VERSION")),
+        Some("serve-stdio") if args.len() == 3 => serve_stdio(PathBuf::from(&args[2])),
+        Some("--version") => {
+            println!(
+                "sandlot-agent {} (protocol {PROTOCOL_VERSION})",
+                env!("CARGO_PKG_VERSION")
+            );
+            return;
+        }
         _ => {
-            eprintln!("usage: sandlot-agent serve SOCKET ROOT");
+            eprintln!("usage: sandlot-agent serve SOCKET ROOT | sandlot-agent serve-stdio ROOT");
             std::process::exit(2);
         }
+    };
+    if let Err(e) = served {
+        eprintln!("sandlot-agent: {e}");
+        std::process::exit(1);
     }
 }
 
-type Writer = Arc<Mutex<UnixStream>>;
+type Writer = Arc<Mutex<Box<dyn Write + Send>>>;
 
 fn send(writer: &Writer, reply: &Reply) -> io::Result<()> {
     reply.write_to(&mut *writer.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-fn serve(socket: &Path, root: PathBuf) -> io::Result<()> {
-    // The user's code runs as the agent's user. Non-dumpable, the agent's memory and
-    // file descriptors (/proc/1/fd, the host's socket among them) are out of its reach.
-    // SAFETY: prctl(2) with integer arguments only.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-    }
+/// Serves over a Unix socket the host listens on.
+fn serve_socket(socket: &Path, root: PathBuf) -> io::Result<()> {
+    forbid_inspection();
     // The host listens before it starts the container, but allow the bind mount a moment.
     let mut stream = None;
     for _ in 0..200 {
@@ -65,23 +74,71 @@ fn serve(socket: &Path, root: PathBuf) -> io::Result<()> {
             format!("cannot connect to {}", socket.display()),
         )
     })?;
+    let reader = stream.try_clone()?;
+    serve(reader, Box::new(stream), root)
+}
+
+/// Serves over standard input and output, as an attach or exec stream carries them.
+fn serve_stdio(root: PathBuf) -> io::Result<()> {
+    forbid_inspection();
+    serve(io::stdin(), Box::new(io::stdout()), root)
+}
+
+/// The user's code runs as the agent's user. Non-dumpable, the agent's memory and file
+/// descriptors (/proc/1/fd, the host's stream among them) are out of its reach.
+fn forbid_inspection() {
+    // SAFETY: prctl(2) with integer arguments only.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
+/// The process group of the command running now, 0 if none.
+static RUNNING: AtomicI32 = AtomicI32::new(0);
+
+/// The host's end of the stream is gone: nobody will ever read what the sandbox does,
+/// so nothing in it may go on running.
+fn host_gone() -> ! {
+    let pgid = RUNNING.load(Ordering::SeqCst);
+    if pgid > 0 {
+        kill_group(pgid);
+    }
+    kill_leftovers();
+    std::process::exit(0)
+}
+
+fn serve(
+    reader: impl Read + Send + 'static,
+    writer: Box<dyn Write + Send>,
+    root: PathBuf,
+) -> io::Result<()> {
     // Artifacts are collected from here; it exists before any code runs.
     let _ = fs::create_dir_all(root.join("output"));
-    let writer: Writer = Arc::new(Mutex::new(stream.try_clone()?));
+    let writer: Writer = Arc::new(Mutex::new(writer));
     send(
         &writer,
         &Reply::Hello {
             version: PROTOCOL_VERSION,
         },
     )?;
-    let mut reader = BufReader::new(stream);
-    loop {
-        let (tag, body) = match read_frame(&mut reader) {
-            Ok(frame) => frame,
-            // The host closed the session: nothing more to do.
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(e) => return Err(e),
-        };
+    // Requests are read on their own thread, so a hang-up is noticed even while a
+    // command runs and the main thread is waiting for it.
+    let (requests, incoming) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(reader);
+        loop {
+            match read_frame(&mut reader) {
+                Ok(frame) => {
+                    if requests.send(frame).is_err() {
+                        return;
+                    }
+                }
+                // End of stream or a broken one: either way the host is gone.
+                Err(_) => host_gone(),
+            }
+        }
+    });
+    for (tag, body) in incoming {
         let reply = match Request::decode(tag, &body) {
             Err(e) => Reply::Error(e.to_string()),
             Ok(Request::Run {
@@ -91,6 +148,7 @@ fn serve(socket: &Path, root: PathBuf) -> io::Result<()> {
                 stdin,
                 timeout_ms,
                 max_output,
+                stop_after,
             }) => match resolve(&root, &cwd) {
                 Ok(dir) => Reply::Exit(run(
                     &writer,
@@ -99,7 +157,10 @@ fn serve(socket: &Path, root: PathBuf) -> io::Result<()> {
                     &dir,
                     stdin,
                     Duration::from_millis(timeout_ms),
-                    max_output,
+                    Output {
+                        keep: max_output,
+                        stop_after,
+                    },
                 )),
                 Err(e) => Reply::Error(e),
             },
@@ -128,9 +189,19 @@ fn serve(socket: &Path, root: PathBuf) -> io::Result<()> {
                 &writer,
                 &Reply::Error(format!("the answer is too large to send: {e}")),
             )?,
-            other => other?,
+            Err(_) => host_gone(),
+            Ok(()) => {}
         }
     }
+    Ok(())
+}
+
+/// What happens to a command's output: how much of each stream is forwarded, and when
+/// the command is stopped for writing too much.
+#[derive(Clone, Copy)]
+struct Output {
+    keep: u64,
+    stop_after: u64,
 }
 
 /// Runs one command and waits for it and everything it started.
@@ -141,7 +212,7 @@ fn run(
     cwd: &Path,
     stdin: Vec<u8>,
     timeout: Duration,
-    max_output: u64,
+    output: Output,
 ) -> ExitReport {
     let Some(program) = argv.first() else {
         let _ = send(
@@ -192,20 +263,34 @@ fn run(
         }
     };
     let pgid = child.id() as i32;
+    RUNNING.store(pgid, Ordering::SeqCst);
     if let Some(mut pipe) = child.stdin.take() {
         std::thread::spawn(move || {
             // A program that never reads its input ends with EPIPE here; that is fine.
             let _ = pipe.write_all(&stdin);
         });
     }
-    let stdout = child
-        .stdout
-        .take()
-        .map(|pipe| forward(pipe, writer.clone(), max_output, Reply::Stdout));
-    let stderr = child
-        .stderr
-        .take()
-        .map(|pipe| forward(pipe, writer.clone(), max_output, Reply::Stderr));
+    let flooded = Arc::new(AtomicU64::new(0));
+    let stdout = child.stdout.take().map(|pipe| {
+        forward(
+            pipe,
+            writer.clone(),
+            output,
+            pgid,
+            flooded.clone(),
+            Reply::Stdout,
+        )
+    });
+    let stderr = child.stderr.take().map(|pipe| {
+        forward(
+            pipe,
+            writer.clone(),
+            output,
+            pgid,
+            flooded.clone(),
+            Reply::Stderr,
+        )
+    });
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = done_tx.send(child.wait());
@@ -230,6 +315,7 @@ fn run(
     kill_leftovers();
     let stdout_truncated = stdout.is_some_and(|h| h.join().unwrap_or(false));
     let stderr_truncated = stderr.is_some_and(|h| h.join().unwrap_or(false));
+    RUNNING.store(0, Ordering::SeqCst);
     reap();
     let (code, signal) = match status {
         Ok(status) => match (status.code(), status.signal()) {
@@ -246,6 +332,7 @@ fn run(
         stdout_truncated,
         stderr_truncated,
         oom_killed: oom_kills() > ooms_before,
+        output_limited: flooded.load(Ordering::SeqCst) > 0,
     }
 }
 
@@ -267,17 +354,21 @@ fn oom_kills() -> u64 {
     .unwrap_or(0)
 }
 
-/// Streams a pipe to the host up to `max` bytes and drains the rest. Returns whether
-/// anything was dropped.
+/// Streams a pipe to the host up to `output.keep` bytes and drains the rest; past
+/// `output.stop_after` bytes it stops the command (and records that in `flooded`).
+/// Returns whether anything was dropped.
 fn forward(
     mut pipe: impl Read + Send + 'static,
     writer: Writer,
-    max: u64,
+    output: Output,
+    pgid: i32,
+    flooded: Arc<AtomicU64>,
     wrap: fn(Vec<u8>) -> Reply,
 ) -> std::thread::JoinHandle<bool> {
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         let mut sent = 0u64;
+        let mut total = 0u64;
         let mut truncated = false;
         loop {
             let n = match pipe.read(&mut buf) {
@@ -286,7 +377,8 @@ fn forward(
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => break,
             };
-            let room = max.saturating_sub(sent) as usize;
+            total += n as u64;
+            let room = output.keep.saturating_sub(sent) as usize;
             if n > room {
                 truncated = true;
             }
@@ -296,6 +388,13 @@ fn forward(
                 if send(&writer, &wrap(buf[..keep].to_vec())).is_err() {
                     break;
                 }
+            }
+            if output.stop_after > 0
+                && total > output.stop_after
+                && flooded.fetch_add(1, Ordering::SeqCst) == 0
+            {
+                kill_group(pgid);
+                kill_leftovers();
             }
         }
         truncated

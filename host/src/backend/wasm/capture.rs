@@ -1,15 +1,14 @@
-//! Standard output and error of a guest: kept in memory up to a cap, optionally
-//! streamed to a callback as they are written.
+//! Standard output and error of a guest: kept in memory up to the run's cap, streamed
+//! to a callback up to the same cap, and the guest stopped if it keeps writing far
+//! past it (see [`stop_threshold`]).
 
+use crate::backend::{stop_threshold, Sink};
 use bytes::Bytes;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
-
-/// A callback that sees every chunk the guest writes, before any cap applies.
-pub type Sink = Box<dyn FnMut(&[u8]) + Send>;
 
 /// One output stream of a session. Clones share the same buffer; the session takes the
 /// bytes after each run.
@@ -21,17 +20,33 @@ pub(crate) struct Capture {
 struct State {
     bytes: Vec<u8>,
     cap: usize,
+    /// Everything the guest wrote in this run, kept or not.
+    written: u64,
     truncated: bool,
+    flooded: bool,
     sink: Option<Sink>,
 }
 
+/// What a run wrote to one stream.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Captured {
+    /// The bytes kept, up to the cap.
+    pub(crate) bytes: Vec<u8>,
+    /// Whether the guest wrote more than the cap.
+    pub(crate) truncated: bool,
+    /// Whether it wrote so much more that it was stopped.
+    pub(crate) flooded: bool,
+}
+
 impl Capture {
-    pub(crate) fn new(cap: usize) -> Self {
+    pub(crate) fn new() -> Self {
         Capture {
             state: Arc::new(Mutex::new(State {
                 bytes: Vec::new(),
-                cap,
+                cap: 1 << 20,
+                written: 0,
                 truncated: false,
+                flooded: false,
                 sink: None,
             })),
         }
@@ -41,37 +56,52 @@ impl Capture {
         f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Starts a run: empties the buffer and installs the run's sink, if any.
-    pub(crate) fn start(&self, sink: Option<Sink>) {
+    /// Starts a run with its cap: empties the buffer and installs the run's sink.
+    pub(crate) fn start(&self, cap: usize, sink: Option<Sink>) {
         self.with(|s| {
             s.bytes.clear();
+            s.cap = cap;
+            s.written = 0;
             s.truncated = false;
+            s.flooded = false;
             s.sink = sink;
         });
     }
 
-    /// Ends a run: what was kept, and whether anything was dropped at the cap.
-    pub(crate) fn finish(&self) -> (Vec<u8>, bool) {
+    /// Ends a run: what was kept, and what happened at the cap.
+    pub(crate) fn finish(&self) -> Captured {
         self.with(|s| {
             s.sink = None;
-            (
-                std::mem::take(&mut s.bytes),
-                std::mem::take(&mut s.truncated),
-            )
+            Captured {
+                bytes: std::mem::take(&mut s.bytes),
+                truncated: std::mem::take(&mut s.truncated),
+                flooded: std::mem::take(&mut s.flooded),
+            }
         })
     }
 
-    fn write(&self, data: &[u8]) {
+    /// Takes what the guest wrote. `Err` once it has written past the stop threshold:
+    /// the guest is then stopped.
+    fn write(&self, data: &[u8]) -> Result<(), ()> {
         self.with(|s| {
-            if let Some(sink) = &mut s.sink {
-                sink(data);
-            }
+            s.written += data.len() as u64;
             let room = s.cap.saturating_sub(s.bytes.len());
             if data.len() > room {
                 s.truncated = true;
             }
-            s.bytes.extend_from_slice(&data[..data.len().min(room)]);
-        });
+            let kept = &data[..data.len().min(room)];
+            if !kept.is_empty() {
+                if let Some(sink) = &mut s.sink {
+                    sink(kept);
+                }
+                s.bytes.extend_from_slice(kept);
+            }
+            if s.written > stop_threshold(s.cap) {
+                s.flooded = true;
+                return Err(());
+            }
+            Ok(())
+        })
     }
 }
 
@@ -94,8 +124,11 @@ impl StdoutStream for Capture {
 #[wasmtime_wasi::async_trait]
 impl OutputStream for Capture {
     fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
-        Capture::write(self, &bytes);
-        Ok(())
+        Capture::write(self, &bytes).map_err(|()| {
+            StreamError::Trap(wasmtime::Error::msg(
+                "the program kept writing far past the output cap",
+            ))
+        })
     }
 
     fn flush(&mut self) -> Result<(), StreamError> {
@@ -103,8 +136,8 @@ impl OutputStream for Capture {
     }
 
     fn check_write(&mut self) -> Result<usize, StreamError> {
-        // Past the cap, writes are still accepted (and dropped) so a chatty program
-        // is not killed by its own output; the execution reports the truncation.
+        // Past the cap, writes are still accepted (and dropped) up to the stop
+        // threshold, so a program that prints a little too much is not killed for it.
         Ok(1 << 20)
     }
 }
@@ -120,8 +153,12 @@ impl tokio::io::AsyncWrite for Capture {
         _: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Capture::write(&self, buf);
-        Poll::Ready(Ok(buf.len()))
+        Poll::Ready(match Capture::write(&self, buf) {
+            Ok(()) => Ok(buf.len()),
+            Err(()) => Err(std::io::Error::other(
+                "the program kept writing far past the output cap",
+            )),
+        })
     }
 
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -138,27 +175,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keeps_up_to_the_cap_and_flags_the_rest() {
-        let capture = Capture::new(5);
+    fn keeps_and_streams_up_to_the_cap_and_stops_a_flood() {
+        let capture = Capture::new();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink_seen = seen.clone();
-        capture.start(Some(Box::new(move |b| {
-            sink_seen.lock().unwrap().extend_from_slice(b)
-        })));
-        capture.write(b"abc");
-        capture.write(b"defg");
-        assert_eq!(capture.finish(), (b"abcde".to_vec(), true));
+        capture.start(
+            5,
+            Some(Box::new(move |b| {
+                sink_seen.lock().unwrap().extend_from_slice(b)
+            })),
+        );
+        capture.write(b"abc").unwrap();
+        capture.write(b"defg").unwrap();
         assert_eq!(
             *seen.lock().unwrap(),
-            b"abcdefg",
-            "the sink sees everything"
+            b"abcde",
+            "streaming stops at the cap"
         );
-        capture.start(None);
-        capture.write(b"x");
+        // Past the threshold, the guest is stopped.
+        assert!(capture.write(&vec![b'x'; 2 << 20]).is_err());
         assert_eq!(
             capture.finish(),
-            (b"x".to_vec(), false),
-            "each run starts empty"
+            Captured {
+                bytes: b"abcde".to_vec(),
+                truncated: true,
+                flooded: true
+            }
         );
+        capture.start(5, None);
+        capture.write(b"x").unwrap();
+        assert_eq!(capture.finish().bytes, b"x", "each run starts empty");
     }
 }

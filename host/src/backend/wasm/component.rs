@@ -1,13 +1,10 @@
 //! Runtimes that are components of the `sandlot:plugin/runtime` world (a JavaScript
-//! engine, ...). One instance per session, holding one `session` resource, so no two
-//! sessions ever share an interpreter.
+//! engine, ...). One instance per interpreter, holding one `session` resource, so no
+//! two sessions ever share one.
 
-use super::capture::Capture;
-use super::input::Feed;
-use super::module::RuntimeManifest;
-use super::{finish_output, stopped, WORKDIR};
-use crate::backend::{BackendSession, RawOutput, RunRequest};
+use super::{call, exited, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
 use crate::error::{Error, Result};
+use crate::layout::Layout;
 use crate::wasmtime_engine::{self as engine, MemoryCap};
 use std::path::Path;
 use std::time::Duration;
@@ -20,11 +17,12 @@ mod v0_1_0 {
     wasmtime::component::bindgen!({
         path: "../wit/v0.1.0",
         world: "runtime",
+        exports: { default: async },
     });
 }
 
 /// A component's store: WASI preview 2 and the memory cap.
-pub(crate) struct ComponentState {
+pub(super) struct ComponentState {
     ctx: WasiCtx,
     table: ResourceTable,
     memory: MemoryCap,
@@ -39,17 +37,17 @@ impl WasiView for ComponentState {
     }
 }
 
-/// A component runtime compiled and linked, ready to instantiate per session.
-pub(crate) struct ComponentRuntime {
+/// A component runtime compiled and linked, ready to instantiate per interpreter.
+pub(super) struct ComponentRuntime {
     pre: v0_1_0::RuntimePre<ComponentState>,
 }
 
 impl ComponentRuntime {
     /// Links WASI preview 2 (sockets are linked but the context grants none) and
     /// checks the component against the contract.
-    pub(crate) fn new(component: &Component) -> wasmtime::Result<Self> {
+    pub(super) fn new(component: &Component) -> wasmtime::Result<Self> {
         let mut linker = Linker::new(engine::shared());
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         let pre = linker.instantiate_pre(component)?;
         Ok(ComponentRuntime {
             pre: v0_1_0::RuntimePre::new(pre)?,
@@ -57,43 +55,34 @@ impl ComponentRuntime {
     }
 }
 
-/// One sandbox of a component runtime.
-pub(crate) struct ComponentSession {
+/// The interpreter of one sandbox, for a component runtime.
+pub(super) struct ComponentInterpreter {
     store: Option<Store<ComponentState>>,
     bindings: v0_1_0::Runtime,
     session: ResourceAny,
-    stdout: Capture,
-    stderr: Capture,
-    stdin: Feed,
-    ended: Option<String>,
-    bundled: Vec<String>,
 }
 
-impl ComponentSession {
-    pub(crate) fn open(
+impl ComponentInterpreter {
+    pub(super) fn start(
         runtime: &ComponentRuntime,
-        manifest: &RuntimeManifest,
-        workdir: &Path,
-        memory: usize,
-        max_output: usize,
+        id: &str,
         env: &[(String, String)],
-    ) -> Result<Self> {
+        workspace: &Path,
+        memory: usize,
+        stdio: &Stdio,
+    ) -> Result<ComponentInterpreter> {
         let failed = |reason: String| Error::Runtime {
-            runtime: manifest.id.clone(),
+            runtime: id.to_string(),
             reason,
         };
-        let (stdout, stderr, stdin) = (
-            Capture::new(max_output),
-            Capture::new(max_output),
-            Feed::default(),
-        );
         let mut wasi = WasiCtxBuilder::new();
         wasi.envs(env)
-            .stdin(stdin.clone())
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .preopened_dir(workdir, WORKDIR, FsPerms::ReadWrite)
-            .map_err(|e| failed(format!("cannot mount the sandbox directory: {e:#}")))?;
+            .stdin(stdio.stdin.clone())
+            .stdout(stdio.stdout.clone())
+            .stderr(stdio.stderr.clone())
+            .allow_blocking_current_thread(true)
+            .preopened_dir(workspace, Layout::WORKSPACE, FsPerms::ReadWrite)
+            .map_err(|e| failed(format!("cannot mount the workspace: {e:#}")))?;
         let mut store = Store::new(
             engine::shared(),
             ComponentState {
@@ -103,75 +92,62 @@ impl ComponentSession {
             },
         );
         store.limiter(|state| &mut state.memory);
-        store.set_epoch_deadline(engine::ticks(Duration::from_secs(60)));
+        store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
         store.epoch_deadline_trap();
-        let bindings = runtime
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| failed(format!("cannot instantiate: {e:#}")))?;
-        let session = bindings
-            .sandlot_plugin_interpreter()
-            .session()
-            .call_constructor(&mut store)
-            .map_err(|e| failed(format!("cannot create a session: {e:#}")))?;
-        Ok(ComponentSession {
+        let made = call(SETUP_TIMEOUT, async {
+            let bindings = runtime.pre.instantiate_async(&mut store).await?;
+            let session = bindings
+                .sandlot_plugin_interpreter()
+                .session()
+                .call_constructor(&mut store)
+                .await?;
+            Ok((bindings, session))
+        });
+        let (bindings, session) = match made {
+            Some(Ok(made)) => made,
+            Some(Err(e)) => return Err(failed(format!("cannot start a session: {e:#}"))),
+            None => {
+                return Err(failed(format!(
+                    "did not start within {} s",
+                    SETUP_TIMEOUT.as_secs()
+                )))
+            }
+        };
+        Ok(ComponentInterpreter {
             store: Some(store),
             bindings,
             session,
-            stdout,
-            stderr,
-            stdin,
-            ended: None,
-            bundled: manifest.bundled.clone(),
         })
     }
 }
 
-impl BackendSession for ComponentSession {
-    fn missing_libraries(&self, libraries: &[String]) -> Vec<String> {
-        super::module::missing(&self.bundled, libraries)
-    }
-
-    fn run(&mut self, request: RunRequest<'_>) -> Result<RawOutput> {
+impl Interpreter for ComponentInterpreter {
+    fn run(&mut self, code: &str, timeout: Duration) -> Ran {
         let Some(store) = self.store.as_mut() else {
-            return Err(Error::SessionEnded {
-                reason: self
-                    .ended
-                    .clone()
-                    .unwrap_or_else(|| "the session is closed".into()),
-            });
+            return Ran::Gone;
         };
-        self.stdin.set(request.stdin);
-        self.stdout.start(request.on_stdout);
-        self.stderr.start(request.on_stderr);
-        store.set_epoch_deadline(engine::ticks(request.timeout));
-        let result = self
-            .bindings
-            .sandlot_plugin_interpreter()
-            .session()
-            .call_run(&mut *store, self.session, request.code);
-        let mut output = RawOutput::default();
-        match result {
-            Ok(code) => output.exit_code = code,
-            Err(error) => {
-                let memory_hit = store.data().memory.hit;
-                stopped(&error, memory_hit, request.timeout, &mut output);
-            }
-        }
-        finish_output(&self.stdout, &self.stderr)(&mut output);
-        if output.ended.is_some() {
+        store.set_epoch_deadline(engine::ticks(timeout));
+        let (bindings, session) = (&self.bindings, self.session);
+        let result = call(timeout, async {
+            bindings
+                .sandlot_plugin_interpreter()
+                .session()
+                .call_run(&mut *store, session, code)
+                .await
+        });
+        let memory_hit = store.data().memory.hit;
+        let ran = match result {
+            None => Ran::Deadline,
+            Some(Ok(exit_code)) => Ran::Returned {
+                exit_code,
+                quit: false,
+            },
+            Some(Err(error)) => exited(error, memory_hit, true),
+        };
+        if !matches!(ran, Ran::Returned { quit: false, .. }) {
             // A trapped instance cannot be trusted with another run.
-            self.ended = output.ended.clone();
             self.store = None;
         }
-        Ok(output)
-    }
-}
-
-impl Drop for ComponentSession {
-    fn drop(&mut self) {
-        if let Some(store) = self.store.as_mut() {
-            let _ = self.session.resource_drop(&mut *store);
-        }
+        ran
     }
 }

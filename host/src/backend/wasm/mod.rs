@@ -1,39 +1,164 @@
 //! The embedded backend: code runs in an interpreter that is itself WebAssembly,
 //! under wasmtime, inside this process. No daemon, no container.
 //!
-//! Isolation the host applies to every sandbox: one preopened, writable scratch
-//! directory (`/workspace`, the session's own), the runtime's files read-only, no
-//! sockets, no inherited environment, a memory cap, a wall-clock deadline by epoch
-//! interruption and capped output.
+//! Isolation the host applies to every sandbox: one preopened, writable workspace of
+//! its own, the runtime's files read-only, no sockets, no inherited environment, a
+//! memory cap, a wall-clock limit and capped output.
+//!
+//! **Time limits hold even when the guest waits in the host** (`time.sleep`, a poll):
+//! guests run asynchronously, so a run that reaches its limit inside a host call is
+//! abandoned there, and one that computes is stopped by epoch interruption. Either
+//! way the interpreter cannot be trusted afterwards: the sandbox starts a fresh one in
+//! the same workspace and the run says so ([`SessionState::Restarted`]): variables
+//! are gone, files stay.
 
-pub mod capture;
+mod capture;
 mod component;
+mod core;
 mod input;
 pub mod module;
+mod workspace;
 
-use super::{Backend, BackendSession, RawOutput, RunRequest, SessionSpec};
+use super::{
+    check_capabilities, owner, Backend, BackendName, Capabilities, Capability, EndReason, Needs,
+    Outcome, RunRequest, Sandbox, SandboxFiles, SandboxSpec, SessionState, Unsuitable, Workload,
+};
 use crate::error::{Error, Result};
+use crate::layout::Layout;
 use crate::wasmtime_engine::cache::{ComponentCache, FileLoadError};
-use crate::wasmtime_engine::{self as engine, MemoryCap};
-use capture::Capture;
-use component::{ComponentRuntime, ComponentSession};
+use crate::wasmtime_engine::{self as engine};
+use capture::{Capture, Captured};
+use component::{ComponentInterpreter, ComponentRuntime};
 use input::Feed;
 use module::{Protocol, RuntimeManifest};
+use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use wasmtime::component::Component;
-use wasmtime::{Instance, InstancePre, Linker, Module, Store, Trap, Val};
-use wasmtime_wasi::p1::WasiP1Ctx;
-use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+use wasmtime::{InstancePre, Module, Trap};
+use wasmtime_wasi::I32Exit;
+use workspace::Workspace;
 
-/// Guest path of the session's working directory.
-pub const WORKDIR: &str = "/workspace";
+/// How long opening an interpreter may take (instantiation, `_initialize`, setup).
+const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long past its limit a run blocked in a host call is given before it is
+/// abandoned. A computing guest is stopped at the limit itself.
+const HOST_CALL_SLACK: Duration = Duration::from_millis(100);
+
+/// The I/O runtime the guests' WASI calls (timers, pollables) run on.
+fn io_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("sandlot-wasm-io")
+            .enable_all()
+            .build()
+            .expect("cannot start the wasm backend's I/O runtime")
+    })
+}
+
+/// Runs `future` to completion on the calling thread. Called from inside an async
+/// runtime (which must not be blocked from within), it runs on a thread of its own.
+fn drive<F>(future: F) -> F::Output
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    if tokio::runtime::Handle::try_current().is_err() {
+        return io_runtime().block_on(future);
+    }
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| io_runtime().block_on(future))
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+/// Calls into a guest with a wall-clock limit: `None` when the guest was still waiting
+/// in a host call `HOST_CALL_SLACK` past `timeout` and was abandoned there.
+fn call<T: Send>(
+    timeout: Duration,
+    future: impl Future<Output = wasmtime::Result<T>> + Send,
+) -> Option<wasmtime::Result<T>> {
+    drive(async move {
+        tokio::time::timeout(timeout.saturating_add(HOST_CALL_SLACK), future)
+            .await
+            .ok()
+    })
+}
+
+/// How a call into an interpreter ended.
+enum Ran {
+    /// The code ran to its end. `quit`: it also ended the interpreter (`quit()`,
+    /// `process.exit`), so a new one is needed.
+    Returned { exit_code: i32, quit: bool },
+    /// It was still waiting in a host call past its limit, and was abandoned.
+    Deadline,
+    /// It trapped: a crash, the epoch deadline, the memory cap, an output flood.
+    Trapped {
+        error: wasmtime::Error,
+        memory_hit: bool,
+    },
+    /// The interpreter is gone already.
+    Gone,
+    /// The run could not start.
+    Refused(String),
+}
+
+/// A trap that is really the program exiting (`proc_exit`), or a real trap.
+fn exited(error: wasmtime::Error, memory_hit: bool, ends_interpreter: bool) -> Ran {
+    match error.downcast_ref::<I32Exit>() {
+        Some(exit) => Ran::Returned {
+            exit_code: exit.0,
+            quit: ends_interpreter,
+        },
+        None => Ran::Trapped { error, memory_hit },
+    }
+}
+
+/// One interpreter: a runtime instance (or, for commands, one per run).
+trait Interpreter: Send {
+    /// Runs `code` with a wall-clock limit; output goes to the sandbox's [`Stdio`].
+    fn run(&mut self, code: &str, timeout: Duration) -> Ran;
+}
+
+/// A sandbox's standard streams, shared by every interpreter it starts.
+#[derive(Clone)]
+struct Stdio {
+    stdin: Feed,
+    stdout: Capture,
+    stderr: Capture,
+}
+
+impl Stdio {
+    fn new() -> Stdio {
+        Stdio {
+            stdin: Feed::default(),
+            stdout: Capture::new(),
+            stderr: Capture::new(),
+        }
+    }
+
+    /// Starts a run that streams nothing, with empty input.
+    fn start(&self, cap: usize) {
+        self.stdin.set(b"");
+        self.stdout.start(cap, None);
+        self.stderr.start(cap, None);
+    }
+
+    fn finish(&self) -> (Captured, Captured) {
+        (self.stdout.finish(), self.stderr.finish())
+    }
+}
 
 /// A runtime compiled and linked, ready to instantiate.
 #[derive(Clone)]
 enum Prepared {
-    Module(Arc<InstancePre<SessionState>>),
+    Module(Arc<InstancePre<core::ModuleState>>),
     Component(Arc<ComponentRuntime>),
 }
 
@@ -48,6 +173,21 @@ struct RuntimeEntry {
 pub struct WasmBackend {
     runtimes: Vec<RuntimeEntry>,
     cache: ComponentCache,
+}
+
+impl std::fmt::Debug for WasmBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmBackend")
+            .field(
+                "runtimes",
+                &self
+                    .runtimes
+                    .iter()
+                    .map(|r| &r.manifest.id)
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 impl WasmBackend {
@@ -79,6 +219,11 @@ impl WasmBackend {
     /// The manifests of the runtimes found, with their directories.
     pub fn runtimes(&self) -> impl Iterator<Item = (&Path, &RuntimeManifest)> {
         self.runtimes.iter().map(|r| (r.dir.as_path(), &r.manifest))
+    }
+
+    /// Whether a runtime for `language` is installed.
+    pub fn serves(&self, language: &str) -> bool {
+        self.entry(language).is_some()
     }
 
     /// Whether the runtime for `language` still has to be compiled (slow: CPython
@@ -114,6 +259,7 @@ impl WasmBackend {
     }
 
     /// Compiles (or loads from the cache) and links the runtime, once per process.
+    /// The cache is keyed by the bytes on disk, which must match the manifest's hash.
     fn prepare(&self, entry: &RuntimeEntry) -> Result<Prepared> {
         let mut prepared = entry.prepared.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(ready) = &*prepared {
@@ -154,7 +300,7 @@ impl WasmBackend {
                     .load_file::<Module>(engine, &path, claimed)
                     .map_err(cannot_load)?;
                 Prepared::Module(Arc::new(
-                    link(&module, &entry.manifest).map_err(|e| failed(format!("{e:#}")))?,
+                    core::link(&module, &entry.manifest).map_err(|e| failed(format!("{e:#}")))?,
                 ))
             }
         };
@@ -163,170 +309,128 @@ impl WasmBackend {
     }
 }
 
-/// Links WASI preview 1 and the manifest's stubs; nothing else is importable.
-fn link(
-    module: &Module,
-    manifest: &RuntimeManifest,
-) -> wasmtime::Result<InstancePre<SessionState>> {
-    let mut linker: Linker<SessionState> = Linker::new(engine::shared());
-    wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |state| &mut state.wasi)?;
-    for stub in &manifest.stubs {
-        let import = module
-            .imports()
-            .find(|i| i.module() == stub.module && i.name() == stub.name)
-            .ok_or_else(|| {
-                wasmtime::Error::msg(format!(
-                    "the module does not import {}.{}",
-                    stub.module, stub.name
-                ))
-            })?;
-        let ty = import.ty().func().cloned().ok_or_else(|| {
-            wasmtime::Error::msg(format!("{}.{} is not a function", stub.module, stub.name))
-        })?;
-        let result = stub.result;
-        linker.func_new(&stub.module, &stub.name, ty, move |_, _, results| {
-            if let Some(slot) = results.first_mut() {
-                *slot = Val::I32(result);
-            }
-            Ok(())
-        })?;
-    }
-    linker.instantiate_pre(module)
-}
-
 impl Backend for WasmBackend {
-    fn name(&self) -> &'static str {
-        "wasm"
+    fn name(&self) -> BackendName {
+        BackendName::WASM
     }
 
-    fn serves(&self, language: &str) -> bool {
-        self.entry(language).is_some()
+    fn capabilities(&self, language: &str) -> Capabilities {
+        let persistent = self
+            .entry(language)
+            .is_some_and(|e| e.manifest.protocol != Protocol::Command);
+        let mut capabilities = vec![Capability::MemoryLimit];
+        if persistent {
+            capabilities.push(Capability::PersistentState);
+        }
+        Capabilities::new(capabilities)
     }
 
-    fn open(&self, spec: &SessionSpec<'_>) -> Result<Box<dyn BackendSession>> {
+    fn supports(&self, needs: &Needs<'_>) -> std::result::Result<(), Unsuitable> {
+        let Some(entry) = self.entry(needs.language) else {
+            return Err(Unsuitable(format!(
+                "no WebAssembly runtime for `{}` is installed (`sandlot runtimes install` has \
+                 python and javascript)",
+                needs.language
+            )));
+        };
+        if let Some(image) = needs.image {
+            return Err(Unsuitable(format!(
+                "it runs no container images, and the session asks for `{image}`"
+            )));
+        }
+        let missing = module::missing(&entry.manifest.bundled, needs.libraries);
+        if !missing.is_empty() {
+            return Err(Unsuitable(format!(
+                "it cannot install {}: the {} runtime has only the libraries it bundles \
+                 (`sandlot runtimes list` shows it)",
+                missing.join(", "),
+                entry.manifest.id
+            )));
+        }
+        check_capabilities(needs, &self.capabilities(needs.language))
+    }
+
+    fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
         let entry = self
             .entry(spec.language)
             .ok_or_else(|| Error::RuntimeNotInstalled {
                 language: spec.language.to_string(),
             })?;
-        match self.prepare(entry)? {
-            Prepared::Module(pre) => Ok(Box::new(ModuleSession::open(pre, entry, spec)?)),
-            Prepared::Component(runtime) => {
-                let env = sandbox_env(
-                    &[("HOME", WORKDIR.into()), ("PWD", WORKDIR.into())],
-                    &entry.manifest,
-                    spec,
-                );
-                Ok(Box::new(ComponentSession::open(
-                    &runtime,
-                    &entry.manifest,
-                    spec.workdir,
-                    spec.memory,
-                    spec.max_output,
-                    &env,
-                )?))
-            }
+        let prepared = self.prepare(entry)?;
+        let workspace = Workspace::new()?;
+        let manifest = entry.manifest.clone();
+        let runtime_dir = entry.dir.clone();
+        let memory = spec.memory;
+        let workspace_path = workspace.path().to_path_buf();
+        // The environment every interpreter starts with, in increasing precedence: the
+        // host's defaults, the runtime's manifest. A run's own comes on top.
+        let mut env: Vec<(String, String)> = vec![
+            ("HOME".into(), Layout::WORKSPACE.into()),
+            ("PWD".into(), Layout::WORKSPACE.into()),
+        ];
+        if manifest.protocol != Protocol::Component {
+            env.push(("TMPDIR".into(), format!("{}/.tmp", Layout::WORKSPACE)));
         }
+        env.extend(manifest.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let start: Starter = Box::new(move |stdio: &Stdio, extra: &[(String, String)]| {
+            let mut env = env.clone();
+            env.extend(extra.iter().cloned());
+            Ok(match &prepared {
+                Prepared::Module(pre) => Box::new(core::ModuleInterpreter::start(
+                    pre.clone(),
+                    &manifest,
+                    &runtime_dir,
+                    env,
+                    &workspace_path,
+                    memory,
+                    stdio.clone(),
+                )?) as Box<dyn Interpreter>,
+                Prepared::Component(runtime) => Box::new(ComponentInterpreter::start(
+                    runtime,
+                    &manifest.id,
+                    &env,
+                    &workspace_path,
+                    memory,
+                    stdio,
+                )?),
+            })
+        });
+        let stdio = Stdio::new();
+        let interpreter = start(&stdio, &[])?;
+        Ok(Box::new(WasmSandbox {
+            name: format!("wasm-{}", owner::sandbox_id()),
+            runtime: entry.manifest.id.clone(),
+            protocol: entry.manifest.protocol,
+            set_env: entry.manifest.set_env.clone(),
+            workspace,
+            stdio,
+            interpreter: Some(interpreter),
+            start,
+            env: Vec::new(),
+        }))
     }
 }
 
-/// What a sandbox's store holds.
-struct SessionState {
-    wasi: WasiP1Ctx,
-    memory: MemoryCap,
-}
+/// Starts an interpreter with the sandbox's streams and extra environment.
+type Starter = Box<dyn Fn(&Stdio, &[(String, String)]) -> Result<Box<dyn Interpreter>> + Send>;
 
-/// A live instance.
-struct Live {
-    store: Store<SessionState>,
-    instance: Instance,
-}
-
-/// One sandbox of a module runtime.
-struct ModuleSession {
-    pre: Arc<InstancePre<SessionState>>,
+/// One sandbox of the wasm backend: a workspace and the interpreter working in it.
+struct WasmSandbox {
+    name: String,
     runtime: String,
     protocol: Protocol,
-    argv: Vec<String>,
+    /// Code that sets environment variables in a running interpreter, with `{env}`
+    /// standing for a JSON object (see [`RuntimeManifest::set_env`]).
+    set_env: Option<String>,
+    workspace: Workspace,
+    stdio: Stdio,
+    interpreter: Option<Box<dyn Interpreter>>,
+    start: Starter,
+    /// The environment the interpreter has now, beyond its defaults.
     env: Vec<(String, String)>,
-    mounts: Vec<(PathBuf, String)>,
-    workdir: PathBuf,
-    memory: usize,
-    stdout: Capture,
-    stderr: Capture,
-    stdin: Feed,
-    /// The session's instance (turn protocol only).
-    live: Option<Live>,
-    ended: Option<String>,
-    bundled: Vec<String>,
 }
 
-impl ModuleSession {
-    fn open(
-        pre: Arc<InstancePre<SessionState>>,
-        entry: &RuntimeEntry,
-        spec: &SessionSpec<'_>,
-    ) -> Result<Self> {
-        let manifest = &entry.manifest;
-        let env = sandbox_env(
-            &[
-                ("HOME", WORKDIR.into()),
-                ("TMPDIR", format!("{WORKDIR}/.tmp")),
-                ("PWD", WORKDIR.into()),
-            ],
-            manifest,
-            spec,
-        );
-        std::fs::create_dir_all(spec.workdir.join(".tmp")).map_err(|e| Error::Io {
-            context: format!(
-                "cannot prepare the sandbox directory {}",
-                spec.workdir.display()
-            ),
-            source: e,
-        })?;
-        let mut session = ModuleSession {
-            pre,
-            runtime: manifest.id.clone(),
-            protocol: manifest.protocol,
-            argv: manifest.argv.clone(),
-            env,
-            mounts: manifest
-                .mounts
-                .iter()
-                .map(|m| (entry.dir.join(&m.host), m.guest.clone()))
-                .collect(),
-            workdir: spec.workdir.to_path_buf(),
-            memory: spec.memory,
-            stdout: Capture::new(spec.max_output),
-            stderr: Capture::new(spec.max_output),
-            stdin: Feed::default(),
-            live: None,
-            ended: None,
-            bundled: manifest.bundled.clone(),
-        };
-        if session.protocol == Protocol::Turn {
-            let argv = session.argv.clone();
-            session.live = Some(session.instantiate(&argv)?);
-            if let Some(setup) = &manifest.setup {
-                session.stdout.start(None);
-                session.stderr.start(None);
-                let status = session.turn(setup, b"", SETUP_TIMEOUT)?;
-                let (_, _) = session.stdout.finish();
-                let (stderr, _) = session.stderr.finish();
-                if status.exit_code != 0 || status.ended.is_some() {
-                    return Err(Error::Runtime {
-                        runtime: session.runtime.clone(),
-                        reason: format!(
-                            "session setup failed: {}",
-                            String::from_utf8_lossy(&stderr).trim()
-                        ),
-                    });
-                }
-            }
-        }
-        Ok(session)
-    }
-
+impl WasmSandbox {
     fn failed(&self, reason: String) -> Error {
         Error::Runtime {
             runtime: self.runtime.clone(),
@@ -334,218 +438,170 @@ impl ModuleSession {
         }
     }
 
-    /// A fresh instance in the session's sandbox, initialised.
-    fn instantiate(&self, args: &[String]) -> Result<Live> {
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.args(args)
-            .envs(&self.env)
-            .stdin(self.stdin.clone())
-            .stdout(self.stdout.clone())
-            .stderr(self.stderr.clone());
-        for (host, guest) in &self.mounts {
-            wasi.preopened_dir(host, guest, FsPerms::ReadOnly)
-                .map_err(|e| self.failed(format!("cannot mount {}: {e:#}", host.display())))?;
+    /// Gives the interpreter the run's environment.
+    fn apply_env(&mut self, env: &[(String, String)]) -> Result<()> {
+        if env == self.env.as_slice() {
+            return Ok(());
         }
-        wasi.preopened_dir(&self.workdir, WORKDIR, FsPerms::ReadWrite)
-            .map_err(|e| self.failed(format!("cannot mount the sandbox directory: {e:#}")))?;
-        let mut store = Store::new(
-            engine::shared(),
-            SessionState {
-                wasi: wasi.build_p1(),
-                memory: MemoryCap::new(self.memory),
-            },
-        );
-        store.limiter(|state| &mut state.memory);
-        // Instantiation runs no user code, but a broken module could still loop.
-        store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
-        store.epoch_deadline_trap();
-        let instance = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| self.failed(format!("cannot instantiate: {e:#}")))?;
-        if self.protocol == Protocol::Turn {
-            if let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, "_initialize") {
-                init.call(&mut store, ())
-                    .map_err(|e| self.failed(format!("_initialize failed: {e:#}")))?;
-            }
+        if self.protocol == Protocol::Command {
+            // A fresh instance per run: it simply starts with this environment.
+            self.interpreter = Some((self.start)(&self.stdio, env)?);
+            self.env = env.to_vec();
+            return Ok(());
         }
-        Ok(Live { store, instance })
-    }
-
-    /// Runs `code` through the turn protocol on the session's instance.
-    fn turn(&mut self, code: &str, stdin: &[u8], timeout: Duration) -> Result<RawOutput> {
-        let Some(live) = self.live.as_mut() else {
-            return Err(Error::SessionEnded {
-                reason: self
-                    .ended
-                    .clone()
-                    .unwrap_or_else(|| "the session is closed".into()),
-            });
+        let Some(template) = self.set_env.clone() else {
+            return Err(self.failed(
+                "this runtime cannot change its environment once started (its runtime.toml \
+                 has no `set_env`); open the session with its environment instead"
+                    .into(),
+            ));
         };
-        self.stdin.set(stdin);
-        let len = i32::try_from(code.len())
-            .map_err(|_| Error::InvalidInput("the code is larger than 2 GiB".into()))?;
-        live.store.set_epoch_deadline(engine::ticks(timeout));
-        let result = call_turn(live, code, len);
-        let memory_hit = live.store.data().memory.hit;
-        let mut output = RawOutput::default();
-        match result {
-            Ok(status) if (0..=511).contains(&status) => {
-                output.exit_code = status & 0xff;
-                if status >= 256 {
-                    output.ended = Some("the program called quit()".into());
-                }
-            }
-            Ok(status) => {
-                output.exit_code = 1;
-                output.ended = Some(format!("the runtime stopped (status {status})"));
-            }
-            Err(error) => stopped(&error, memory_hit, timeout, &mut output),
-        }
-        if output.ended.is_some() {
-            self.ended = output.ended.clone();
-            self.live = None;
-        }
-        Ok(output)
-    }
-
-    /// Runs `code` as a command in a fresh instance.
-    fn command(&mut self, code: &str, stdin: &[u8], timeout: Duration) -> Result<RawOutput> {
-        let file = ".sandlot/code";
-        let host_file = self.workdir.join(file);
-        let io = |e: std::io::Error| Error::Io {
-            context: format!("cannot write the code into {}", self.workdir.display()),
-            source: e,
-        };
-        std::fs::create_dir_all(self.workdir.join(".sandlot")).map_err(io)?;
-        std::fs::write(&host_file, code).map_err(io)?;
-        let guest_file = format!("{WORKDIR}/{file}");
-        let args: Vec<String> = self
-            .argv
+        let object: serde_json::Map<String, serde_json::Value> = env
             .iter()
-            .map(|a| a.replace("{file}", &guest_file))
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
             .collect();
-        self.stdin.set(stdin);
-        let mut live = self.instantiate(&args)?;
-        live.store.set_epoch_deadline(engine::ticks(timeout));
-        let start = live
-            .instance
-            .get_typed_func::<(), ()>(&mut live.store, "_start")
-            .map_err(|_| self.failed("the module does not export `_start`".into()))?;
-        let mut output = RawOutput::default();
-        if let Err(error) = start.call(&mut live.store, ()) {
-            let memory_hit = live.store.data().memory.hit;
-            stopped(&error, memory_hit, timeout, &mut output);
-            // Every command runs in a fresh instance: the session goes on.
-            output.ended = None;
-        }
-        Ok(output)
-    }
-}
-
-/// How long opening a sandbox may take (instantiation, `_initialize`, setup code).
-const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Copies `code` into the guest and calls `turn`.
-fn call_turn(live: &mut Live, code: &str, len: i32) -> wasmtime::Result<i32> {
-    let alloc = live
-        .instance
-        .get_typed_func::<i32, i32>(&mut live.store, "host_alloc")?;
-    let turn = live
-        .instance
-        .get_typed_func::<(i32, i32), i32>(&mut live.store, "turn")?;
-    let ptr = if len == 0 {
-        0
-    } else {
-        let ptr = alloc.call(&mut live.store, len)?;
-        let memory = live
-            .instance
-            .get_memory(&mut live.store, "memory")
-            .ok_or_else(|| wasmtime::Error::msg("the module exports no memory"))?;
-        memory.write(&mut live.store, ptr as u32 as usize, code.as_bytes())?;
-        ptr
-    };
-    turn.call(&mut live.store, (ptr, len))
-}
-
-/// Fills in `output` for a run that ended in `error` rather than returning.
-pub(crate) fn stopped(
-    error: &wasmtime::Error,
-    memory_hit: bool,
-    timeout: Duration,
-    output: &mut RawOutput,
-) {
-    if let Some(exit) = error.downcast_ref::<I32Exit>() {
-        output.exit_code = exit.0;
-        output.ended = Some(format!(
-            "the program exited the interpreter (status {})",
-            exit.0
-        ));
-    } else if memory_hit {
-        output.exit_code = 137;
-        output.memory_exceeded = true;
-        output.ended = Some("the program used more memory than the session allows".into());
-    } else if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
-        output.exit_code = 124;
-        output.timed_out = true;
-        output.ended = Some(format!(
-            "the program ran past its {timeout:?} limit and was stopped"
-        ));
-    } else {
-        output.exit_code = 134;
-        output.stderr = format!("sandlot: the interpreter crashed: {error:#}\n").into_bytes();
-        output.ended = Some("the interpreter crashed".into());
-    }
-}
-
-/// Ends a run's capture of stdout and stderr; the returned function puts what was
-/// captured into the run's output, after which any message the host wrote to
-/// `output.stderr` (a crash) follows what the program wrote.
-pub(crate) fn finish_output(stdout: &Capture, stderr: &Capture) -> impl FnOnce(&mut RawOutput) {
-    let (out, out_truncated) = stdout.finish();
-    let (err, err_truncated) = stderr.finish();
-    move |output: &mut RawOutput| {
-        let crash = std::mem::take(&mut output.stderr);
-        output.stdout = out;
-        output.stdout_truncated = out_truncated;
-        output.stderr = err;
-        output.stderr.extend_from_slice(&crash);
-        output.stderr_truncated = err_truncated;
-    }
-}
-
-/// The environment of a sandbox, in increasing precedence: the host's defaults, the
-/// runtime's manifest, the session's own.
-fn sandbox_env(
-    defaults: &[(&str, String)],
-    manifest: &RuntimeManifest,
-    spec: &SessionSpec<'_>,
-) -> Vec<(String, String)> {
-    defaults
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .chain(manifest.env.iter().map(|(k, v)| (k.clone(), v.clone())))
-        .chain(spec.env.iter().cloned())
-        .collect()
-}
-
-impl BackendSession for ModuleSession {
-    fn missing_libraries(&self, libraries: &[String]) -> Vec<String> {
-        module::missing(&self.bundled, libraries)
-    }
-
-    fn run(&mut self, request: RunRequest<'_>) -> Result<RawOutput> {
-        self.stdout.start(request.on_stdout);
-        self.stderr.start(request.on_stderr);
-        let result = match self.protocol {
-            Protocol::Command => self.command(request.code, request.stdin, request.timeout),
-            Protocol::Turn | Protocol::Component => {
-                self.turn(request.code, request.stdin, request.timeout)
-            }
+        let code = template.replace("{env}", &serde_json::Value::Object(object).to_string());
+        let Some(interpreter) = self.interpreter.as_mut() else {
+            return Ok(());
         };
-        let captured = finish_output(&self.stdout, &self.stderr);
-        let mut output = result?;
-        captured(&mut output);
-        Ok(output)
+        self.stdio.start(64 << 10);
+        let ran = interpreter.run(&code, SETUP_TIMEOUT);
+        let (_, stderr) = self.stdio.finish();
+        match ran {
+            Ran::Returned {
+                exit_code: 0,
+                quit: false,
+            } => {
+                self.env = env.to_vec();
+                Ok(())
+            }
+            _ => Err(self.failed(format!(
+                "setting the environment failed: {}",
+                String::from_utf8_lossy(&stderr.bytes).trim()
+            ))),
+        }
+    }
+
+    /// A fresh interpreter in the same workspace, after the old one was stopped.
+    fn restart(&mut self, reason: String) -> SessionState {
+        self.interpreter = None;
+        self.env.clear();
+        match (self.start)(&self.stdio, &[]) {
+            Ok(interpreter) => {
+                self.interpreter = Some(interpreter);
+                SessionState::Restarted { reason }
+            }
+            Err(e) => SessionState::Ended {
+                reason: format!("{reason}, and a new interpreter could not be started: {e}"),
+            },
+        }
+    }
+}
+
+impl Sandbox for WasmSandbox {
+    fn run(&mut self, request: RunRequest<'_>) -> Result<Outcome> {
+        let code = match request.workload {
+            Workload::Code(code) => code,
+            other => return Err(other.unsupported(BackendName::WASM.as_str())),
+        };
+        if self.interpreter.is_none() {
+            return Err(Error::SessionEnded {
+                reason: "its interpreter could not be restarted".into(),
+            });
+        }
+        self.apply_env(request.env)?;
+        if self.protocol == Protocol::Command {
+            // Written through the workspace's handle: the guest may have left a link
+            // where the file goes.
+            self.workspace.write(".sandlot/code", code.as_bytes())?;
+        }
+        self.stdio.stdin.set(request.stdin);
+        self.stdio
+            .stdout
+            .start(request.max_output, request.on_stdout);
+        self.stdio
+            .stderr
+            .start(request.max_output, request.on_stderr);
+        let ran = match self.interpreter.as_mut() {
+            Some(interpreter) => interpreter.run(code, request.timeout),
+            None => Ran::Gone,
+        };
+        let (stdout, stderr) = self.stdio.finish();
+        let mut outcome = Outcome {
+            stdout: stdout.bytes,
+            stderr: stderr.bytes,
+            stdout_truncated: stdout.truncated,
+            stderr_truncated: stderr.truncated,
+            ..Outcome::default()
+        };
+        let flooded = stdout.flooded || stderr.flooded;
+        let persistent = self.protocol != Protocol::Command;
+        let limit = request.timeout;
+        let stopped = match ran {
+            Ran::Returned { exit_code, quit } => {
+                outcome.exit_code = exit_code;
+                quit.then(|| "the program ended the interpreter".to_string())
+            }
+            Ran::Deadline => {
+                outcome.exit_code = 124;
+                outcome.end = EndReason::TimedOut { limit };
+                Some("it ran past its time limit while waiting in a host call".into())
+            }
+            Ran::Trapped { error, memory_hit } => {
+                let (code, end, why) = if flooded {
+                    (
+                        137,
+                        EndReason::OutputLimit,
+                        "it kept writing far past the output cap",
+                    )
+                } else if memory_hit {
+                    (
+                        137,
+                        EndReason::MemoryLimit,
+                        "it used more memory than the sandbox allows",
+                    )
+                } else if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+                    (
+                        124,
+                        EndReason::TimedOut { limit },
+                        "it ran past its time limit",
+                    )
+                } else {
+                    let cause = format!("the interpreter crashed: {error:#}");
+                    outcome
+                        .stderr
+                        .extend_from_slice(format!("sandlot: {cause}\n").as_bytes());
+                    (
+                        134,
+                        EndReason::SandboxLost { cause },
+                        "the interpreter crashed",
+                    )
+                };
+                outcome.exit_code = code;
+                outcome.end = end;
+                Some(why.to_string())
+            }
+            Ran::Gone => {
+                return Err(Error::SessionEnded {
+                    reason: "its interpreter is gone".into(),
+                })
+            }
+            Ran::Refused(reason) => return Err(self.failed(reason)),
+        };
+        outcome.session = match stopped {
+            // A command's instance lives for one run anyway.
+            Some(_) if !persistent => SessionState::Open,
+            Some(reason) => self.restart(reason),
+            None => SessionState::Open,
+        };
+        Ok(outcome)
+    }
+
+    fn files(&mut self) -> &mut dyn SandboxFiles {
+        &mut self.workspace
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
     }
 }

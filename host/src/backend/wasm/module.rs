@@ -6,7 +6,7 @@
 //! languages = ["python"]
 //! version = "3.15.0"
 //! module = "python-snapshot.wasm"
-//! # sha256 of the module, checked when the runtime is installed; the cache key.
+//! # sha256 of the module: checked against the bytes on disk before they are used.
 //! sha256 = "879bdb62..."
 //! # `turn`: one instance per session; code goes to the exported `turn(ptr, len)`
 //! # after `host_alloc(len)`, and state persists between runs.
@@ -16,6 +16,9 @@
 //! argv = ["python"]
 //! # Code run once when a session opens (turn protocol).
 //! setup = "import os; os.chdir('/workspace')"
+//! # Code that sets environment variables in a running interpreter (turn and
+//! # component protocols), with {env} standing for a JSON object of them.
+//! set_env = "import os; os.environ.update({env})"
 //!
 //! [env]
 //! PYTHONTZPATH = ""
@@ -84,7 +87,8 @@ pub struct RuntimeManifest {
     pub version: String,
     /// The module file, relative to the manifest.
     pub module: PathBuf,
-    /// SHA-256 of the module, hex; verified at install, used as the cache key.
+    /// SHA-256 of the module, hex; the bytes on disk must match it (the cache is keyed
+    /// by the bytes, never by this claim).
     pub sha256: String,
     /// How the host drives it.
     pub protocol: Protocol,
@@ -94,6 +98,11 @@ pub struct RuntimeManifest {
     /// Code run once when a session opens (turn).
     #[serde(default)]
     pub setup: Option<String>,
+    /// Code that sets environment variables in a running interpreter, `{env}`
+    /// standing for a JSON object of them (turn and component). Without it, a run
+    /// cannot bring its own environment.
+    #[serde(default)]
+    pub set_env: Option<String>,
     /// Environment every instance gets (nothing is inherited from the host).
     #[serde(default)]
     pub env: BTreeMap<String, String>,

@@ -1,0 +1,58 @@
+//! The engine-neutral half of every container backend: `sandlot-agent`, the static
+//! program that runs as process 1 of each sandbox, and the host's side of it.
+//!
+//! An engine (Docker, Podman, Kubernetes) only makes a sandbox with the agent in it,
+//! hands over a byte stream to the agent ([`Transport`]: a Unix socket, or an attach
+//! or exec stream) and implements [`SandboxHandle`] (network on and off, removal).
+//! [`AgentSandbox`] does the rest: runs the handler's plan, shell commands and file
+//! requests, with the run's limits, and turns what the agent reports into an
+//! [`Outcome`](crate::backend::Outcome). The protocol is in the `sandlot_agent` crate.
+
+mod client;
+mod plan;
+mod sandbox;
+mod transport;
+
+pub use client::{AgentClient, Output, RunCommand};
+pub use sandbox::{AgentSandbox, SandboxHandle};
+pub use transport::{accept_unix, Transport};
+
+use crate::error::{Error, Result};
+use std::path::PathBuf;
+
+/// The agent executable, built for this machine's architecture and linked statically
+/// (it runs in images whose C library sandlot does not know).
+pub fn executable() -> &'static [u8] {
+    static AGENT: &[u8] = include_bytes!(env!("SANDLOT_AGENT_PATH"));
+    AGENT
+}
+
+/// The agent executable as a file, written once per version under the user's cache,
+/// for engines that mount it into a sandbox from the host.
+pub fn executable_file() -> Result<PathBuf> {
+    use sha2::Digest;
+    let agent = executable();
+    let digest = hex::encode(sha2::Sha256::digest(agent));
+    let dir = crate::dirs::user_cache().join("agent").join(&digest[..16]);
+    let path = dir.join("sandlot-agent");
+    // It becomes process 1 of every container: use a file that is there only if it is
+    // exactly ours (a shared temp dir could hold anyone's).
+    let intact =
+        std::fs::read(&path).is_ok_and(|bytes| hex::encode(sha2::Sha256::digest(&bytes)) == digest);
+    if intact {
+        return Ok(path);
+    }
+    let io = |e| Error::Io {
+        context: format!("cannot install the container agent in {}", dir.display()),
+        source: e,
+    };
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    // Written under a temporary name and renamed, so a concurrent process never
+    // mounts a half-written file.
+    let staged = tempfile::NamedTempFile::new_in(&dir).map_err(io)?;
+    std::fs::write(staged.path(), agent).map_err(io)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(staged.path(), std::fs::Permissions::from_mode(0o755)).map_err(io)?;
+    staged.persist(&path).map_err(|e| io(e.error))?;
+    Ok(path)
+}

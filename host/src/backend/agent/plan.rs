@@ -1,0 +1,122 @@
+//! Carrying out a language handler's plan through an agent: write the files, run the
+//! commands in order, give installs the network (when the policy allows) and take it
+//! away again before any of the user's code runs.
+
+use super::client::{Output, RunCommand};
+use super::sandbox::{outcome_of, AgentSandbox};
+use crate::backend::{stop_threshold, Outcome, RunRequest};
+use crate::error::Result;
+use crate::language::{Phase, Plan};
+use crate::policy::Network;
+use std::time::Duration;
+
+/// Installing libraries may take minutes, whatever the run's own limit.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Installers' chatter is kept only to explain a failure; this much is enough.
+const INSTALL_OUTPUT: usize = 256 << 10;
+
+impl AgentSandbox {
+    /// Runs `plan`: its files, then its commands until one fails.
+    pub(super) fn run_plan(&mut self, plan: &Plan, mut request: RunRequest<'_>) -> Result<Outcome> {
+        for file in &plan.files {
+            let contents = file.contents.as_bytes();
+            self.with_agent(|agent| agent.write(&file.path, contents))?;
+        }
+        let mut outcome = Outcome::default();
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        for command in &plan.commands {
+            let preparing = matches!(command.phase, Phase::Setup | Phase::Install);
+            let (report, output) = if preparing {
+                // Installs get the network (when the policy allows it) and their own
+                // time limit; their chatter is shown only if they fail.
+                let online = command.needs_network && self.policy().network != Network::Off;
+                if online {
+                    self.network(true)?;
+                }
+                // Earlier runs' code may have left files that installers pick up: a
+                // `pip.py` in the working directory would be what `python3 -m pip`
+                // imports, with the network on. Python gets no implicit path entries.
+                let mut env = request.env.to_vec();
+                env.extend(command.env.iter().cloned());
+                env.extend(
+                    [("PYTHONSAFEPATH", "1"), ("PYTHONNOUSERSITE", "1")]
+                        .map(|(k, v)| (k.to_string(), v.to_string())),
+                );
+                let run = RunCommand {
+                    argv: &command.argv,
+                    env: &env,
+                    cwd: "",
+                    stdin: b"",
+                    timeout: INSTALL_TIMEOUT.max(request.timeout),
+                    max_output: INSTALL_OUTPUT,
+                    stop_after: 0,
+                };
+                let result = self.with_agent(|agent| agent.run(&run, &mut None, &mut None));
+                if online {
+                    self.network(false)?;
+                }
+                result?
+            } else {
+                // Whatever happened before, no code runs while the sandbox is online
+                // unless the policy says so.
+                self.network(false)?;
+                let mut env = request.env.to_vec();
+                env.extend(command.env.iter().cloned());
+                let is_run = command.phase == Phase::Run;
+                let stdin = if is_run { request.stdin } else { b"" };
+                let run = RunCommand {
+                    argv: &command.argv,
+                    env: &env,
+                    cwd: "",
+                    stdin,
+                    timeout: request.timeout,
+                    max_output: request.max_output,
+                    stop_after: stop_threshold(request.max_output),
+                };
+                // A build's output is diagnostics: it streams as stderr.
+                self.command(&run, &mut request, is_run)?
+            };
+            let failed = report.code != 0 || report.timed_out || report.output_limited;
+            let Output {
+                stdout: out,
+                stderr: err,
+            } = output;
+            match command.phase {
+                Phase::Run => {
+                    stdout.extend_from_slice(&out);
+                    stderr.extend_from_slice(&err);
+                }
+                Phase::Build => {
+                    stderr.extend_from_slice(&out);
+                    stderr.extend_from_slice(&err);
+                }
+                Phase::Setup | Phase::Install if failed => {
+                    stderr.extend_from_slice(&out);
+                    stderr.extend_from_slice(&err);
+                    if command.needs_network && self.policy().network == Network::Off {
+                        stderr.extend_from_slice(
+                            b"sandlot: the policy gives this sandbox no network (network = off), \
+                              so libraries cannot be downloaded\n",
+                        );
+                    }
+                }
+                Phase::Setup | Phase::Install => {}
+            }
+            let this = outcome_of(&report, request.timeout);
+            outcome.stdout_truncated |= this.stdout_truncated;
+            outcome.stderr_truncated |= this.stderr_truncated;
+            outcome.exit_code = this.exit_code;
+            outcome.end = this.end;
+            if failed {
+                break;
+            }
+        }
+        stdout.truncate(request.max_output);
+        stderr.truncate(request.max_output);
+        outcome.stdout = stdout;
+        outcome.stderr = stderr;
+        Ok(outcome)
+    }
+}

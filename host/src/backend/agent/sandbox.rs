@@ -1,0 +1,317 @@
+//! A sandbox driven by its agent, whatever engine made it.
+
+use super::client::{AgentClient, Output, RunCommand};
+use crate::artifact::{FileStat, Snapshot};
+use crate::backend::{
+    stop_threshold, EndReason, Outcome, RunRequest, Sandbox, SandboxFiles, SessionState, Workload,
+};
+use crate::error::{Error, Result};
+use crate::policy::{Network, Policy};
+use sandlot_agent::ExitReport;
+use std::path::PathBuf;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// What an engine does for one of its sandboxes; the agent does everything else.
+pub trait SandboxHandle: Send {
+    /// The engine's name for the sandbox.
+    fn name(&self) -> String;
+    /// Connects the sandbox to the network libraries install over, or cuts it off.
+    /// Only called for sandboxes whose policy is [`Network::InstallOnly`].
+    fn set_network(&mut self, online: bool) -> Result<()>;
+    /// Kills and removes the sandbox and everything it holds. Called once.
+    fn destroy(&mut self);
+}
+
+/// A sandbox whose agent runs plans, shell commands and file requests, on behalf of
+/// any engine (Docker, Podman, Kubernetes): the engine only makes it, switches its
+/// network and removes it.
+pub struct AgentSandbox {
+    agent: Option<AgentClient>,
+    handle: Box<dyn SandboxHandle>,
+    policy: Policy,
+    /// Whether the sandbox is on the install network now.
+    online: bool,
+    /// Why the sandbox is gone, once it is.
+    lost: Option<String>,
+}
+
+impl std::fmt::Debug for AgentSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentSandbox")
+            .field("name", &self.handle.name())
+            .field("lost", &self.lost)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentSandbox {
+    /// A sandbox whose agent answers on `agent`. `online` says whether the engine
+    /// made it connected to a network.
+    pub fn new(
+        agent: AgentClient,
+        handle: Box<dyn SandboxHandle>,
+        policy: Policy,
+        online: bool,
+    ) -> AgentSandbox {
+        AgentSandbox {
+            agent: Some(agent),
+            handle,
+            policy,
+            online,
+            lost: None,
+        }
+    }
+
+    pub(super) fn agent(&mut self) -> Result<&mut AgentClient> {
+        match self.agent.as_mut() {
+            Some(agent) => Ok(agent),
+            None => Err(Error::SessionEnded {
+                reason: self
+                    .lost
+                    .clone()
+                    .unwrap_or_else(|| "the sandbox is gone".into()),
+            }),
+        }
+    }
+
+    /// Runs `call` on the agent; if the agent fails, the sandbox is gone.
+    pub(super) fn with_agent<T>(
+        &mut self,
+        call: impl FnOnce(&mut AgentClient) -> Result<T>,
+    ) -> Result<T> {
+        let result = call(self.agent()?);
+        if let Err(Error::Agent { reason }) = &result {
+            self.lose(reason.clone());
+        }
+        result
+    }
+
+    fn lose(&mut self, reason: String) {
+        self.agent = None;
+        self.lost = Some(reason);
+    }
+
+    /// Puts the sandbox on or off the install network, if its policy switches it.
+    pub(super) fn network(&mut self, on: bool) -> Result<()> {
+        if self.online == on || self.policy.network != Network::InstallOnly {
+            return Ok(());
+        }
+        match self.handle.set_network(on) {
+            Ok(()) => {
+                self.online = on;
+                Ok(())
+            }
+            Err(e) => {
+                if !on {
+                    // Still online: this sandbox must run no more code.
+                    self.lose(format!("it could not be cut off the network: {e}"));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Runs one command through the agent.
+    pub(super) fn command(
+        &mut self,
+        command: &RunCommand<'_>,
+        request: &mut RunRequest<'_>,
+        stream_stdout: bool,
+    ) -> Result<(ExitReport, Output)> {
+        let mut no_stdout = None;
+        let on_stdout = if stream_stdout {
+            &mut request.on_stdout
+        } else {
+            &mut no_stdout
+        };
+        let on_stderr = &mut request.on_stderr;
+        self.with_agent(|agent| agent.run(command, on_stdout, on_stderr))
+    }
+
+    fn shell(&mut self, command_line: &str, mut request: RunRequest<'_>) -> Result<Outcome> {
+        self.network(false)?;
+        let argv = ["sh".to_string(), "-c".to_string(), command_line.to_string()];
+        let command = RunCommand {
+            argv: &argv,
+            env: request.env,
+            cwd: "",
+            stdin: request.stdin,
+            timeout: request.timeout,
+            max_output: request.max_output,
+            stop_after: stop_threshold(request.max_output),
+        };
+        let (report, output) = self.command(&command, &mut request, true)?;
+        let mut outcome = outcome_of(&report, request.timeout);
+        outcome.stdout = output.stdout;
+        outcome.stderr = output.stderr;
+        Ok(outcome)
+    }
+}
+
+/// The outcome of a command as the agent reported it, without its output.
+pub(super) fn outcome_of(report: &ExitReport, timeout: Duration) -> Outcome {
+    // An OOM kill of some other process in the sandbox does not make the command's
+    // own end a memory error: only its own death by SIGKILL does.
+    let end = if report.timed_out {
+        EndReason::TimedOut { limit: timeout }
+    } else if report.output_limited {
+        EndReason::OutputLimit
+    } else if report.oom_killed && report.signal == 9 {
+        EndReason::MemoryLimit
+    } else if report.signal != 0 {
+        EndReason::Killed {
+            signal: report.signal,
+        }
+    } else {
+        EndReason::Completed
+    };
+    Outcome {
+        exit_code: end.exit_code().unwrap_or(report.code),
+        stdout_truncated: report.stdout_truncated,
+        stderr_truncated: report.stderr_truncated,
+        end,
+        session: SessionState::Open,
+        ..Outcome::default()
+    }
+}
+
+impl Sandbox for AgentSandbox {
+    fn run(&mut self, request: RunRequest<'_>) -> Result<Outcome> {
+        let result = match request.workload {
+            Workload::Plan(plan) => self.run_plan(plan, request),
+            Workload::Shell(line) => self.shell(line, request),
+            other @ Workload::Code(_) => return Err(other.unsupported(&self.handle.name())),
+        };
+        match result {
+            // The agent is process 1: without it the sandbox is gone.
+            Err(Error::Agent { reason }) => {
+                Ok(Outcome::lost(format!("the sandbox stopped: {reason}")))
+            }
+            Err(Error::SessionEnded { reason }) => Ok(Outcome::lost(reason)),
+            other => other,
+        }
+    }
+
+    fn files(&mut self) -> &mut dyn SandboxFiles {
+        self
+    }
+
+    fn name(&self) -> String {
+        self.handle.name()
+    }
+}
+
+impl SandboxFiles for AgentSandbox {
+    fn write(&mut self, path: &str, data: &[u8]) -> Result<()> {
+        self.with_agent(|agent| agent.write(path, data))
+    }
+
+    fn read(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
+        self.with_agent(|agent| agent.read(path, max))
+    }
+
+    fn list(&mut self, path: &str) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .with_agent(|agent| agent.entries(path, false))?
+            .into_iter()
+            .map(|e| {
+                if e.is_dir {
+                    format!("{}/", e.path)
+                } else {
+                    e.path
+                }
+            })
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn scan(&mut self, path: &str) -> Result<Snapshot> {
+        let entries = self.with_agent(|agent| agent.entries(path, true))?;
+        Ok(Snapshot::from_stats(entries.into_iter().map(|e| {
+            FileStat {
+                path: PathBuf::from(e.path),
+                size: e.size,
+                modified: Some(UNIX_EPOCH + Duration::from_nanos(e.mtime_ns)),
+            }
+        })))
+    }
+
+    fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
+        self.with_agent(|agent| agent.pack(path, max))
+    }
+
+    fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()> {
+        self.with_agent(|agent| agent.unpack(path, archive))
+    }
+}
+
+impl Drop for AgentSandbox {
+    fn drop(&mut self) {
+        // Kill and remove first: a hang-up first would have the agent tear things down
+        // at the same moment.
+        self.handle.destroy();
+        self.agent = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_reports_become_end_reasons() {
+        let timeout = Duration::from_secs(2);
+        let end = |report: ExitReport| {
+            let o = outcome_of(&report, timeout);
+            (o.end, o.exit_code)
+        };
+        assert_eq!(
+            end(ExitReport {
+                code: 3,
+                ..Default::default()
+            }),
+            (EndReason::Completed, 3)
+        );
+        assert_eq!(
+            end(ExitReport {
+                code: 137,
+                signal: 9,
+                timed_out: true,
+                ..Default::default()
+            }),
+            (EndReason::TimedOut { limit: timeout }, 124)
+        );
+        assert_eq!(
+            end(ExitReport {
+                code: 137,
+                signal: 9,
+                oom_killed: true,
+                ..Default::default()
+            }),
+            (EndReason::MemoryLimit, 137)
+        );
+        assert_eq!(
+            end(ExitReport {
+                code: 139,
+                signal: 11,
+                oom_killed: true,
+                ..Default::default()
+            }),
+            (EndReason::Killed { signal: 11 }, 139)
+        );
+        assert_eq!(
+            end(ExitReport {
+                code: 137,
+                signal: 9,
+                output_limited: true,
+                ..Default::default()
+            }),
+            (EndReason::OutputLimit, 137)
+        );
+    }
+}

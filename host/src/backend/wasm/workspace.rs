@@ -1,0 +1,211 @@
+//! A wasm sandbox's workspace: a fresh host directory, preopened in the guest as
+//! `/workspace`, and the host's access to it through a capability handle, so no path
+//! and no link the guest made can lead the host outside it.
+
+use crate::artifact::{FileStat, Snapshot};
+use crate::backend::SandboxFiles;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use cap_std::fs::Dir;
+use std::path::{Path, PathBuf};
+
+/// Folders of the workspace that belong to the host, not to the user's files.
+const HIDDEN: [&str; 2] = [".sandlot", ".tmp"];
+
+/// A workspace and its handle. Dropping it removes the directory.
+pub(crate) struct Workspace {
+    /// Declared before `dir`: the handle closes before the directory is removed.
+    root: Dir,
+    dir: tempfile::TempDir,
+}
+
+fn io_error(path: &str, source: std::io::Error) -> Error {
+    Error::Io {
+        context: format!("sandbox file `{path}`"),
+        source,
+    }
+}
+
+impl Workspace {
+    /// A fresh workspace with its output and temporary folders.
+    pub(crate) fn new() -> Result<Workspace> {
+        let io = |context: &str| {
+            let context = context.to_string();
+            move |source| Error::Io { context, source }
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("sandlot-")
+            .tempdir()
+            .map_err(io("cannot create the sandbox's workspace"))?;
+        let root = Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority())
+            .map_err(io("cannot open the sandbox's workspace"))?;
+        for folder in [Layout::OUTPUT, ".tmp"] {
+            root.create_dir(folder)
+                .map_err(io("cannot prepare the sandbox's workspace"))?;
+        }
+        Ok(Workspace { root, dir })
+    }
+
+    /// The host directory, for the guest's preopen.
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `path` as a relative path, refused if any part of it is a link: the guest can
+    /// make links, and the host follows none.
+    fn resolve(&self, path: &str) -> Result<PathBuf> {
+        let rel = PathBuf::from(path);
+        let mut walked = PathBuf::new();
+        for component in rel.components() {
+            walked.push(component);
+            if self
+                .root
+                .symlink_metadata(&walked)
+                .is_ok_and(|m| m.file_type().is_symlink())
+            {
+                return Err(Error::InvalidPath {
+                    path: path.into(),
+                    reason: format!("`{}` is a symbolic link", walked.display()),
+                });
+            }
+        }
+        Ok(rel)
+    }
+
+    /// The directory at `path` (`""` for the workspace itself).
+    fn dir(&self, path: &str) -> Result<Dir> {
+        let rel = self.resolve(path)?;
+        if rel.as_os_str().is_empty() {
+            return self.root.try_clone().map_err(|e| io_error(".", e));
+        }
+        self.root.open_dir(&rel).map_err(|e| io_error(path, e))
+    }
+}
+
+impl SandboxFiles for Workspace {
+    fn write(&mut self, path: &str, data: &[u8]) -> Result<()> {
+        let rel = self.resolve(path)?;
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.root
+                .create_dir_all(parent)
+                .map_err(|e| io_error(path, e))?;
+            // Made just now or before: either way, no link on the way.
+            self.resolve(&parent.to_string_lossy())?;
+        }
+        self.root.write(&rel, data).map_err(|e| io_error(path, e))
+    }
+
+    fn read(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let rel = self.resolve(path)?;
+        let file = self.root.open(&rel).map_err(|e| io_error(path, e))?;
+        let meta = file.metadata().map_err(|e| io_error(path, e))?;
+        if !meta.is_file() {
+            return Err(Error::InvalidPath {
+                path: path.into(),
+                reason: "not a regular file".into(),
+            });
+        }
+        let mut data = Vec::new();
+        file.take(max + 1)
+            .read_to_end(&mut data)
+            .map_err(|e| io_error(path, e))?;
+        if data.len() as u64 > max {
+            return Err(Error::InvalidPath {
+                path: path.into(),
+                reason: format!("it is larger than {max} bytes"),
+            });
+        }
+        Ok(data)
+    }
+
+    fn list(&mut self, path: &str) -> Result<Vec<String>> {
+        let dir = self.dir(path)?;
+        let top = path.is_empty();
+        let mut names: Vec<String> = dir
+            .entries()
+            .map_err(|e| io_error(path, e))?
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().into_string().ok()?;
+                if top && HIDDEN.contains(&name.as_str()) {
+                    return None;
+                }
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                Some(if is_dir { format!("{name}/") } else { name })
+            })
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn scan(&mut self, path: &str) -> Result<Snapshot> {
+        let Ok(base) = self.dir(path) else {
+            return Ok(Snapshot::default());
+        };
+        let mut files = Vec::new();
+        let mut stack = vec![(base, PathBuf::new())];
+        while let Some((dir, prefix)) = stack.pop() {
+            let Ok(entries) = dir.entries() else { continue };
+            for entry in entries.flatten() {
+                let name = prefix.join(entry.file_name());
+                // `entry.metadata` does not follow links: a link is neither a file
+                // nor a directory here, and is never read.
+                let Ok(meta) = entry.metadata() else { continue };
+                if meta.is_dir() {
+                    if let Ok(sub) = entry.open_dir() {
+                        stack.push((sub, name));
+                    }
+                } else if meta.is_file() {
+                    files.push(FileStat {
+                        path: name,
+                        size: meta.len(),
+                        modified: meta.modified().ok().map(|t| t.into_std()),
+                    });
+                }
+            }
+        }
+        Ok(Snapshot::from_stats(files))
+    }
+
+    fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
+        let rel = self.resolve(path)?;
+        crate::transfer::pack_dir(&self.root, &rel, max)
+    }
+
+    fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()> {
+        let rel = self.resolve(path)?;
+        if !rel.as_os_str().is_empty() {
+            self.root
+                .create_dir_all(&rel)
+                .map_err(|e| io_error(path, e))?;
+        }
+        let dest = self.dir(path)?;
+        crate::transfer::unpack_into(archive, &dest).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_the_guest_makes_are_never_followed() {
+        let mut workspace = Workspace::new().unwrap();
+        std::os::unix::fs::symlink("/etc", workspace.path().join("etc")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", workspace.path().join("output/passwd")).unwrap();
+        assert!(workspace.read("etc/passwd", 1 << 20).is_err());
+        assert!(workspace.read("output/passwd", 1 << 20).is_err());
+        assert!(workspace.write("etc/evil", b"x").is_err());
+        assert!(workspace.pack("etc", 1 << 20).is_err());
+        let scanned = workspace.scan("output").unwrap();
+        assert!(scanned.is_empty(), "a link is not an artifact");
+
+        workspace.write("data/in.csv", b"a,b\n").unwrap();
+        assert_eq!(workspace.list("").unwrap(), ["data/", "etc", "output/"]);
+        let archive = workspace.pack("data", 1 << 20).unwrap();
+        workspace.unpack("copy", &archive).unwrap();
+        assert_eq!(workspace.read("copy/in.csv", 10).unwrap(), b"a,b\n");
+        assert_eq!(workspace.scan("copy").unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,71 @@
+//! What a backend can do, as a list a session, `auto` and a user can read.
+
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// Something a backend can do. Behaviour every backend has (files in and out,
+/// timeouts, output caps, artifacts) is not listed: it is part of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Capability {
+    /// Carries out the handler's whole plan for each run (files, installs, builds,
+    /// commands): runs get [`Workload::Plan`]. Without it, runs get
+    /// [`Workload::Code`] for a long-lived interpreter.
+    RunsPlans,
+    /// Variables, functions and imports survive from one run to the next.
+    PersistentState,
+    /// Runs shell command lines ([`Workload::Shell`]).
+    Shell,
+    /// Installs libraries a run asks for (with the network, when the policy allows).
+    InstallLibraries,
+    /// Turns the sandbox's network on and off as the policy says.
+    NetworkControl,
+    /// Runs a container image a session names.
+    Images,
+    /// Enforces a memory cap on the sandbox.
+    MemoryLimit,
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(match self {
+            Capability::RunsPlans => "runs-plans",
+            Capability::PersistentState => "persistent-state",
+            Capability::Shell => "shell",
+            Capability::InstallLibraries => "install-libraries",
+            Capability::NetworkControl => "network-control",
+            Capability::Images => "images",
+            Capability::MemoryLimit => "memory-limit",
+        })
+    }
+}
+
+/// What a backend can do for a language.
+///
+/// ```
+/// use sandlot::backend::{Capabilities, Capability};
+/// let caps = Capabilities::new([Capability::Shell, Capability::RunsPlans]);
+/// assert!(caps.has(Capability::Shell) && !caps.has(Capability::PersistentState));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Capabilities(BTreeSet<Capability>);
+
+impl Capabilities {
+    /// The capabilities listed.
+    pub fn new(capabilities: impl IntoIterator<Item = Capability>) -> Capabilities {
+        Capabilities(capabilities.into_iter().collect())
+    }
+
+    /// Whether `capability` is among them.
+    pub fn has(&self, capability: Capability) -> bool {
+        self.0.contains(&capability)
+    }
+
+    /// Every capability, in a stable order.
+    pub fn iter(&self) -> impl Iterator<Item = Capability> + '_ {
+        self.0.iter().copied()
+    }
+}

@@ -1,0 +1,150 @@
+//! `sandlot images` and `sandlot gc`: the container engines' side of sandlot.
+
+use super::output::Table;
+use super::Global;
+use anyhow::Result;
+use clap::Subcommand;
+use std::process::ExitCode;
+
+#[derive(Subcommand)]
+pub(super) enum ImagesCommand {
+    /// Build images from the built-in recipes with mmdebstrap, from this machine's own
+    /// Debian sources (no registry needed), and import them into the engine.
+    Build {
+        /// Recipes or languages to build (default: all): python, node, jvm, cpp, go, r,
+        /// ruby, polyglot.
+        names: Vec<String>,
+        /// The engine to import into.
+        #[arg(long, value_enum, default_value = "docker")]
+        engine: EngineArg,
+        /// Rebuild even images that are up to date.
+        #[arg(long)]
+        force: bool,
+    },
+    /// The sandlot images in the engine and whether each matches its recipe.
+    List {
+        /// The engine to ask.
+        #[arg(long, value_enum, default_value = "docker")]
+        engine: EngineArg,
+    },
+    /// Pull an image from a registry, showing progress (for `[images]` in sandlot.toml).
+    Pull {
+        /// Image reference, e.g. `python:3.12-slim`.
+        reference: String,
+        /// The engine to pull into.
+        #[arg(long, value_enum, default_value = "docker")]
+        engine: EngineArg,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(super) enum EngineArg {
+    Docker,
+    Podman,
+}
+
+impl EngineArg {
+    fn engine(self) -> sandlot::Engine {
+        match self {
+            EngineArg::Docker => sandlot::Engine::Docker,
+            EngineArg::Podman => sandlot::Engine::Podman,
+        }
+    }
+}
+
+fn containers(global: &Global, engine: EngineArg) -> Result<sandlot::ContainerBackend> {
+    let config = global.config()?;
+    let endpoint = match engine {
+        EngineArg::Docker => config.docker_host.as_deref(),
+        EngineArg::Podman => config.podman_host.as_deref(),
+    };
+    Ok(sandlot::ContainerBackend::connect(
+        engine.engine(),
+        endpoint,
+    )?)
+}
+
+pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCode> {
+    use sandlot::backend::docker::images::{default_rootfs_cache, Recipe};
+    match command {
+        ImagesCommand::Build {
+            names,
+            engine,
+            force,
+        } => {
+            let backend = containers(global, engine)?;
+            let present = backend.images()?;
+            for recipe in Recipe::select(&names)? {
+                let current = present
+                    .iter()
+                    .any(|i| i.reference == recipe.image && i.current);
+                if current && !force {
+                    eprintln!("sandlot: {} is up to date", recipe.image);
+                    continue;
+                }
+                eprintln!(
+                    "sandlot: building {} ({})",
+                    recipe.image, recipe.description
+                );
+                let started = std::time::Instant::now();
+                backend.build_image(&recipe, &default_rootfs_cache(), &mut |line| {
+                    eprintln!("  {line}")
+                })?;
+                eprintln!(
+                    "sandlot: {} ready in {:.0} s",
+                    recipe.image,
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ImagesCommand::List { engine } => {
+            let backend = containers(global, engine)?;
+            let images = backend.images()?;
+            let mut table = Table::new(["IMAGE", "SIZE", "RECIPE", "STATUS"]);
+            for image in &images {
+                table.row([
+                    image.reference.clone(),
+                    format!("{} MB", image.size / 1_000_000),
+                    image.recipe.clone().unwrap_or_else(|| "-".into()),
+                    if image.current {
+                        "up to date".into()
+                    } else if image.recipe.is_some() {
+                        "outdated: run `sandlot images build`".into()
+                    } else {
+                        "not from a recipe".to_string()
+                    },
+                ]);
+            }
+            for recipe in Recipe::all() {
+                if !images.iter().any(|i| i.reference == recipe.image) {
+                    table.row([
+                        recipe.image.clone(),
+                        "-".into(),
+                        recipe.name.clone(),
+                        format!("missing: `sandlot images build {}`", recipe.name),
+                    ]);
+                }
+            }
+            print!("{table}");
+            Ok(ExitCode::SUCCESS)
+        }
+        ImagesCommand::Pull { reference, engine } => {
+            let backend = containers(global, engine)?;
+            backend.pull_image(&reference, &mut |line| eprintln!("  {line}"))?;
+            eprintln!("sandlot: pulled {reference}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Removes what killed sandlot processes left on `engine`.
+pub(super) fn gc(global: &Global, engine: EngineArg, all: bool) -> Result<ExitCode> {
+    let backend = containers(global, engine)?;
+    let removed = backend.gc(all)?;
+    for name in &removed {
+        println!("{name}");
+    }
+    eprintln!("sandlot: removed {} container(s)", removed.len());
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,223 @@
+//! `sandlot run`: runs code in a fresh sandbox, streaming its output.
+
+use super::plan::CodeSource;
+use super::{plugin_notes, Global};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use sandlot::service::{OpenRequest, Service};
+use sandlot::{BackendChoice, EndReason, Execution, Network, Policy, RunOptions, Severity};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Args)]
+pub(super) struct RunArgs {
+    #[command(flatten)]
+    source: CodeSource,
+    /// Library the code needs. Repeatable. The wasm backend's runtimes cannot install
+    /// libraries but bundle many (Python: numpy, pandas, scipy, scikit-learn,
+    /// matplotlib, seaborn, statsmodels, ...); `auto` goes to a container backend for
+    /// any other.
+    #[arg(long = "lib", value_name = "NAME")]
+    libraries: Vec<String>,
+    /// Where to run it: `auto` (the first backend that can: wasm, docker, podman),
+    /// or a backend's name.
+    #[arg(long, default_value = "auto", value_name = "BACKEND")]
+    backend: String,
+    /// The container image to run in, instead of the configured or default one.
+    #[arg(long, value_name = "IMAGE")]
+    image: Option<String>,
+    /// Wall-clock limit in seconds.
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    timeout: f64,
+    /// Memory cap in MiB.
+    #[arg(long, default_value_t = 1024, value_name = "MIB")]
+    memory: usize,
+    /// Print one JSON document with everything (the `sandlot.execution/1` form).
+    #[arg(long)]
+    json: bool,
+    /// Write the files the program made into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Refuse code whose static analysis finds something this severe or worse.
+    #[arg(long, value_enum, default_value = "critical", value_name = "SEVERITY")]
+    block_at: BlockAt,
+    /// When a container may reach the network.
+    #[arg(long, value_enum, default_value = "install")]
+    network: NetworkArg,
+    /// Say on stderr where the code ran, and why other backends were passed over.
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum NetworkArg {
+    /// Never.
+    Off,
+    /// Only while libraries are installed.
+    Install,
+    /// Always.
+    On,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BlockAt {
+    Info,
+    Low,
+    Medium,
+    High,
+    Critical,
+    /// Only report findings.
+    Never,
+}
+
+impl BlockAt {
+    fn policy(self, network: NetworkArg) -> Policy {
+        Policy {
+            network: match network {
+                NetworkArg::Off => Network::Off,
+                NetworkArg::Install => Network::InstallOnly,
+                NetworkArg::On => Network::On,
+            },
+            ..Policy::default()
+        }
+        .with_block_at(match self {
+            BlockAt::Info => Some(Severity::Info),
+            BlockAt::Low => Some(Severity::Low),
+            BlockAt::Medium => Some(Severity::Medium),
+            BlockAt::High => Some(Severity::High),
+            BlockAt::Critical => Some(Severity::Critical),
+            BlockAt::Never => None,
+        })
+    }
+}
+
+/// Exit status when sandlot itself fails during `run`, as `docker run` does.
+const EXIT_SANDLOT_ERROR: u8 = 125;
+
+pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
+    if !(args.timeout > 0.0 && args.timeout.is_finite()) {
+        bail!("--timeout must be a positive number of seconds");
+    }
+    let mut service = Service::from_config(global.config()?, &global.overrides())?;
+    plugin_notes(service.sandlot().plugins());
+    let (code, handler) = args.source.load(service.sandlot().plugins())?;
+    let language = handler.info().id.clone();
+    let mut request = OpenRequest::new(&language);
+    request.backend = BackendChoice::from(args.backend.as_str());
+    request.image = args.image.clone();
+    request.libraries = args.libraries.clone();
+    request.limits.timeout = Duration::from_secs_f64(args.timeout);
+    request.limits.memory = args.memory.saturating_mul(1 << 20);
+    request.policy = args.block_at.policy(args.network);
+    let opened = service.open(&request, |step| eprintln!("sandlot: {step}"));
+    let mut session = match opened {
+        Ok(session) => session,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(EXIT_SANDLOT_ERROR));
+        }
+    };
+    if args.verbose {
+        for (backend, why) in session.passed_over() {
+            eprintln!("sandlot: passed over {backend}: {why}");
+        }
+        match session.sandbox_name() {
+            Some(name) => eprintln!("sandlot: running on {} ({name})", session.backend()),
+            None => eprintln!("sandlot: running on {}", session.backend()),
+        }
+    }
+    let mut options = RunOptions::default();
+    if !args.json {
+        // Stream output as it is written.
+        options.on_stdout = Some(Box::new(|bytes: &[u8]| {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(bytes);
+            let _ = out.flush();
+        }));
+        options.on_stderr = Some(Box::new(|bytes: &[u8]| {
+            use std::io::Write;
+            let _ = std::io::stderr().lock().write_all(bytes);
+        }));
+    }
+    let execution = match session.run_with(&code, options) {
+        Ok(execution) => execution,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(EXIT_SANDLOT_ERROR));
+        }
+    };
+    if let Some(dir) = &args.out {
+        write_artifacts(&execution, dir)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&execution.to_json())?);
+    } else {
+        notes(&execution, &args);
+    }
+    Ok(ExitCode::from(exit_status(&execution)))
+}
+
+fn write_artifacts(execution: &Execution, dir: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for artifact in &execution.artifacts {
+        let path = dir.join(&artifact.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, &artifact.bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// What a person at a terminal should know about a run besides its output.
+fn notes(execution: &Execution, args: &RunArgs) {
+    for note in [
+        execution
+            .stdout_truncated
+            .then_some("stdout was cut at the output limit"),
+        execution
+            .stderr_truncated
+            .then_some("stderr was cut at the output limit"),
+        execution
+            .artifacts_truncated
+            .then_some("some files were left out by the artifact limits"),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        eprintln!("sandlot: {note}");
+    }
+    match &execution.end {
+        EndReason::Completed => {}
+        EndReason::TimedOut { limit } => eprintln!(
+            "sandlot: stopped at the time limit of {} s (--timeout), after {:.1} s",
+            limit.as_secs_f64(),
+            execution.duration.as_secs_f64()
+        ),
+        EndReason::MemoryLimit => eprintln!(
+            "sandlot: stopped at the memory cap of {} MiB (--memory)",
+            args.memory
+        ),
+        other => eprintln!("sandlot: {other}"),
+    }
+    if !execution.artifacts.is_empty() && args.out.is_none() {
+        let names: Vec<_> = execution
+            .artifacts
+            .iter()
+            .map(|a| a.path.as_str())
+            .collect();
+        eprintln!(
+            "sandlot: made {} (use --out DIR to keep them)",
+            names.join(", ")
+        );
+    }
+}
+
+/// The CLI's exit status for an execution.
+fn exit_status(execution: &Execution) -> u8 {
+    let code = execution.end.exit_code().unwrap_or(execution.exit_code);
+    (code & 0xff) as u8
+}

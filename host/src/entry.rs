@@ -1,0 +1,573 @@
+//! The entry point of the library: loaded language handlers and the backends, by name.
+
+use crate::backend::docker::{ContainerBackend, Engine};
+use crate::backend::wasm::WasmBackend;
+use crate::backend::{Backend, BackendName, Capability, Needs, SandboxSpec};
+use crate::config::Config;
+use crate::dirs::{Dirs, Overrides};
+use crate::error::{Error, Result};
+use crate::plugin::{PluginHost, PluginHostBuilder};
+use crate::policy::Policy;
+use crate::session::{AsyncSession, Limits, Session, Settings};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Makes a backend when it is first needed (a container engine is connected only
+/// when a session asks for it).
+type Connector = Box<dyn Fn() -> Result<Arc<dyn Backend>> + Send + Sync>;
+
+/// One backend of a [`Sandlot`]: ready, or made on first use.
+struct Slot {
+    name: BackendName,
+    ready: Mutex<Option<Arc<dyn Backend>>>,
+    connect: Option<Connector>,
+}
+
+impl Slot {
+    fn ready(backend: Arc<dyn Backend>) -> Arc<Slot> {
+        Arc::new(Slot {
+            name: backend.name(),
+            ready: Mutex::new(Some(backend)),
+            connect: None,
+        })
+    }
+
+    /// The backend, made now if it was not yet. A failure is not remembered: an
+    /// engine started later is found by the next session.
+    fn get(&self) -> Result<Arc<dyn Backend>> {
+        let mut ready = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(backend) = &*ready {
+            return Ok(backend.clone());
+        }
+        let backend = match &self.connect {
+            Some(connect) => connect()?,
+            None => {
+                return Err(Error::UnknownBackend {
+                    name: self.name.to_string(),
+                    known: Vec::new(),
+                })
+            }
+        };
+        *ready = Some(backend.clone());
+        Ok(backend)
+    }
+}
+
+/// Container engines, connected on first use and shared by every session.
+struct Engines {
+    config: Arc<Config>,
+    connected: Mutex<Vec<(Engine, Arc<ContainerBackend>)>>,
+}
+
+impl Engines {
+    fn get(&self, engine: Engine) -> Result<Arc<ContainerBackend>> {
+        let mut connected = self.connected.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, backend)) = connected.iter().find(|(e, _)| *e == engine) {
+            return Ok(backend.clone());
+        }
+        let endpoint = match engine {
+            Engine::Podman => self.config.podman_host.as_deref(),
+            _ => self.config.docker_host.as_deref(),
+        };
+        let backend = Arc::new(ContainerBackend::connect(engine, endpoint)?);
+        connected.push((engine, backend.clone()));
+        Ok(backend)
+    }
+}
+
+/// The entry point of the library: loaded language handlers and backends.
+///
+/// Create one per process and open sessions from it; it caches compiled runtimes and
+/// engine connections. Clones are cheap and share everything.
+///
+/// Backends are held by name. The built-in ones come first, in the order `auto` tries
+/// them: `wasm`, `docker`, `podman` (engines are connected on first use); more can be
+/// added, from this crate or any other, with [`SandlotBuilder::backend`].
+#[derive(Clone)]
+pub struct Sandlot {
+    plugins: Arc<PluginHost>,
+    wasm: Arc<WasmBackend>,
+    engines: Arc<Engines>,
+    slots: Arc<Vec<Arc<Slot>>>,
+    config: Arc<Config>,
+}
+
+impl std::fmt::Debug for Sandlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandlot")
+            .field("backends", &self.backend_names())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`Sandlot`].
+pub struct SandlotBuilder {
+    plugins: PluginHost,
+    config: Config,
+    runtimes_dir: Option<PathBuf>,
+    cache_dir: Option<PathBuf>,
+    builtins: bool,
+    extra: Vec<Arc<dyn Backend>>,
+}
+
+impl SandlotBuilder {
+    /// Container settings (engine endpoints, images per language) from `config`.
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Where the wasm backend finds its runtimes (default: see [`crate::dirs`]).
+    pub fn runtimes_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.runtimes_dir = Some(dir.into());
+        self
+    }
+
+    /// Where compiled runtimes are cached; `None` caches nothing on disk.
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = dir;
+        self
+    }
+
+    /// Whether to register the built-in backends (default: yes).
+    pub fn builtin_backends(mut self, yes: bool) -> Self {
+        self.builtins = yes;
+        self
+    }
+
+    /// Registers `backend` after those registered before it (and after the built-in
+    /// ones); one with the name of a built-in backend replaces it in place.
+    pub fn backend(mut self, backend: Arc<dyn Backend>) -> Self {
+        self.extra.push(backend);
+        self
+    }
+
+    /// Finds the runtimes and makes the [`Sandlot`].
+    pub fn build(self) -> Result<Sandlot> {
+        let runtimes_dir = match self.runtimes_dir {
+            Some(dir) => dir,
+            None => {
+                Dirs::resolve(&self.config, &Overrides::default())
+                    .runtimes
+                    .value
+            }
+        };
+        let wasm = Arc::new(WasmBackend::discover(&runtimes_dir, self.cache_dir)?);
+        let config = Arc::new(self.config);
+        let engines = Arc::new(Engines {
+            config: config.clone(),
+            connected: Mutex::new(Vec::new()),
+        });
+        let mut slots: Vec<Arc<Slot>> = Vec::new();
+        if self.builtins {
+            slots.push(Slot::ready(wasm.clone()));
+            for (name, engine) in [
+                (BackendName::DOCKER, Engine::Docker),
+                (BackendName::PODMAN, Engine::Podman),
+            ] {
+                let engines = engines.clone();
+                slots.push(Arc::new(Slot {
+                    name,
+                    ready: Mutex::new(None),
+                    connect: Some(Box::new(move || {
+                        Ok(engines.get(engine)? as Arc<dyn Backend>)
+                    })),
+                }));
+            }
+        }
+        for backend in self.extra {
+            let slot = Slot::ready(backend);
+            match slots.iter_mut().find(|s| s.name == slot.name) {
+                Some(existing) => *existing = slot,
+                None => slots.push(slot),
+            }
+        }
+        Ok(Sandlot {
+            plugins: Arc::new(self.plugins),
+            wasm,
+            engines,
+            slots: Arc::new(slots),
+            config,
+        })
+    }
+}
+
+impl Sandlot {
+    /// Plugins, runtimes and caches from the user's configuration file (see
+    /// [`Config::discover`]) and environment, in the order [`crate::dirs`] documents.
+    pub fn from_environment() -> Result<Sandlot> {
+        let config = Config::discover(None)?;
+        Sandlot::from_config(config, &Overrides::default())
+    }
+
+    /// Plugins, runtimes and caches from `config`, the environment and `overrides`
+    /// (the CLI's global flags), in the order [`crate::dirs`] documents.
+    pub fn from_config(config: Config, overrides: &Overrides) -> Result<Sandlot> {
+        let dirs = Dirs::resolve(&config, overrides);
+        let plugins = PluginHostBuilder::from_dirs(&dirs).load()?;
+        Sandlot::builder(plugins)
+            .runtimes_dir(dirs.runtimes_dir())
+            .cache_dir(dirs.cache.value.clone())
+            .config(config)
+            .build()
+    }
+
+    /// From loaded plugins, a runtimes directory and a cache directory, with the
+    /// built-in backends and no configuration file.
+    pub fn new(
+        plugins: PluginHost,
+        runtimes_dir: &Path,
+        cache_dir: Option<PathBuf>,
+    ) -> Result<Sandlot> {
+        Sandlot::builder(plugins)
+            .runtimes_dir(runtimes_dir)
+            .cache_dir(cache_dir)
+            .build()
+    }
+
+    /// Starts configuring a [`Sandlot`] over `plugins`.
+    pub fn builder(plugins: PluginHost) -> SandlotBuilder {
+        SandlotBuilder {
+            plugins,
+            config: Config::default(),
+            runtimes_dir: None,
+            cache_dir: None,
+            builtins: true,
+            extra: Vec::new(),
+        }
+    }
+
+    /// Uses `config`'s container settings (engine endpoints, images per language).
+    pub fn with_config(mut self, config: Config) -> Sandlot {
+        let config = Arc::new(config);
+        let engines = Arc::new(Engines {
+            config: config.clone(),
+            connected: Mutex::new(Vec::new()),
+        });
+        let slots = self
+            .slots
+            .iter()
+            .map(|slot| {
+                let engine = match slot.name.as_str() {
+                    "docker" if slot.connect.is_some() => Engine::Docker,
+                    "podman" if slot.connect.is_some() => Engine::Podman,
+                    _ => return slot.clone(),
+                };
+                let engines = engines.clone();
+                Arc::new(Slot {
+                    name: slot.name.clone(),
+                    ready: Mutex::new(None),
+                    connect: Some(Box::new(move || {
+                        Ok(engines.get(engine)? as Arc<dyn Backend>)
+                    })),
+                })
+            })
+            .collect();
+        self.config = config;
+        self.engines = engines;
+        self.slots = Arc::new(slots);
+        self
+    }
+
+    /// Looks for runtimes in `runtimes_dir` again, e.g. after installing one.
+    pub fn rediscover_runtimes(
+        &mut self,
+        runtimes_dir: &Path,
+        cache_dir: Option<PathBuf>,
+    ) -> Result<()> {
+        let wasm = Arc::new(WasmBackend::discover(runtimes_dir, cache_dir)?);
+        let slots = self
+            .slots
+            .iter()
+            .map(|slot| {
+                if slot.name == BackendName::WASM && slot.connect.is_none() {
+                    Slot::ready(wasm.clone())
+                } else {
+                    slot.clone()
+                }
+            })
+            .collect();
+        self.wasm = wasm;
+        self.slots = Arc::new(slots);
+        Ok(())
+    }
+
+    /// The loaded plugins.
+    pub fn plugins(&self) -> &PluginHost {
+        &self.plugins
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The embedded WebAssembly backend.
+    pub fn wasm(&self) -> &WasmBackend {
+        &self.wasm
+    }
+
+    /// The Docker or Podman backend, connected on first use: at the configured
+    /// endpoint (`docker_host` / `podman_host` in sandlot.toml), else where the engine
+    /// usually listens.
+    pub fn containers(&self, engine: Engine) -> Result<Arc<ContainerBackend>> {
+        self.engines.get(engine)
+    }
+
+    /// The names of the backends, in the order `auto` tries them.
+    pub fn backend_names(&self) -> Vec<BackendName> {
+        self.slots.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// The backend called `name`, connected now if it was not yet.
+    pub fn backend(&self, name: &str) -> Result<Arc<dyn Backend>> {
+        self.slots
+            .iter()
+            .find(|s| s.name == name)
+            .ok_or_else(|| Error::UnknownBackend {
+                name: name.to_string(),
+                known: self.backend_names().iter().map(|n| n.to_string()).collect(),
+            })?
+            .get()
+    }
+
+    /// The backend a session gets: the one named, checked against `needs`, or for
+    /// `auto` the first that answers and can serve `needs`. Says why each backend
+    /// before it was passed over (in the error, when none can).
+    pub fn choose(&self, choice: &BackendChoice, needs: &Needs<'_>) -> Result<Chosen> {
+        match choice {
+            BackendChoice::Named(name) => {
+                let backend = self.backend(name)?;
+                backend
+                    .supports(needs)
+                    .map_err(|why| Error::BackendUnsuitable {
+                        backend: name.to_string(),
+                        language: needs.language.to_string(),
+                        reason: why.0,
+                    })?;
+                Ok(Chosen {
+                    backend,
+                    passed_over: Vec::new(),
+                })
+            }
+            BackendChoice::Auto => {
+                let mut passed_over = Vec::new();
+                for slot in self.slots.iter() {
+                    match slot.get() {
+                        Ok(backend) => match backend.supports(needs) {
+                            Ok(()) => {
+                                return Ok(Chosen {
+                                    backend,
+                                    passed_over,
+                                })
+                            }
+                            Err(why) => passed_over.push((slot.name.clone(), why.0)),
+                        },
+                        Err(error) => passed_over.push((slot.name.clone(), error.to_string())),
+                    }
+                }
+                Err(Error::NoBackend {
+                    language: needs.language.to_string(),
+                    passed_over: passed_over
+                        .into_iter()
+                        .map(|(name, why)| (name.to_string(), why))
+                        .collect(),
+                })
+            }
+        }
+    }
+
+    /// Starts configuring a session for `language` (an id or alias).
+    pub fn session(&self, language: &str) -> SessionBuilder {
+        SessionBuilder {
+            sandlot: self.clone(),
+            language: language.to_string(),
+            backend: BackendChoice::Auto,
+            limits: Limits::default(),
+            policy: Policy::default(),
+            env: Vec::new(),
+            image: None,
+            libraries: Vec::new(),
+            required: Vec::new(),
+        }
+    }
+}
+
+/// The backend [`Sandlot::choose`] picked.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct Chosen {
+    /// The backend.
+    pub backend: Arc<dyn Backend>,
+    /// The backends tried before it, and why each could not serve.
+    pub passed_over: Vec<(BackendName, String)>,
+}
+
+/// Which backend runs a session's code.
+///
+/// ```
+/// use sandlot::BackendChoice;
+/// assert_eq!(BackendChoice::from("auto"), BackendChoice::Auto);
+/// assert!(matches!(BackendChoice::from("docker"), BackendChoice::Named(n) if n == "docker"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum BackendChoice {
+    /// The first backend, in registration order, that answers and can serve the
+    /// session (its language, its libraries, its image, the capabilities it requires).
+    #[default]
+    Auto,
+    /// The backend of this name.
+    Named(String),
+}
+
+impl From<&str> for BackendChoice {
+    fn from(name: &str) -> Self {
+        match name {
+            "auto" => BackendChoice::Auto,
+            name => BackendChoice::Named(name.to_string()),
+        }
+    }
+}
+
+impl From<String> for BackendChoice {
+    fn from(name: String) -> Self {
+        BackendChoice::from(name.as_str())
+    }
+}
+
+impl From<BackendName> for BackendChoice {
+    fn from(name: BackendName) -> Self {
+        BackendChoice::Named(name.to_string())
+    }
+}
+
+/// Configures and opens a [`Session`].
+#[derive(Clone)]
+pub struct SessionBuilder {
+    sandlot: Sandlot,
+    language: String,
+    backend: BackendChoice,
+    limits: Limits,
+    policy: Policy,
+    env: Vec<(String, String)>,
+    image: Option<String>,
+    libraries: Vec<String>,
+    required: Vec<Capability>,
+}
+
+impl SessionBuilder {
+    /// The security policy (default: [`Policy::default`]).
+    pub fn policy(&mut self, policy: Policy) -> &mut Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Which backend runs the code: `"auto"` (the default), or a backend's name
+    /// (`"wasm"`, `"docker"`, `"podman"`, or one registered by the application).
+    pub fn backend(&mut self, backend: impl Into<BackendChoice>) -> &mut Self {
+        self.backend = backend.into();
+        self
+    }
+
+    /// All limits at once.
+    pub fn limits(&mut self, limits: Limits) -> &mut Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Wall-clock limit of each run.
+    pub fn timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.limits.timeout = timeout;
+        self
+    }
+
+    /// Memory cap of the sandbox, in bytes.
+    pub fn memory(&mut self, bytes: usize) -> &mut Self {
+        self.limits.memory = bytes;
+        self
+    }
+
+    /// Adds an environment variable every run gets; nothing else from the host is
+    /// visible.
+    pub fn env(&mut self, key: &str, value: &str) -> &mut Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// The container image to run in, instead of the configured one (`[images]` in
+    /// sandlot.toml) or the language handler's default. `auto` then picks a backend
+    /// that runs images.
+    pub fn image(&mut self, image: &str) -> &mut Self {
+        self.image = Some(image.to_string());
+        self
+    }
+
+    /// Libraries every run of the session needs, installed with the first run that
+    /// can. `auto` picks a backend that can provide them.
+    pub fn libraries(&mut self, libraries: &[String]) -> &mut Self {
+        self.libraries = libraries.to_vec();
+        self
+    }
+
+    /// A capability the session's backend must have, e.g.
+    /// [`Capability::Shell`] for [`Session::execute_command`]. `auto` picks a backend
+    /// that has it.
+    pub fn require(&mut self, capability: Capability) -> &mut Self {
+        if !self.required.contains(&capability) {
+            self.required.push(capability);
+        }
+        self
+    }
+
+    /// [`SessionBuilder::open`] for async code: opens on tokio's blocking pool.
+    pub async fn open_async(&self) -> Result<AsyncSession> {
+        let builder = self.clone();
+        tokio::task::spawn_blocking(move || builder.open())
+            .await
+            .map_err(|e| Error::Cancelled {
+                what: format!("opening the session: {e}"),
+            })?
+            .map(AsyncSession::from)
+    }
+
+    /// Opens the sandbox on the chosen backend.
+    ///
+    /// Blocking; from async code use [`SessionBuilder::open_async`].
+    pub fn open(&self) -> Result<Session> {
+        let handler = self.sandlot.plugins.language(&self.language)?.clone();
+        let language = handler.info().id.clone();
+        let needs = Needs::language(&language)
+            .with_libraries(&self.libraries)
+            .with_image(self.image.as_deref())
+            .with_capabilities(&self.required);
+        let Chosen {
+            backend,
+            passed_over,
+        } = self.sandlot.choose(&self.backend, &needs)?;
+        let image = self
+            .image
+            .clone()
+            .or_else(|| self.sandlot.config.images.get(&language).cloned())
+            .unwrap_or_else(|| handler.info().default_image.clone());
+        let sandbox = backend.open(&SandboxSpec::new(
+            &language,
+            &image,
+            &self.policy,
+            self.limits.memory,
+        ))?;
+        Ok(Session::new(
+            sandbox,
+            backend,
+            passed_over,
+            handler,
+            Settings {
+                limits: self.limits,
+                policy: self.policy,
+                env: self.env.clone(),
+                libraries: self.libraries.clone(),
+            },
+        ))
+    }
+}

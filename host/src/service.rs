@@ -1,0 +1,199 @@
+//! What every front end of sandlot shares — the CLI, the MCP server, the HTTP API:
+//! opening sessions from names (a language, a backend) as a user or a client gives
+//! them, installing the wasm runtime a session needs on first use, and the JSON form
+//! of an [`Execution`](crate::Execution) (see [`crate::execution`]).
+//!
+//! ```no_run
+//! use sandlot::service::{OpenRequest, Service};
+//! # fn main() -> Result<(), sandlot::Error> {
+//! let mut service = Service::from_environment()?;
+//! let mut session = service.open(&OpenRequest::new("python"), |step| eprintln!("{step}"))?;
+//! let run = session.run("print(6 * 7)")?;
+//! println!("{}", serde_json::to_string_pretty(&run.to_json()).unwrap());
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::backend::{BackendName, Capability};
+use crate::config::Config;
+use crate::dirs::{Dirs, Overrides};
+use crate::entry::{BackendChoice, Sandlot};
+use crate::error::Result;
+use crate::policy::Policy;
+use crate::session::{Limits, Session};
+use std::fmt;
+
+pub use crate::execution::EXECUTION_SCHEMA;
+
+/// A session to open, as a front end receives it.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct OpenRequest {
+    /// Language id or alias.
+    pub language: String,
+    /// `auto` or a backend's name.
+    pub backend: BackendChoice,
+    /// A container image, instead of the configured one.
+    pub image: Option<String>,
+    /// Libraries every run needs.
+    pub libraries: Vec<String>,
+    /// Capabilities the backend must have.
+    pub required: Vec<Capability>,
+    /// Limits.
+    pub limits: Limits,
+    /// Policy.
+    pub policy: Policy,
+    /// Environment of every run.
+    pub env: Vec<(String, String)>,
+}
+
+impl OpenRequest {
+    /// A session for `language` with every default.
+    pub fn new(language: &str) -> OpenRequest {
+        OpenRequest {
+            language: language.to_string(),
+            ..OpenRequest::default()
+        }
+    }
+}
+
+/// What [`Service::open`] is doing, for a front end to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Progress {
+    /// The runtime for a language is being installed, once.
+    Installing {
+        /// The language.
+        language: String,
+    },
+    /// A step of the installation.
+    Step(String),
+    /// The runtime is being compiled, once (CPython takes about 90 s on two cores).
+    Compiling {
+        /// The language.
+        language: String,
+    },
+}
+
+impl fmt::Display for Progress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Progress::Installing { language } => {
+                write!(
+                    f,
+                    "no {language} runtime installed yet; installing it (once)"
+                )
+            }
+            Progress::Step(step) => f.write_str(step),
+            Progress::Compiling { language } => write!(
+                f,
+                "compiling the {language} runtime; this happens once (CPython takes about \
+                 90 s on 2 cores)"
+            ),
+        }
+    }
+}
+
+/// A [`Sandlot`] with the directories it was made from, and the front ends' shared
+/// operations.
+#[derive(Debug, Clone)]
+pub struct Service {
+    sandlot: Sandlot,
+    dirs: Dirs,
+}
+
+impl Service {
+    /// From the user's configuration file and environment.
+    pub fn from_environment() -> Result<Service> {
+        Service::from_config(Config::discover(None)?, &Overrides::default())
+    }
+
+    /// From `config`, the environment and `overrides` (the CLI's global flags).
+    pub fn from_config(config: Config, overrides: &Overrides) -> Result<Service> {
+        let dirs = Dirs::resolve(&config, overrides);
+        let sandlot = Sandlot::from_config(config, overrides)?;
+        Ok(Service { sandlot, dirs })
+    }
+
+    /// The library's entry point.
+    pub fn sandlot(&self) -> &Sandlot {
+        &self.sandlot
+    }
+
+    /// The directories in force.
+    pub fn dirs(&self) -> &Dirs {
+        &self.dirs
+    }
+
+    /// Opens the session `request` describes. When the wasm backend would run it
+    /// (named, or `auto` with nothing the wasm runtime lacks) and sandlot knows how to
+    /// install the runtime, it is installed first; `progress` hears about the slow
+    /// steps.
+    pub fn open(
+        &mut self,
+        request: &OpenRequest,
+        mut progress: impl FnMut(Progress),
+    ) -> Result<Session> {
+        let language = self
+            .sandlot
+            .plugins()
+            .language(&request.language)?
+            .info()
+            .id
+            .clone();
+        if self.wants_wasm(request, &language) {
+            if !self.sandlot.wasm().serves(&language) {
+                progress(Progress::Installing {
+                    language: language.clone(),
+                });
+                crate::runtimes::install(&language, self.dirs.runtimes_dir(), |step| {
+                    progress(Progress::Step(step.to_string()))
+                })?;
+                self.sandlot
+                    .rediscover_runtimes(self.dirs.runtimes_dir(), self.dirs.cache.value.clone())?;
+            }
+            if self.sandlot.wasm().needs_compile(&language) {
+                progress(Progress::Compiling {
+                    language: language.clone(),
+                });
+            }
+        }
+        let mut builder = self.sandlot.session(&language);
+        builder
+            .backend(request.backend.clone())
+            .limits(request.limits)
+            .policy(request.policy)
+            .libraries(&request.libraries);
+        if let Some(image) = &request.image {
+            builder.image(image);
+        }
+        for capability in &request.required {
+            builder.require(*capability);
+        }
+        for (key, value) in &request.env {
+            builder.env(key, value);
+        }
+        builder.open()
+    }
+
+    /// Whether the session would run on the wasm backend once its runtime is there.
+    fn wants_wasm(&self, request: &OpenRequest, language: &str) -> bool {
+        let wasm = BackendChoice::from(BackendName::WASM);
+        let installable = crate::runtimes::KNOWN
+            .iter()
+            .any(|k| k.language == language);
+        match &request.backend {
+            choice if *choice == wasm => installable,
+            BackendChoice::Auto => {
+                installable
+                    && request.image.is_none()
+                    && request
+                        .required
+                        .iter()
+                        .all(|c| matches!(c, Capability::PersistentState | Capability::MemoryLimit))
+                    && crate::runtimes::bundles(language, &request.libraries)
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,408 @@
+//! One list of behaviours, run against every backend this machine has: the embedded
+//! wasm backend, Docker, Podman, and Docker reached over TCP with TLS (the path for
+//! an engine on another machine: the agent is copied in and reached over an attach
+//! stream). A backend joins by adding its name to `conformance!` at the bottom.
+//!
+//! Every behaviour runs Python, which every backend runs. A behaviour a backend lacks
+//! is declared through its capabilities, and the test then checks that the backend
+//! refuses it with a typed error: nothing is skipped.
+//!
+//! Needs the engines running, the images built, the TLS proxy up and the Python
+//! runtime installed: `tests/services.sh` and `sandlot runtimes install python` (both
+//! in `tests/run.sh`).
+
+mod support;
+
+use sandlot::backend::docker::{ContainerBackend, Engine, TlsFiles};
+use sandlot::{
+    Capability, EndReason, Error, Execution, Limits, PluginHost, RunOptions, Sandlot, Session,
+    SessionState,
+};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Where `tests/services.sh` leaves the TLS proxy in front of the local Docker.
+fn docker_tls() -> (String, PathBuf) {
+    let endpoint = std::env::var("SANDLOT_TEST_DOCKER_TLS_ENDPOINT")
+        .unwrap_or_else(|_| "tcp://127.0.0.1:2376".into());
+    let certs = std::env::var_os("SANDLOT_TEST_DOCKER_TLS_CERTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/var/lib/sandlot-tests/docker-tls/client".into());
+    (endpoint, certs)
+}
+
+/// One Sandlot for every test: the built-in backends plus `docker-tls`.
+fn sandlot() -> &'static Sandlot {
+    static SANDLOT: OnceLock<Sandlot> = OnceLock::new();
+    SANDLOT.get_or_init(|| {
+        let plugins = PluginHost::builder().load().unwrap();
+        let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
+        let (endpoint, certs) = docker_tls();
+        let remote = ContainerBackend::builder(Engine::Docker)
+            .endpoint(endpoint)
+            .tls(TlsFiles::from_dir(&certs))
+            .name("docker-tls")
+            .connect()
+            .unwrap_or_else(|e| {
+                panic!("the Docker TLS proxy is not up ({e}); run tests/services.sh")
+            });
+        Sandlot::builder(plugins)
+            .runtimes_dir(dirs.runtimes_dir())
+            .cache_dir(dirs.cache.value.clone())
+            .backend(Arc::new(remote))
+            .build()
+            .unwrap()
+    })
+}
+
+fn open_with(backend: &str, limits: Limits) -> Session {
+    let mut builder = sandlot().session("python");
+    builder.backend(backend).limits(limits);
+    builder
+        .open()
+        .unwrap_or_else(|e| panic!("cannot open a python session on {backend}: {e}"))
+}
+
+fn open(backend: &str) -> Session {
+    open_with(backend, Limits::default())
+}
+
+/// Runs with streaming on; checks that what streamed is exactly what came back.
+fn run_streamed(session: &mut Session, code: &str, options: RunOptions) -> Execution {
+    let streamed = Arc::new((Mutex::new(Vec::new()), Mutex::new(Vec::new())));
+    let (out, err) = (streamed.clone(), streamed.clone());
+    let execution = session
+        .run_with(
+            code,
+            RunOptions {
+                on_stdout: Some(Box::new(move |b: &[u8]| {
+                    out.0.lock().unwrap().extend_from_slice(b)
+                })),
+                on_stderr: Some(Box::new(move |b: &[u8]| {
+                    err.1.lock().unwrap().extend_from_slice(b)
+                })),
+                ..options
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        *streamed.0.lock().unwrap(),
+        execution.stdout,
+        "streamed stdout"
+    );
+    assert_eq!(
+        *streamed.1.lock().unwrap(),
+        execution.stderr,
+        "streamed stderr"
+    );
+    execution
+}
+
+fn hello(backend: &str) {
+    let mut session = open(backend);
+    let run = run_streamed(
+        &mut session,
+        "print('hello')\nprint('world')",
+        RunOptions::default(),
+    );
+    assert_eq!(run.stdout_text(), "hello\nworld\n");
+    assert_eq!((run.exit_code, &run.end), (0, &EndReason::Completed));
+    assert!(run.success());
+    assert_eq!(run.backend, backend);
+    assert_eq!(run.session, SessionState::Open);
+}
+
+fn exit_codes(backend: &str) {
+    let mut session = open(backend);
+    for (code, expected) in [
+        ("import sys\nsys.exit(0)", 0),
+        ("raise ValueError('boom')", 1),
+        ("import sys\nprint('out')\nsys.exit(7)", 7),
+    ] {
+        let run = session.run(code).unwrap();
+        assert_eq!(run.exit_code, expected, "{code}: {}", run.stderr_text());
+        assert_eq!(run.end, EndReason::Completed, "{code}");
+    }
+    let failed = session.run("raise ValueError('boom')").unwrap();
+    assert!(
+        failed.stderr_text().contains("ValueError: boom"),
+        "{}",
+        failed.stderr_text()
+    );
+}
+
+fn bytes_survive_exactly(backend: &str) {
+    let mut session = open(backend);
+    let run = run_streamed(
+        &mut session,
+        "import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe\\x00 end\\n')\nsys.stdout.flush()\n\
+         sys.stderr.buffer.write(b'\\xc3\\x28\\n')\nsys.stderr.flush()",
+        RunOptions::default(),
+    );
+    assert_eq!(run.stdout, b"ok \xff\xfe\x00 end\n");
+    assert_eq!(run.stderr, b"\xc3\x28\n");
+    assert_eq!(run.to_json()["stdout_base64"], "b2sg//4AIGVuZAo=");
+}
+
+/// A run stuck for 30 s (in a host call, or computing) under a 2 s limit returns in
+/// under 5 s, says it timed out, and leaves a session that runs the next code.
+fn time_limits_hold(backend: &str, code: &str) {
+    let mut session = open_with(
+        backend,
+        Limits {
+            timeout: Duration::from_secs(2),
+            ..Limits::default()
+        },
+    );
+    let started = Instant::now();
+    let run = session.run(code).unwrap();
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_secs(5), "{code}: took {elapsed:?}");
+    assert!(
+        run.timed_out(),
+        "{code}: {:?} {}",
+        run.end,
+        run.stderr_text()
+    );
+    assert_eq!(run.exit_code, 124);
+    assert!(
+        run.duration >= Duration::from_millis(1900),
+        "the true time: {:?}",
+        run.duration
+    );
+    assert!(!run.session_ended(), "{:?}", run.session);
+    let next = session.run("print('still here')").unwrap();
+    assert_eq!(next.stdout_text(), "still here\n");
+}
+
+fn sleep_stops_at_the_limit(backend: &str) {
+    time_limits_hold(backend, "import time\ntime.sleep(30)");
+}
+
+fn busy_loop_stops_at_the_limit(backend: &str) {
+    time_limits_hold(backend, "while True:\n    pass");
+}
+
+/// A program that floods its output is capped on the stream too, and stopped.
+fn output_flood_is_capped_on_the_stream(backend: &str) {
+    let cap = 64 << 10;
+    let mut session = open_with(
+        backend,
+        Limits {
+            timeout: Duration::from_secs(30),
+            max_output: cap,
+            ..Limits::default()
+        },
+    );
+    let started = Instant::now();
+    let run = run_streamed(
+        &mut session,
+        "while True:\n    print('x' * 1000)",
+        RunOptions::default(),
+    );
+    assert!(run.stdout.len() <= cap, "{} bytes kept", run.stdout.len());
+    assert!(
+        run.stdout.len() > cap / 2,
+        "the output up to the cap is kept"
+    );
+    assert!(run.stdout_truncated);
+    assert_eq!(run.end, EndReason::OutputLimit, "{}", run.stderr_text());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "stopped, not timed out"
+    );
+    let next = session.run("print('after')").unwrap();
+    assert_eq!(next.stdout_text(), "after\n");
+}
+
+fn memory_cap_holds(backend: &str) {
+    let capabilities = sandlot().backend(backend).unwrap().capabilities("python");
+    assert!(
+        capabilities.has(Capability::MemoryLimit),
+        "every backend here caps memory"
+    );
+    let mut session = open_with(
+        backend,
+        Limits {
+            memory: 128 << 20,
+            ..Limits::default()
+        },
+    );
+    let run = session
+        .run("x = bytearray(600 * 1024 * 1024)\nprint(len(x))")
+        .unwrap();
+    assert!(
+        run.memory_exceeded(),
+        "{:?}: {}",
+        run.end,
+        run.stderr_text()
+    );
+    assert_eq!(run.exit_code, 137);
+    assert!(run.stdout.is_empty());
+}
+
+fn files_and_trees_go_in_and_out(backend: &str) {
+    let mut session = open(backend);
+    session.write_file("data/in.csv", b"a,b\n1,2\n").unwrap();
+    let host = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(host.path().join("tree/sub")).unwrap();
+    std::fs::write(host.path().join("tree/sub/x.txt"), b"x").unwrap();
+    session
+        .copy_in(&host.path().join("tree"), "copied")
+        .unwrap();
+    let run = session
+        .run(
+            "import csv, os\nrows = list(csv.reader(open('data/in.csv')))\n\
+             open('output/result.txt', 'w').write(str(len(rows)))\n\
+             os.makedirs('output/deep', exist_ok=True)\n\
+             open('output/deep/y.bin', 'wb').write(open('copied/sub/x.txt', 'rb').read() * 3)\n\
+             print(os.getcwd())",
+        )
+        .unwrap();
+    assert_eq!(run.stdout_text(), "/workspace\n", "{}", run.stderr_text());
+    let artifacts: Vec<_> = run
+        .artifacts
+        .iter()
+        .map(|a| (a.path.as_str(), a.bytes.as_slice()))
+        .collect();
+    assert_eq!(
+        artifacts,
+        [("deep/y.bin", &b"xxx"[..]), ("result.txt", &b"2"[..])]
+    );
+    assert_eq!(session.read_file("output/result.txt").unwrap(), b"2");
+    let listed = session.list_files("").unwrap();
+    for name in ["copied/", "data/", "output/"] {
+        assert!(listed.contains(&name.to_string()), "{listed:?}");
+    }
+    let out = tempfile::tempdir().unwrap();
+    let mut copied = session.copy_out("output", out.path()).unwrap();
+    copied.sort();
+    assert_eq!(copied, ["deep/y.bin", "result.txt"]);
+    for escape in ["../x", "/etc/passwd", "data/../../x"] {
+        assert!(session.read_file(escape).is_err(), "{escape}");
+        assert!(session.write_file(escape, b"x").is_err(), "{escape}");
+    }
+    // A link the program makes is never followed by the host.
+    session.run("import os\nos.symlink('/etc', 'etc')").unwrap();
+    assert!(session.read_file("etc/passwd").is_err());
+}
+
+fn environment_travels_with_the_run(backend: &str) {
+    let mut session = open(backend);
+    let code = "import os\nprint(os.environ.get('SANDLOT_TEST', 'unset'))";
+    let run = session
+        .run_with(
+            code,
+            RunOptions {
+                env: vec![("SANDLOT_TEST".into(), "per-run".into())],
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(run.stdout_text(), "per-run\n", "{}", run.stderr_text());
+}
+
+/// State across runs, shell commands and library installs: what the backend
+/// declares is what it does.
+fn capabilities_are_what_they_say(backend: &str) {
+    let capabilities = sandlot().backend(backend).unwrap().capabilities("python");
+    let mut session = open(backend);
+    session.run("kept = 6 * 7").unwrap();
+    let state = session.run("print(kept)").unwrap();
+    if capabilities.has(Capability::PersistentState) {
+        assert_eq!(state.stdout_text(), "42\n");
+    } else {
+        assert!(
+            state.stderr_text().contains("NameError"),
+            "{}",
+            state.stderr_text()
+        );
+    }
+    match session.execute_command("echo $((6 * 7)) && pwd") {
+        Ok(run) => {
+            assert!(capabilities.has(Capability::Shell));
+            assert_eq!(run.stdout_text(), "42\n/workspace\n");
+        }
+        Err(error) => {
+            assert!(!capabilities.has(Capability::Shell), "{error}");
+            assert!(
+                matches!(
+                    error,
+                    Error::BackendCannot {
+                        capability: Capability::Shell,
+                        ..
+                    }
+                ),
+                "{error}"
+            );
+        }
+    }
+    let options = RunOptions {
+        libraries: vec!["sandlot-no-such-package".into()],
+        ..RunOptions::default()
+    };
+    match session.run_with("pass", options) {
+        Ok(run) => {
+            assert!(capabilities.has(Capability::InstallLibraries));
+            assert_ne!(run.exit_code, 0, "an unknown package fails to install");
+        }
+        Err(error) => {
+            assert!(!capabilities.has(Capability::InstallLibraries), "{error}");
+            assert!(
+                matches!(error, Error::LibrariesUnavailable { .. }),
+                "{error}"
+            );
+        }
+    }
+}
+
+/// After close, nothing of the sandbox is left: no container, no workspace.
+fn nothing_is_left_after_close(backend: &str) {
+    let mut session = open(backend);
+    session.run("open('output/x', 'w').write('x')").unwrap();
+    let name = session.sandbox_name().unwrap();
+    session.close();
+    match backend {
+        "wasm" => assert!(
+            !std::path::Path::new(&name).exists(),
+            "the workspace {name} was removed"
+        ),
+        _ => {
+            let engine = match backend {
+                "podman" => Engine::Podman,
+                _ => Engine::Docker,
+            };
+            let containers = sandlot().containers(engine).unwrap().sandboxes().unwrap();
+            assert!(
+                containers.iter().all(|c| c.name != name),
+                "{name} is still there"
+            );
+        }
+    }
+}
+
+macro_rules! conformance {
+    ($($module:ident => $backend:literal),* $(,)?) => {$(
+        mod $module {
+            #[test] fn hello() { super::hello($backend) }
+            #[test] fn exit_codes() { super::exit_codes($backend) }
+            #[test] fn bytes_survive_exactly() { super::bytes_survive_exactly($backend) }
+            #[test] fn sleep_stops_at_the_limit() { super::sleep_stops_at_the_limit($backend) }
+            #[test] fn busy_loop_stops_at_the_limit() { super::busy_loop_stops_at_the_limit($backend) }
+            #[test] fn output_flood_is_capped_on_the_stream() { super::output_flood_is_capped_on_the_stream($backend) }
+            #[test] fn memory_cap_holds() { super::memory_cap_holds($backend) }
+            #[test] fn files_and_trees_go_in_and_out() { super::files_and_trees_go_in_and_out($backend) }
+            #[test] fn environment_travels_with_the_run() { super::environment_travels_with_the_run($backend) }
+            #[test] fn capabilities_are_what_they_say() { super::capabilities_are_what_they_say($backend) }
+            #[test] fn nothing_is_left_after_close() { super::nothing_is_left_after_close($backend) }
+        }
+    )*};
+}
+
+conformance! {
+    wasm => "wasm",
+    docker => "docker",
+    podman => "podman",
+    docker_tls => "docker-tls",
+}
