@@ -303,6 +303,57 @@ fn environment_travels_with_the_run(backend: &str) {
     assert_eq!(run.stdout_text(), "per-run\n", "{}", run.stderr_text());
 }
 
+fn working_directory_travels_with_the_run(backend: &str) {
+    let mut session = open(backend);
+    session.write_file("sub/data.txt", b"in sub").unwrap();
+    let code = "import os\nprint(os.getcwd())\nprint(open('data.txt').read())\n\
+                _ = open('../output/from-sub.txt', 'w').write('x')";
+    let run = session
+        .run_with(
+            code,
+            RunOptions {
+                workdir: Some("sub".into()),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        run.stdout_text(),
+        "/workspace/sub\nin sub\n",
+        "{}",
+        run.stderr_text()
+    );
+    let names: Vec<_> = run.artifacts.iter().map(|a| a.path.as_str()).collect();
+    assert_eq!(names, ["from-sub.txt"], "artifacts still come from output/");
+    let back = session.run("import os\nprint(os.getcwd())").unwrap();
+    assert_eq!(back.stdout_text(), "/workspace\n");
+    // A directory that is not there yet is made.
+    let fresh = session
+        .run_with(
+            "import os\nprint(os.getcwd())",
+            RunOptions {
+                workdir: Some("new/dir".into()),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        fresh.stdout_text(),
+        "/workspace/new/dir\n",
+        "{}",
+        fresh.stderr_text()
+    );
+    assert!(session
+        .run_with(
+            "pass",
+            RunOptions {
+                workdir: Some("../x".into()),
+                ..RunOptions::default()
+            }
+        )
+        .is_err());
+}
+
 /// State across runs, shell commands and library installs: what the backend
 /// declares is what it does.
 fn capabilities_are_what_they_say(backend: &str) {
@@ -323,6 +374,16 @@ fn capabilities_are_what_they_say(backend: &str) {
         Ok(run) => {
             assert!(capabilities.has(Capability::Shell));
             assert_eq!(run.stdout_text(), "42\n/workspace\n");
+            let elsewhere = session
+                .execute_command_with(
+                    "pwd",
+                    RunOptions {
+                        workdir: Some("shell/dir".into()),
+                        ..RunOptions::default()
+                    },
+                )
+                .unwrap();
+            assert_eq!(elsewhere.stdout_text(), "/workspace/shell/dir\n");
         }
         Err(error) => {
             assert!(!capabilities.has(Capability::Shell), "{error}");
@@ -394,6 +455,7 @@ macro_rules! conformance {
             #[test] fn memory_cap_holds() { super::memory_cap_holds($backend) }
             #[test] fn files_and_trees_go_in_and_out() { super::files_and_trees_go_in_and_out($backend) }
             #[test] fn environment_travels_with_the_run() { super::environment_travels_with_the_run($backend) }
+            #[test] fn working_directory_travels_with_the_run() { super::working_directory_travels_with_the_run($backend) }
             #[test] fn capabilities_are_what_they_say() { super::capabilities_are_what_they_say($backend) }
             #[test] fn nothing_is_left_after_close() { super::nothing_is_left_after_close($backend) }
         }

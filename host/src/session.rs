@@ -73,6 +73,9 @@ pub struct RunOptions {
     pub max_output: Option<usize>,
     /// Environment variables for this run, on top of the session's.
     pub env: Vec<(String, String)>,
+    /// Working directory of this run, relative to the workspace (default: the
+    /// workspace). Artifacts still come from the workspace's `output/`.
+    pub workdir: Option<String>,
     /// Standard input.
     pub stdin: Vec<u8>,
     /// Sees stdout as it is written, up to the output cap.
@@ -230,12 +233,16 @@ impl Session {
         env.extend(options.env.iter().cloned());
         let may_plot = self.handler.info().can_capture_plots && mentions_plotting(code);
         let runs_plans = self.capabilities.has(Capability::RunsPlans);
+        let workdir = match options.workdir.as_deref().map(dir_path).transpose()? {
+            Some(dir) if !dir.is_empty() => format!("{}/{dir}", Layout::WORKSPACE),
+            _ => Layout::WORKSPACE.to_string(),
+        };
         let plan = if runs_plans {
             Some(self.handler.plan(
                 code,
                 &libraries,
                 &PlanOptions {
-                    workdir: Layout::WORKSPACE.into(),
+                    workdir,
                     output_dir: Layout.output_dir(),
                     capture_plots: may_plot,
                     args: Vec::new(),
@@ -306,6 +313,10 @@ impl Session {
     ) -> Result<Execution> {
         let limits = self.limits;
         let interpreted = matches!(workload, Workload::Code(_));
+        let workdir = match &options.workdir {
+            Some(dir) => dir_path(dir)?,
+            None => String::new(),
+        };
         let sandbox = self.sandbox()?;
         // A run that completes is reported even if its output directory cannot be
         // scanned (the code may have replaced it with a file or a link).
@@ -315,6 +326,7 @@ impl Session {
             workload,
             stdin: &options.stdin,
             env,
+            workdir: &workdir,
             timeout: options.timeout.unwrap_or(limits.timeout),
             max_output: options.max_output.unwrap_or(limits.max_output),
             on_stdout: options.on_stdout,

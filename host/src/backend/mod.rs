@@ -273,6 +273,10 @@ pub struct RunRequest<'a> {
     pub stdin: &'a [u8],
     /// Environment of the program (nothing is inherited from the host).
     pub env: &'a [(String, String)],
+    /// Working directory, relative to the workspace (`""`: the workspace itself);
+    /// checked by the session to have plain components only. A plan's files are
+    /// written there too.
+    pub workdir: &'a str,
     /// Wall-clock limit; the run returns within about a second of it.
     pub timeout: Duration,
     /// Most bytes of each of stdout and stderr kept and streamed; see
@@ -285,13 +289,14 @@ pub struct RunRequest<'a> {
 }
 
 impl<'a> RunRequest<'a> {
-    /// A request for `workload` with no input, no environment, the default time limit
-    /// (30 s) and output cap (1 MiB), and no streaming.
+    /// A request for `workload` with no input, no environment, in the workspace, with
+    /// the default time limit (30 s) and output cap (1 MiB), and no streaming.
     pub fn new(workload: Workload<'a>) -> RunRequest<'a> {
         RunRequest {
             workload,
             stdin: b"",
             env: &[],
+            workdir: "",
             timeout: Duration::from_secs(30),
             max_output: 1 << 20,
             on_stdout: None,

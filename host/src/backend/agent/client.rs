@@ -170,7 +170,8 @@ impl AgentClient {
                 Reply::Stdout(bytes) => forward(&mut output.stdout, &bytes, max, on_stdout),
                 Reply::Stderr(bytes) => forward(&mut output.stderr, &bytes, max, on_stderr),
                 Reply::Exit(report) => return Ok((report, output)),
-                Reply::Error(message) => return Err(broken(message)),
+                // The agent refuses a run only for its working directory.
+                Reply::Error(message) => return Err(path_error(command.cwd, message)),
                 other => return Err(broken(format!("unexpected {other:?} during a run"))),
             }
         }

@@ -19,9 +19,15 @@ const INSTALL_OUTPUT: usize = 256 << 10;
 impl AgentSandbox {
     /// Runs `plan`: its files, then its commands until one fails.
     pub(super) fn run_plan(&mut self, plan: &Plan, mut request: RunRequest<'_>) -> Result<Outcome> {
+        let workdir = request.workdir;
         for file in &plan.files {
             let contents = file.contents.as_bytes();
-            self.with_agent(|agent| agent.write(&file.path, contents))?;
+            let path = if workdir.is_empty() {
+                file.path.clone()
+            } else {
+                format!("{workdir}/{}", file.path)
+            };
+            self.with_agent(|agent| agent.write(&path, contents))?;
         }
         let mut outcome = Outcome::default();
         let mut stdout = Vec::new();
@@ -47,7 +53,7 @@ impl AgentSandbox {
                 let run = RunCommand {
                     argv: &command.argv,
                     env: &env,
-                    cwd: "",
+                    cwd: workdir,
                     stdin: b"",
                     timeout: INSTALL_TIMEOUT.max(request.timeout),
                     max_output: INSTALL_OUTPUT,
@@ -69,7 +75,7 @@ impl AgentSandbox {
                 let run = RunCommand {
                     argv: &command.argv,
                     env: &env,
-                    cwd: "",
+                    cwd: workdir,
                     stdin,
                     timeout: request.timeout,
                     max_output: request.max_output,

@@ -134,11 +134,23 @@ impl AgentSandbox {
 
     fn shell(&mut self, command_line: &str, mut request: RunRequest<'_>) -> Result<Outcome> {
         self.network(false)?;
+        if !request.workdir.is_empty() {
+            // Made if missing, as a plan's files make it: unpacking nothing makes the
+            // directory, beneath the workspace and through no link.
+            let empty = tar::Builder::new(Vec::new())
+                .into_inner()
+                .map_err(|e| Error::Io {
+                    context: "cannot make an empty archive".into(),
+                    source: e,
+                })?;
+            let workdir = request.workdir;
+            self.with_agent(|agent| agent.unpack(workdir, &empty))?;
+        }
         let argv = ["sh".to_string(), "-c".to_string(), command_line.to_string()];
         let command = RunCommand {
             argv: &argv,
             env: request.env,
-            cwd: "",
+            cwd: request.workdir,
             stdin: request.stdin,
             timeout: request.timeout,
             max_output: request.max_output,

@@ -402,11 +402,13 @@ impl Backend for WasmBackend {
             runtime: entry.manifest.id.clone(),
             protocol: entry.manifest.protocol,
             set_env: entry.manifest.set_env.clone(),
+            set_cwd: entry.manifest.set_cwd.clone(),
             workspace,
             stdio,
             interpreter: Some(interpreter),
             start,
             env: Vec::new(),
+            cwd: String::new(),
         }))
     }
 }
@@ -422,12 +424,17 @@ struct WasmSandbox {
     /// Code that sets environment variables in a running interpreter, with `{env}`
     /// standing for a JSON object (see [`RuntimeManifest::set_env`]).
     set_env: Option<String>,
+    /// Code that changes the interpreter's working directory, with `{cwd}` standing
+    /// for a JSON string (see [`RuntimeManifest::set_cwd`]).
+    set_cwd: Option<String>,
     workspace: Workspace,
     stdio: Stdio,
     interpreter: Option<Box<dyn Interpreter>>,
     start: Starter,
     /// The environment the interpreter has now, beyond its defaults.
     env: Vec<(String, String)>,
+    /// The working directory a run last asked for, relative to the workspace.
+    cwd: String,
 }
 
 impl WasmSandbox {
@@ -461,22 +468,56 @@ impl WasmSandbox {
             .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
             .collect();
         let code = template.replace("{env}", &serde_json::Value::Object(object).to_string());
+        self.hook(&code, "setting the environment")?;
+        self.env = env.to_vec();
+        Ok(())
+    }
+
+    /// Moves the interpreter to the run's working directory, if it asks for another
+    /// one than the last run did (code may change directory itself, as in a notebook).
+    fn apply_cwd(&mut self, workdir: &str) -> Result<()> {
+        if workdir == self.cwd {
+            return Ok(());
+        }
+        let Some(template) = self
+            .set_cwd
+            .clone()
+            .filter(|_| self.protocol != Protocol::Command)
+        else {
+            return Err(self.failed(
+                "this runtime cannot run in another working directory (its runtime.toml has \
+                 no `set_cwd`)"
+                    .into(),
+            ));
+        };
+        // Made if missing, as writing a plan's files there would on other backends.
+        self.workspace.create_dir_all(workdir)?;
+        let path = if workdir.is_empty() {
+            Layout::WORKSPACE.to_string()
+        } else {
+            format!("{}/{workdir}", Layout::WORKSPACE)
+        };
+        let code = template.replace("{cwd}", &serde_json::Value::String(path).to_string());
+        self.hook(&code, "changing the working directory")?;
+        self.cwd = workdir.to_string();
+        Ok(())
+    }
+
+    /// Runs host code (a manifest hook) in the interpreter, its output discarded.
+    fn hook(&mut self, code: &str, what: &str) -> Result<()> {
         let Some(interpreter) = self.interpreter.as_mut() else {
             return Ok(());
         };
         self.stdio.start(64 << 10);
-        let ran = interpreter.run(&code, SETUP_TIMEOUT);
+        let ran = interpreter.run(code, SETUP_TIMEOUT);
         let (_, stderr) = self.stdio.finish();
         match ran {
             Ran::Returned {
                 exit_code: 0,
                 quit: false,
-            } => {
-                self.env = env.to_vec();
-                Ok(())
-            }
+            } => Ok(()),
             _ => Err(self.failed(format!(
-                "setting the environment failed: {}",
+                "{what} failed: {}",
                 String::from_utf8_lossy(&stderr.bytes).trim()
             ))),
         }
@@ -486,6 +527,7 @@ impl WasmSandbox {
     fn restart(&mut self, reason: String) -> SessionState {
         self.interpreter = None;
         self.env.clear();
+        self.cwd.clear();
         match (self.start)(&self.stdio, &[]) {
             Ok(interpreter) => {
                 self.interpreter = Some(interpreter);
@@ -510,6 +552,7 @@ impl Sandbox for WasmSandbox {
             });
         }
         self.apply_env(request.env)?;
+        self.apply_cwd(request.workdir)?;
         if self.protocol == Protocol::Command {
             // Written through the workspace's handle: the guest may have left a link
             // where the file goes.

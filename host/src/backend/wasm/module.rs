@@ -19,6 +19,9 @@
 //! # Code that sets environment variables in a running interpreter (turn and
 //! # component protocols), with {env} standing for a JSON object of them.
 //! set_env = "import os; os.environ.update({env})"
+//! # Code that changes the working directory of a running interpreter, with {cwd}
+//! # standing for a JSON string (an absolute guest path).
+//! set_cwd = "import os; os.chdir({cwd})"
 //!
 //! [env]
 //! PYTHONTZPATH = ""
@@ -103,6 +106,11 @@ pub struct RuntimeManifest {
     /// cannot bring its own environment.
     #[serde(default)]
     pub set_env: Option<String>,
+    /// Code that changes the working directory of a running interpreter, `{cwd}`
+    /// standing for a JSON string (turn and component). Without it, every run works
+    /// in the workspace.
+    #[serde(default)]
+    pub set_cwd: Option<String>,
     /// Environment every instance gets (nothing is inherited from the host).
     #[serde(default)]
     pub env: BTreeMap<String, String>,

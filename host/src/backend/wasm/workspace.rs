@@ -72,6 +72,18 @@ impl Workspace {
         Ok(rel)
     }
 
+    /// Makes the directory `path` and its parents, refusing links on the way.
+    pub(crate) fn create_dir_all(&self, path: &str) -> Result<()> {
+        let rel = self.resolve(path)?;
+        if !rel.as_os_str().is_empty() {
+            self.root
+                .create_dir_all(&rel)
+                .map_err(|e| io_error(path, e))?;
+            self.resolve(path)?;
+        }
+        Ok(())
+    }
+
     /// The directory at `path` (`""` for the workspace itself).
     fn dir(&self, path: &str) -> Result<Dir> {
         let rel = self.resolve(path)?;
