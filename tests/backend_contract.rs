@@ -380,3 +380,15 @@ fn artifacts_come_back_through_the_backends_files_and_the_shell_needs_its_capabi
         "{error}"
     );
 }
+
+#[test]
+fn only_what_a_run_made_comes_back_not_what_the_host_put_there() {
+    let fake = Fake::new("fake", &[Capability::PersistentState]);
+    let sandlot = sandlot_with(vec![fake]);
+    let mut session = sandlot.session("python").open().unwrap();
+    session.run("x = 1").unwrap();
+    session.write_file("output/from-host.csv", b"a,b").unwrap();
+    let run = session.run("x = 2").unwrap();
+    let names: Vec<_> = run.artifacts.iter().map(|a| a.path.as_str()).collect();
+    assert_eq!(names, ["plot.png"], "the host's own file is not the run's");
+}

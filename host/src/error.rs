@@ -438,14 +438,15 @@ pub enum Error {
     },
 
     /// The container engine refused or failed a request.
-    #[error("{engine}: {context}: {reason}")]
+    #[error("{engine}: {context}: {source}")]
     Engine {
         /// `docker` or `podman`.
         engine: String,
         /// What sandlot asked for.
         context: String,
-        /// The engine's answer.
-        reason: String,
+        /// The engine's answer (or its client's error).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 
     /// The image a language runs in is not in the engine.

@@ -110,6 +110,9 @@ pub struct Session {
     plot_capture: bool,
     /// Why the session can run nothing more, once it cannot.
     ended: Option<String>,
+    /// The output directory as the last run left it, while nothing else has touched
+    /// the sandbox since: the next run's "before" then needs no scan of its own.
+    output: Option<Snapshot>,
 }
 
 impl std::fmt::Debug for Session {
@@ -150,6 +153,8 @@ impl Session {
             libraries,
             plot_capture: false,
             ended: None,
+            // Every backend opens a sandbox with an empty output directory.
+            output: Some(Snapshot::default()),
         }
     }
 
@@ -317,10 +322,14 @@ impl Session {
             Some(dir) => dir_path(dir)?,
             None => String::new(),
         };
+        let remembered = self.output.take();
         let sandbox = self.sandbox()?;
         // A run that completes is reported even if its output directory cannot be
         // scanned (the code may have replaced it with a file or a link).
-        let before = sandbox.files().scan(Layout::OUTPUT).unwrap_or_default();
+        let before = match remembered {
+            Some(snapshot) => snapshot,
+            None => sandbox.files().scan(Layout::OUTPUT).unwrap_or_default(),
+        };
         let started = Instant::now();
         let outcome = sandbox.run(RunRequest {
             workload,
@@ -356,10 +365,14 @@ impl Session {
             (_, Some(sandbox)) => {
                 let files = sandbox.files();
                 match files.scan(Layout::OUTPUT) {
-                    Ok(after) => after.changed_since_with(before, limits, |rel, max| {
-                        let path = format!("{}/{}", Layout::OUTPUT, rel.to_string_lossy());
-                        files.read(&path, max).ok()
-                    }),
+                    Ok(after) => {
+                        let found = after.changed_since_with(before, limits, |rel, max| {
+                            let path = format!("{}/{}", Layout::OUTPUT, rel.to_string_lossy());
+                            files.read(&path, max).ok()
+                        });
+                        self.output = Some(after);
+                        found
+                    }
                     Err(_) => (Vec::new(), false),
                 }
             }
@@ -389,6 +402,8 @@ impl Session {
     /// Runs the handler's plot prelude in the interpreter, so figures land in the
     /// output directory.
     fn install_plot_capture(&mut self, env: &[(String, String)]) -> Result<()> {
+        // A run whose files are not collected: the next run looks for itself.
+        self.output = None;
         let Some(prelude) = self.handler.plot_prelude(&Layout.output_dir())? else {
             self.plot_capture = true;
             return Ok(());
@@ -429,6 +444,7 @@ impl Session {
     /// Writes `contents` to `path` (relative to the workspace) in the sandbox.
     pub fn write_file(&mut self, path: &str, contents: &[u8]) -> Result<()> {
         let rel = sandbox_path(path)?;
+        self.output = None;
         self.sandbox()?.files().write(&rel, contents)
     }
 
@@ -452,6 +468,7 @@ impl Session {
     pub fn copy_in(&mut self, host_path: &Path, sandbox_dir: &str) -> Result<()> {
         let archive = crate::transfer::pack(host_path, MAX_READ)?;
         let rel = dir_path(sandbox_dir)?;
+        self.output = None;
         self.sandbox()?.files().unpack(&rel, &archive)
     }
 

@@ -264,10 +264,10 @@ impl SandboxFiles for AgentSandbox {
 
 impl Drop for AgentSandbox {
     fn drop(&mut self) {
-        // Kill and remove first: a hang-up first would have the agent tear things down
-        // at the same moment.
-        self.handle.destroy();
+        // Hang up first: the agent kills everything and exits at once, and an engine
+        // removes a stopped sandbox faster than a running one.
         self.agent = None;
+        self.handle.destroy();
     }
 }
 

@@ -393,11 +393,15 @@ impl ContainerBackend {
         self.delivery
     }
 
-    fn engine_error(&self, context: impl Into<String>, error: impl std::fmt::Display) -> Error {
+    fn engine_error(
+        &self,
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Error {
         Error::Engine {
             engine: self.engine.name().into(),
             context: context.into(),
-            reason: error.to_string(),
+            source: source.into(),
         }
     }
 

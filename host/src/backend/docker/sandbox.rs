@@ -64,14 +64,14 @@ impl SandboxHandle for Container {
             &self.id,
             online,
         )
-        .map_err(|reason| Error::Engine {
+        .map_err(|source| Error::Engine {
             engine: self.engine.name().into(),
             context: format!(
                 "{} the install network `{}`",
                 if online { "joining" } else { "leaving" },
                 self.install_network
             ),
-            reason,
+            source: Box::new(source),
         })
     }
 
@@ -441,7 +441,7 @@ fn set_network(
     network: &str,
     id: &str,
     on: bool,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), bollard::errors::Error> {
     let docker = docker.clone();
     let network = network.to_string();
     let id = id.to_string();
@@ -469,7 +469,6 @@ fn set_network(
         }
     })
     .unwrap_or_else(|| Err(bollard::errors::Error::RequestTimeoutError))
-    .map_err(|e| e.to_string())
 }
 
 /// `Err` with the container's state when it is not running.

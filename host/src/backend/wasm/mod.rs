@@ -357,7 +357,8 @@ impl Backend for WasmBackend {
                 language: spec.language.to_string(),
             })?;
         let prepared = self.prepare(entry)?;
-        let workspace = Workspace::new()?;
+        // Module runtimes get a TMPDIR inside the workspace; components have none.
+        let workspace = Workspace::new(entry.manifest.protocol != Protocol::Component)?;
         let manifest = entry.manifest.clone();
         let runtime_dir = entry.dir.clone();
         let memory = spec.memory;

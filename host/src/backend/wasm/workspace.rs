@@ -27,8 +27,8 @@ fn io_error(path: &str, source: std::io::Error) -> Error {
 }
 
 impl Workspace {
-    /// A fresh workspace with its output and temporary folders.
-    pub(crate) fn new() -> Result<Workspace> {
+    /// A fresh workspace with its output folder, and a temporary folder if `tmp`.
+    pub(crate) fn new(tmp: bool) -> Result<Workspace> {
         let io = |context: &str| {
             let context = context.to_string();
             move |source| Error::Io { context, source }
@@ -39,7 +39,12 @@ impl Workspace {
             .map_err(io("cannot create the sandbox's workspace"))?;
         let root = Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority())
             .map_err(io("cannot open the sandbox's workspace"))?;
-        for folder in [Layout::OUTPUT, ".tmp"] {
+        let folders: &[&str] = if tmp {
+            &[Layout::OUTPUT, ".tmp"]
+        } else {
+            &[Layout::OUTPUT]
+        };
+        for folder in folders {
             root.create_dir(folder)
                 .map_err(io("cannot prepare the sandbox's workspace"))?;
         }
@@ -203,7 +208,7 @@ mod tests {
 
     #[test]
     fn links_the_guest_makes_are_never_followed() {
-        let mut workspace = Workspace::new().unwrap();
+        let mut workspace = Workspace::new(true).unwrap();
         std::os::unix::fs::symlink("/etc", workspace.path().join("etc")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", workspace.path().join("output/passwd")).unwrap();
         assert!(workspace.read("etc/passwd", 1 << 20).is_err());
