@@ -14,6 +14,7 @@
 use sandlot_agent::{read_frame, Entry, ExitReport, Reply, Request, PROTOCOL_VERSION};
 use std::fs;
 use std::io::{self, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -21,7 +22,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -81,7 +82,7 @@ fn serve_socket(socket: &Path, root: PathBuf) -> io::Result<()> {
 /// Serves over standard input and output, as an attach or exec stream carries them.
 fn serve_stdio(root: PathBuf) -> io::Result<()> {
     forbid_inspection();
-    serve(io::stdin(), Box::new(io::stdout()), root)
+    serve(io::stdin().lock(), Box::new(io::stdout()), root)
 }
 
 /// The user's code runs as the agent's user. Non-dumpable, the agent's memory and file
@@ -108,10 +109,11 @@ fn host_gone() -> ! {
 }
 
 fn serve(
-    reader: impl Read + Send + 'static,
+    reader: impl Read + AsRawFd,
     writer: Box<dyn Write + Send>,
     root: PathBuf,
 ) -> io::Result<()> {
+    let input = reader.as_raw_fd();
     // Artifacts are collected from here; it exists before any code runs.
     let _ = fs::create_dir_all(root.join("output"));
     let writer: Writer = Arc::new(Mutex::new(writer));
@@ -121,24 +123,13 @@ fn serve(
             version: PROTOCOL_VERSION,
         },
     )?;
-    // Requests are read on their own thread, so a hang-up is noticed even while a
-    // command runs and the main thread is waiting for it.
-    let (requests, incoming) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(reader);
-        loop {
-            match read_frame(&mut reader) {
-                Ok(frame) => {
-                    if requests.send(frame).is_err() {
-                        return;
-                    }
-                }
-                // End of stream or a broken one: either way the host is gone.
-                Err(_) => host_gone(),
-            }
-        }
-    });
-    for (tag, body) in incoming {
+    let mut reader = BufReader::new(reader);
+    loop {
+        // End of stream or a broken one: either way the host is gone. While a command
+        // runs, `run` watches for the same (see `hung_up`).
+        let Ok((tag, body)) = read_frame(&mut reader) else {
+            host_gone()
+        };
         let reply = match Request::decode(tag, &body) {
             Err(e) => Reply::Error(e.to_string()),
             Ok(Request::Run {
@@ -152,6 +143,7 @@ fn serve(
             }) => match resolve(&root, &cwd) {
                 Ok(dir) => Reply::Exit(run(
                     &writer,
+                    input,
                     &argv,
                     &env,
                     &dir,
@@ -193,7 +185,23 @@ fn serve(
             Ok(()) => {}
         }
     }
-    Ok(())
+}
+
+/// How often a running command's wait checks that the host is still there.
+const HANGUP_POLL: Duration = Duration::from_millis(50);
+
+/// Whether the host's end of the stream on `input` has closed. The host sends nothing
+/// while a command runs, so readable input means it hung up.
+fn hung_up(input: RawFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd: input,
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one valid pollfd, without waiting.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0
+        && poll.revents & (libc::POLLIN | libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// What happens to a command's output: how much of each stream is forwarded, and when
@@ -204,9 +212,12 @@ struct Output {
     stop_after: u64,
 }
 
-/// Runs one command and waits for it and everything it started.
+/// Runs one command and waits for it and everything it started; if the host hangs up
+/// meanwhile, stops everything and exits.
+#[allow(clippy::too_many_arguments)]
 fn run(
     writer: &Writer,
+    input: RawFd,
     argv: &[String],
     env: &[(String, String)],
     cwd: &Path,
@@ -296,17 +307,26 @@ fn run(
         let _ = done_tx.send(child.wait());
     });
     let mut timed_out = false;
-    let status = match done_rx.recv_timeout(timeout) {
-        Ok(status) => status,
-        Err(_) => {
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
             timed_out = true;
             // The command may have moved itself (or a child) to another process
             // group, so the group alone is not enough.
             kill_group(pgid);
             kill_leftovers();
-            done_rx
+            break done_rx
                 .recv()
-                .unwrap_or_else(|_| Err(io::Error::other("lost the command")))
+                .unwrap_or_else(|_| Err(io::Error::other("lost the command")));
+        }
+        match done_rx.recv_timeout(left.min(HANGUP_POLL)) {
+            Ok(status) => break status,
+            Err(mpsc::RecvTimeoutError::Timeout) if hung_up(input) => host_gone(),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                break Err(io::Error::other("lost the command"))
+            }
         }
     };
     // Whatever the command left running (background jobs, daemons, a new session)

@@ -1,11 +1,12 @@
 //! The host's end of the agent protocol, over any [`Transport`]. Everything the agent
 //! says is untrusted input: the code in the sandbox runs as the agent's user.
 
-use super::transport::Transport;
+use super::transport::{Reader, Transport};
 use crate::backend::Sink;
 use crate::error::{Error, Result};
 use sandlot_agent::{read_frame, Entry, ExitReport, Reply, Request, PROTOCOL_VERSION};
 use std::io::{self, BufReader, ErrorKind};
+use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -50,9 +51,17 @@ pub struct Output {
     pub stderr: Vec<u8>,
 }
 
+/// Where replies come from.
+enum Replies {
+    /// Read here, with the socket's own timeouts.
+    Direct(BufReader<UnixStream>),
+    /// Read by a thread of the client's.
+    Threaded(mpsc::Receiver<io::Result<Reply>>),
+}
+
 /// A connected agent.
 pub struct AgentClient {
-    replies: mpsc::Receiver<io::Result<Reply>>,
+    replies: Replies,
     writer: Box<dyn io::Write + Send>,
     close: Box<dyn FnMut() + Send>,
 }
@@ -79,23 +88,29 @@ impl AgentClient {
             writer,
             close,
         } = transport;
-        let (tx, replies) = mpsc::channel();
-        // Frames are read on their own thread, so every wait here has a deadline
-        // whatever the transport (an exec stream has no read timeout of its own).
-        std::thread::Builder::new()
-            .name("sandlot-agent-reader".into())
-            .spawn(move || {
-                let mut reader = BufReader::new(reader);
-                loop {
-                    let reply =
-                        read_frame(&mut reader).and_then(|(tag, body)| Reply::decode(tag, &body));
-                    let failed = reply.is_err();
-                    if tx.send(reply).is_err() || failed {
-                        return;
-                    }
-                }
-            })
-            .map_err(|e| broken(format!("cannot start its reader: {e}")))?;
+        let replies = match reader {
+            Reader::Timed(socket) => Replies::Direct(BufReader::new(socket)),
+            Reader::Blocking(reader) => {
+                let (tx, replies) = mpsc::channel();
+                // A stream without read timeouts (an exec or attach stream) is read on
+                // a thread of its own, so every wait here still has a deadline.
+                std::thread::Builder::new()
+                    .name("sandlot-agent-reader".into())
+                    .spawn(move || {
+                        let mut reader = BufReader::new(reader);
+                        loop {
+                            let reply = read_frame(&mut reader)
+                                .and_then(|(tag, body)| Reply::decode(tag, &body));
+                            let failed = reply.is_err();
+                            if tx.send(reply).is_err() || failed {
+                                return;
+                            }
+                        }
+                    })
+                    .map_err(|e| broken(format!("cannot start its reader: {e}")))?;
+                Replies::Threaded(replies)
+            }
+        };
         let mut client = AgentClient {
             replies,
             writer,
@@ -119,16 +134,30 @@ impl AgentClient {
 
     fn receive(&mut self, deadline: Instant) -> Result<Reply> {
         let left = deadline.saturating_duration_since(Instant::now());
-        match self.replies.recv_timeout(left) {
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(e)) if e.kind() == ErrorKind::UnexpectedEof => {
-                Err(broken("the sandbox stopped (its agent hung up)"))
+        let hung_up = || broken("the sandbox stopped (its agent hung up)");
+        let silent = || broken("it stopped answering");
+        let read = match &mut self.replies {
+            Replies::Direct(socket) => {
+                // A zero timeout would mean none at all.
+                let left = left.max(Duration::from_millis(1));
+                if let Err(e) = socket.get_ref().set_read_timeout(Some(left)) {
+                    return Err(broken(e));
+                }
+                read_frame(socket).and_then(|(tag, body)| Reply::decode(tag, &body))
             }
-            Ok(Err(e)) => Err(broken(e)),
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(broken("it stopped answering")),
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                Err(broken("the sandbox stopped (its agent hung up)"))
+            Replies::Threaded(replies) => match replies.recv_timeout(left) {
+                Ok(read) => read,
+                Err(mpsc::RecvTimeoutError::Timeout) => return Err(silent()),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(hung_up()),
+            },
+        };
+        match read {
+            Ok(reply) => Ok(reply),
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => Err(hung_up()),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                Err(silent())
             }
+            Err(e) => Err(broken(e)),
         }
     }
 

@@ -9,12 +9,22 @@ use std::time::{Duration, Instant};
 
 /// A byte stream to an agent: a reader, a writer, and a way to shut both.
 ///
-/// Nothing is assumed of the stream but bytes in order: no read or write timeouts (the
-/// client keeps its own deadlines), no half-close.
+/// Nothing is assumed of the stream but bytes in order: no half-close, and no read
+/// timeouts, unless it says it has them (a Unix socket does): then the client reads it
+/// on the caller's thread, else on a thread of its own, so its deadlines hold either
+/// way.
 pub struct Transport {
-    pub(super) reader: Box<dyn Read + Send>,
+    pub(super) reader: Reader,
     pub(super) writer: Box<dyn Write + Send>,
     pub(super) close: Box<dyn FnMut() + Send>,
+}
+
+/// How the client can read a transport.
+pub(super) enum Reader {
+    /// A socket whose reads take a timeout: read where the reply is awaited.
+    Timed(UnixStream),
+    /// Any stream: read by a thread that hands frames over.
+    Blocking(Box<dyn Read + Send>),
 }
 
 impl std::fmt::Debug for Transport {
@@ -32,7 +42,7 @@ impl Transport {
         close: impl FnMut() + Send + 'static,
     ) -> Transport {
         Transport {
-            reader: Box::new(reader),
+            reader: Reader::Blocking(Box::new(reader)),
             writer: Box::new(writer),
             close: Box::new(close),
         }
@@ -46,9 +56,13 @@ impl Transport {
         stream.set_write_timeout(Some(write_timeout))?;
         let reader = stream.try_clone()?;
         let closer = stream.try_clone()?;
-        Ok(Transport::new(reader, stream, move || {
-            let _ = closer.shutdown(std::net::Shutdown::Both);
-        }))
+        Ok(Transport {
+            reader: Reader::Timed(reader),
+            writer: Box::new(stream),
+            close: Box::new(move || {
+                let _ = closer.shutdown(std::net::Shutdown::Both);
+            }),
+        })
     }
 
     /// Bytes that arrive on `incoming`, and `send` for bytes going out (it returns
@@ -162,7 +176,10 @@ mod tests {
         tx.send(b"llo".to_vec()).unwrap();
         drop(tx);
         let mut text = String::new();
-        transport.reader.read_to_string(&mut text).unwrap();
+        let Reader::Blocking(mut reader) = transport.reader else {
+            panic!("channels have no read timeouts")
+        };
+        reader.read_to_string(&mut text).unwrap();
         assert_eq!(text, "hello");
         transport.writer.write_all(b"x").unwrap();
         assert_eq!(out_rx.recv().unwrap(), b"x");
