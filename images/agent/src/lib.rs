@@ -29,12 +29,36 @@ use std::io::{self, Read, Write};
 ///
 /// 2: [`Request::Run`] has `stop_after`, [`ExitReport`] has `output_limited`, the
 /// agent exits when the host hangs up, and it can serve over standard input/output.
-pub const PROTOCOL_VERSION: u32 = 2;
+///
+/// 3: kernels ([`Request::StartKernel`], [`Request::Cell`], [`Request::StopKernel`]);
+/// [`ExitReport`] has `interrupted` and `kernel_ended`; file requests resolve paths
+/// with no check-then-open race.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Largest frame either side accepts.
 pub const MAX_FRAME: usize = 256 << 20;
 
 /// What the host asks of the agent.
+///
+/// # Kernels
+///
+/// A kernel is one long-lived process (a small driver for an interpreter, which the
+/// language handler supplies) that runs cells and keeps their state between requests.
+/// The agent starts it in a session of its own with standard input on `/dev/null`,
+/// and tells it two descriptors in its environment:
+///
+/// - `SANDLOT_CELL_FD`, where each cell arrives as an ASCII header line
+///   `sandlot-cell CODE STDIN ENV CWD` (four decimal byte counts) followed by that many
+///   bytes of code, of standard input for the cell, of environment (`KEY=VALUE\0`
+///   each) and of the absolute working directory;
+/// - `SANDLOT_DONE_FD`, where the driver writes `ready` and a newline once it can take
+///   cells, then, after each cell, flushes its standard output and error and writes the
+///   cell's exit status and a newline.
+///
+/// At a cell's time limit (or past its output limit) the agent sends `SIGINT` to the
+/// kernel's process group; a driver abandons the cell, reports a status and waits for
+/// the next one. If it has not reported within the cell's grace period the agent kills
+/// the kernel and says so (`kernel_ended`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     /// Runs one command to completion. Replies: any number of [`Reply::Stdout`] and
@@ -97,6 +121,42 @@ pub enum Request {
         /// The archive.
         data: Vec<u8>,
     },
+    /// Starts the kernel (see [above](Request#kernels)), replacing one that runs, and
+    /// waits until it says it is ready. Reply: [`Reply::Done`], or [`Reply::Error`]
+    /// with what it wrote before it failed.
+    StartKernel {
+        /// Program and arguments of the driver, run without a shell.
+        argv: Vec<String>,
+        /// Added to the agent's own environment.
+        env: Vec<(String, String)>,
+        /// Working directory, relative to the root.
+        cwd: String,
+        /// How long the driver may take to say it is ready, in milliseconds.
+        timeout_ms: u64,
+    },
+    /// Runs one cell in the kernel. Replies: any number of [`Reply::Stdout`] and
+    /// [`Reply::Stderr`], then [`Reply::Exit`]; [`Reply::Error`] if no kernel runs.
+    Cell {
+        /// The code.
+        code: Vec<u8>,
+        /// Standard input for the cell.
+        stdin: Vec<u8>,
+        /// Environment for this cell only.
+        env: Vec<(String, String)>,
+        /// Working directory, relative to the root.
+        cwd: String,
+        /// Wall-clock limit in milliseconds; the cell is interrupted at it.
+        timeout_ms: u64,
+        /// Most bytes of each stream forwarded; the rest is read and dropped.
+        max_output: u64,
+        /// Interrupt the cell once either stream has written this many bytes (0: never).
+        stop_after: u64,
+        /// How long an interrupted kernel has to report before it is killed, in
+        /// milliseconds.
+        grace_ms: u64,
+    },
+    /// Stops the kernel and everything it started. Reply: [`Reply::Done`].
+    StopKernel,
 }
 
 /// What the agent answers.
@@ -140,6 +200,12 @@ pub struct ExitReport {
     pub oom_killed: bool,
     /// Whether the agent stopped the command because it wrote past `stop_after`.
     pub output_limited: bool,
+    /// Whether a cell was interrupted (at its limit or for its output) and the kernel
+    /// came back from it, state intact.
+    pub interrupted: bool,
+    /// Whether the kernel is gone: it exited, or was killed because it did not come
+    /// back from an interrupt. Its state is lost.
+    pub kernel_ended: bool,
 }
 
 /// One directory entry or scanned file.
@@ -261,6 +327,20 @@ impl Encoder {
         self.0.extend_from_slice(v);
         self
     }
+    fn strings(&mut self, v: &[String]) -> &mut Self {
+        self.u32(v.len() as u32);
+        for s in v {
+            self.bytes(s.as_bytes());
+        }
+        self
+    }
+    fn pairs(&mut self, v: &[(String, String)]) -> &mut Self {
+        self.u32(v.len() as u32);
+        for (k, v) in v {
+            self.bytes(k.as_bytes()).bytes(v.as_bytes());
+        }
+        self
+    }
     fn write_to(&mut self, writer: &mut impl Write) -> io::Result<()> {
         let len = self.0.len() - 4;
         if len > MAX_FRAME {
@@ -317,6 +397,16 @@ impl<'a> Decoder<'a> {
         }
         Ok(n)
     }
+    fn strings(&mut self) -> io::Result<Vec<String>> {
+        let n = self.count(4)?;
+        (0..n).map(|_| self.string()).collect()
+    }
+    fn pairs(&mut self) -> io::Result<Vec<(String, String)>> {
+        let n = self.count(8)?;
+        (0..n)
+            .map(|_| Ok((self.string()?, self.string()?)))
+            .collect()
+    }
     fn end(&self) -> io::Result<()> {
         if self.0.is_empty() {
             Ok(())
@@ -340,14 +430,7 @@ impl Request {
                 stop_after,
             } => {
                 let mut e = Encoder::new(1);
-                e.u32(argv.len() as u32);
-                for arg in argv {
-                    e.bytes(arg.as_bytes());
-                }
-                e.u32(env.len() as u32);
-                for (k, v) in env {
-                    e.bytes(k.as_bytes()).bytes(v.as_bytes());
-                }
+                e.strings(argv).pairs(env);
                 e.bytes(cwd.as_bytes())
                     .bytes(stdin)
                     .u64(*timeout_ms)
@@ -373,6 +456,36 @@ impl Request {
                 .bytes(path.as_bytes())
                 .bytes(data)
                 .write_to(writer),
+            Request::StartKernel {
+                argv,
+                env,
+                cwd,
+                timeout_ms,
+            } => {
+                let mut e = Encoder::new(8);
+                e.strings(argv).pairs(env);
+                e.bytes(cwd.as_bytes()).u64(*timeout_ms).write_to(writer)
+            }
+            Request::Cell {
+                code,
+                stdin,
+                env,
+                cwd,
+                timeout_ms,
+                max_output,
+                stop_after,
+                grace_ms,
+            } => {
+                let mut e = Encoder::new(9);
+                e.bytes(code).bytes(stdin).pairs(env);
+                e.bytes(cwd.as_bytes())
+                    .u64(*timeout_ms)
+                    .u64(*max_output)
+                    .u64(*stop_after)
+                    .u64(*grace_ms)
+                    .write_to(writer)
+            }
+            Request::StopKernel => Encoder::new(10).write_to(writer),
         }
     }
 
@@ -380,23 +493,15 @@ impl Request {
     pub fn decode(tag: u8, body: &[u8]) -> io::Result<Request> {
         let mut d = Decoder(body);
         let request = match tag {
-            1 => {
-                let argc = d.count(4)?;
-                let argv = (0..argc).map(|_| d.string()).collect::<io::Result<_>>()?;
-                let envc = d.count(8)?;
-                let env = (0..envc)
-                    .map(|_| Ok((d.string()?, d.string()?)))
-                    .collect::<io::Result<_>>()?;
-                Request::Run {
-                    argv,
-                    env,
-                    cwd: d.string()?,
-                    stdin: d.bytes()?,
-                    timeout_ms: d.u64()?,
-                    max_output: d.u64()?,
-                    stop_after: d.u64()?,
-                }
-            }
+            1 => Request::Run {
+                argv: d.strings()?,
+                env: d.pairs()?,
+                cwd: d.string()?,
+                stdin: d.bytes()?,
+                timeout_ms: d.u64()?,
+                max_output: d.u64()?,
+                stop_after: d.u64()?,
+            },
             2 => Request::Write {
                 path: d.string()?,
                 data: d.bytes()?,
@@ -415,6 +520,23 @@ impl Request {
                 path: d.string()?,
                 data: d.bytes()?,
             },
+            8 => Request::StartKernel {
+                argv: d.strings()?,
+                env: d.pairs()?,
+                cwd: d.string()?,
+                timeout_ms: d.u64()?,
+            },
+            9 => Request::Cell {
+                code: d.bytes()?,
+                stdin: d.bytes()?,
+                env: d.pairs()?,
+                cwd: d.string()?,
+                timeout_ms: d.u64()?,
+                max_output: d.u64()?,
+                stop_after: d.u64()?,
+                grace_ms: d.u64()?,
+            },
+            10 => Request::StopKernel,
             _ => return Err(malformed("unknown request")),
         };
         d.end()?;
@@ -437,6 +559,8 @@ impl Reply {
                 .u8(report.stderr_truncated as u8)
                 .u8(report.oom_killed as u8)
                 .u8(report.output_limited as u8)
+                .u8(report.interrupted as u8)
+                .u8(report.kernel_ended as u8)
                 .write_to(writer),
             Reply::Done => Encoder::new(0x84).write_to(writer),
             Reply::Data(bytes) => Encoder::new(0x85).bytes(bytes).write_to(writer),
@@ -472,6 +596,8 @@ impl Reply {
                 stderr_truncated: d.bool()?,
                 oom_killed: d.bool()?,
                 output_limited: d.bool()?,
+                interrupted: d.bool()?,
+                kernel_ended: d.bool()?,
             }),
             0x84 => Reply::Done,
             0x85 => Reply::Data(d.bytes()?),
@@ -546,7 +672,24 @@ mod tests {
             path: "in".into(),
             data: vec![0; 512],
         });
-        round_trip_reply(Reply::Hello { version: 2 });
+        round_trip_request(Request::StartKernel {
+            argv: vec!["python3".into(), "-c".into(), "driver".into()],
+            env: vec![("K".into(), "v".into())],
+            cwd: "work".into(),
+            timeout_ms: 9000,
+        });
+        round_trip_request(Request::Cell {
+            code: b"x = 1\nx".to_vec(),
+            stdin: vec![0xff],
+            env: vec![("A".into(), "1".into())],
+            cwd: "".into(),
+            timeout_ms: 2000,
+            max_output: 1 << 20,
+            stop_after: 2 << 20,
+            grace_ms: 1000,
+        });
+        round_trip_request(Request::StopKernel);
+        round_trip_reply(Reply::Hello { version: 3 });
         round_trip_reply(Reply::Stdout(vec![0xc3, 0x28]));
         round_trip_reply(Reply::Stderr(b"oops".to_vec()));
         round_trip_reply(Reply::Exit(ExitReport {
@@ -557,6 +700,8 @@ mod tests {
             stderr_truncated: true,
             oom_killed: true,
             output_limited: true,
+            interrupted: false,
+            kernel_ended: true,
         }));
         round_trip_reply(Reply::Done);
         round_trip_reply(Reply::Data(vec![1, 2, 3]));

@@ -119,8 +119,11 @@ impl AgentClient {
         match client.receive(Instant::now() + within)? {
             Reply::Hello { version } if version == PROTOCOL_VERSION => Ok(client),
             Reply::Hello { version } => Err(broken(format!(
-                "it speaks protocol {version}, this sandlot speaks {PROTOCOL_VERSION}; the \
-                 agent is built into sandlot, so this one was not started by this sandlot"
+                "it speaks protocol {version} and this sandlot needs {PROTOCOL_VERSION}: \
+                 the agent was built from another version of sandlot. sandlot puts the \
+                 agent it was built with into every sandbox, so rebuild the program that \
+                 embeds sandlot (`cargo build`) with the `sandlot` and `sandlot-agent` \
+                 crates of one version"
             ))),
             other => Err(broken(format!("it began with {other:?} instead of hello"))),
         }
@@ -383,5 +386,19 @@ mod tests {
         drop(agent);
         let error = AgentClient::connect(transport, Duration::from_secs(5)).unwrap_err();
         assert!(error.to_string().contains("hung up"), "{error}");
+    }
+
+    #[test]
+    fn an_agent_of_another_protocol_is_refused_with_what_to_rebuild() {
+        let (agent, _requests, transport) = pair();
+        agent.send(frame(&Reply::Hello { version: 2 })).unwrap();
+        let error = AgentClient::connect(transport, Duration::from_secs(5)).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("protocol 2"), "{message}");
+        assert!(
+            message.contains(&format!("needs {PROTOCOL_VERSION}")),
+            "{message}"
+        );
+        assert!(message.contains("cargo build"), "{message}");
     }
 }

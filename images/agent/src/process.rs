@@ -1,0 +1,148 @@
+//! Processes of the sandbox: who is killed after a command, when the host hangs up,
+//! and who is spared (the kernel's session, which keeps a session's state).
+//!
+//! As process 1 of the container's PID namespace the agent inherits every orphan, so
+//! after each command it kills whatever the command left behind, including processes
+//! that called `setsid` or daemonized.
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+/// The process group of the command running now, 0 if none.
+pub static RUNNING: AtomicI32 = AtomicI32::new(0);
+
+/// The session of the running kernel, 0 if none: cleanup after a command spares it.
+static KERNEL_SESSION: AtomicI32 = AtomicI32::new(0);
+
+/// How often a running command's wait checks that the host is still there.
+pub const HANGUP_POLL: Duration = Duration::from_millis(50);
+
+/// Spares the session `sid` from the cleanup after commands (0: spare nobody).
+pub fn spare_session(sid: i32) {
+    KERNEL_SESSION.store(sid, Ordering::SeqCst);
+}
+
+/// The host's end of the stream is gone: nobody will ever read what the sandbox does,
+/// so nothing in it may go on running, the kernel included.
+pub fn host_gone() -> ! {
+    let pgid = RUNNING.load(Ordering::SeqCst);
+    if pgid > 0 {
+        kill_group(pgid);
+    }
+    if std::process::id() == 1 {
+        // SAFETY: kill(2); process 1 itself is never signalled by kill(-1).
+        unsafe {
+            libc::kill(-1, libc::SIGKILL);
+        }
+    }
+    std::process::exit(0)
+}
+
+/// Whether the host's end of the stream on `input` has closed. The host sends nothing
+/// while a command runs, so readable input means it hung up.
+pub fn hung_up(input: RawFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd: input,
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one valid pollfd, without waiting.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0
+        && poll.revents & (libc::POLLIN | libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+/// Kills a process group.
+pub fn kill_group(pgid: i32) {
+    // SAFETY: kill(2) with a negative pid signals a process group; no memory involved.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// Makes the calling process, never the agent, the OOM killer's first choice. Called
+/// between fork and exec: only open, write and close, on a static path.
+pub fn prefer_for_oom_kill() {
+    // SAFETY: async-signal-safe calls on a NUL-terminated static path.
+    unsafe {
+        let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
+        if fd >= 0 {
+            libc::write(fd, b"1000".as_ptr().cast(), 4);
+            libc::close(fd);
+        }
+    }
+}
+
+/// Every other process of the container outside the kernel's session. Without a
+/// kernel `kill(-1)` reaches them all at once; with one, each is found in /proc.
+fn kill_others() -> usize {
+    let spared = KERNEL_SESSION.load(Ordering::SeqCst);
+    if spared == 0 {
+        // SAFETY: kill(2); process 1 itself is never signalled by kill(-1).
+        unsafe {
+            libc::kill(-1, libc::SIGKILL);
+        }
+        return 0;
+    }
+    let mut found = 0;
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: getsid(2) and kill(2) on a pid; no memory involved.
+        unsafe {
+            if pid != 1 && libc::getsid(pid) != spared && !is_zombie(pid) {
+                libc::kill(pid, libc::SIGKILL);
+                found += 1;
+            }
+        }
+    }
+    found
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // The state follows the command name, which is in parentheses.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// After a command: kills what it left running (the command may have moved itself,
+/// or a child, to another process group or session) and collects the exit status of
+/// every orphan, waiting at most a second for the last ones to die: a process the
+/// agent cannot kill (one started by `docker exec` as another user) must not stop it
+/// from answering. Outside a container's PID namespace (tests) it does nothing.
+pub fn clean_up() {
+    if std::process::id() != 1 {
+        return;
+    }
+    for _ in 0..1000 {
+        let left = kill_others();
+        let mut status = 0;
+        // SAFETY: waitpid(2) writes only to `status`.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        match pid {
+            p if p > 0 => continue,
+            // Only the kernel's processes (or none) remain.
+            0 if KERNEL_SESSION.load(Ordering::SeqCst) != 0 && left == 0 => return,
+            0 => std::thread::sleep(Duration::from_millis(1)),
+            _ => return,
+        }
+    }
+}
+
+/// Kills every process outside the kernel's session at once, without waiting.
+pub fn kill_leftovers() {
+    if std::process::id() == 1 {
+        kill_others();
+    }
+}
