@@ -97,7 +97,7 @@ impl Sandbox for FakeSandbox {
         let seen = match request.workload {
             Workload::Code(code) => Seen::Code(code.to_string()),
             Workload::Plan(plan) => Seen::Plan {
-                main: plan.files[0].contents.clone(),
+                main: String::from_utf8(plan.files[0].contents.clone()).unwrap(),
             },
             Workload::Shell(line) => Seen::Shell(line.to_string()),
             _ => unreachable!("no other workloads exist yet"),

@@ -86,7 +86,7 @@ fn languages_lists_the_builtins_as_table_and_json() {
         languages[5]["info"]["aliases"],
         serde_json::json!(["py", "python3"])
     );
-    assert_eq!(languages[5]["api_version"], "0.1.0");
+    assert_eq!(languages[5]["api_version"], "0.2.0");
     // The default cache directory was used.
     assert!(
         home.path()
@@ -197,7 +197,7 @@ fn plugins_list_shows_source_path_api_and_failures() {
     }
     let future_line = table.lines().find(|l| l.contains("future.wasm")).unwrap();
     assert!(
-        future_line.contains("failed:") && future_line.contains("API 0.2.0"),
+        future_line.contains("failed:") && future_line.contains("API 9.0.0"),
         "{future_line}"
     );
     assert!(table.contains("builtin:python"), "{table}");

@@ -354,11 +354,134 @@ fn working_directory_travels_with_the_run(backend: &str) {
         .is_err());
 }
 
-/// State across runs, shell commands and library installs: what the backend
+/// Runs of one session share an interpreter where the session keeps state (the wasm
+/// backend's, or the language's kernel in a container): variables, functions, classes
+/// and imports of earlier runs are there in later ones, and an error ends only its
+/// own run.
+fn state_lives_across_runs(backend: &str) {
+    let mut session = open(backend);
+    let keeps = session.capabilities().has(Capability::PersistentState);
+    let runs = [
+        "import math\nx = 40",
+        "def twice(n):\n    return 2 * n",
+        "class Box:\n    def __init__(self, v):\n        self.v = v",
+        "b = Box(twice(x) + 2)",
+        "print(b.v, math.floor(x / 3))",
+    ];
+    let mut last = None;
+    for code in runs {
+        last = Some(session.run(code).unwrap());
+    }
+    let last = last.unwrap();
+    if !keeps {
+        assert!(
+            last.stderr_text().contains("NameError"),
+            "{}",
+            last.stderr_text()
+        );
+        return;
+    }
+    assert_eq!(last.stdout_text(), "82 13\n", "{}", last.stderr_text());
+    let failed = session.run("1/0").unwrap();
+    assert_eq!(failed.exit_code, 1);
+    assert!(
+        failed.stderr_text().contains("ZeroDivisionError"),
+        "{}",
+        failed.stderr_text()
+    );
+    assert_eq!(failed.session, SessionState::Open);
+    let after = session.run("print(x, b.v)").unwrap();
+    assert_eq!(after.stdout_text(), "40 82\n", "{}", after.stderr_text());
+}
+
+/// A run past its limit is interrupted where the backend can interrupt it, and the
+/// session keeps its state; where it cannot, the session says it restarted.
+fn a_timeout_keeps_the_state_where_it_can(backend: &str) {
+    let mut session = open_with(
+        backend,
+        Limits {
+            timeout: Duration::from_secs(2),
+            ..Limits::default()
+        },
+    );
+    session.run("kept = 'yes'").unwrap();
+    let stuck = session.run("import time\ntime.sleep(30)").unwrap();
+    assert!(stuck.timed_out(), "{:?}", stuck.end);
+    let next = session.run("print(kept)").unwrap();
+    if session.capabilities().has(Capability::Interrupts) {
+        assert_eq!(stuck.session, SessionState::Open);
+        assert_eq!(next.stdout_text(), "yes\n", "{}", next.stderr_text());
+    } else {
+        assert!(
+            matches!(stuck.session, SessionState::Restarted { .. }),
+            "{:?}",
+            stuck.session
+        );
+        assert!(
+            next.stderr_text().contains("NameError"),
+            "{}",
+            next.stderr_text()
+        );
+    }
+    // Code that ignores the interrupt is stopped all the same, and the session goes on
+    // with a fresh interpreter.
+    let started = Instant::now();
+    let deaf = session
+        .run(
+            "import time\ntry:\n    import signal\n    signal.signal(signal.SIGINT, signal.SIG_IGN)\n\
+             except Exception:\n    pass\ntime.sleep(30)",
+        )
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(deaf.timed_out(), "{:?}", deaf.end);
+    assert!(
+        matches!(deaf.session, SessionState::Restarted { .. }),
+        "{:?}",
+        deaf.session
+    );
+    let fresh = session.run("print('fresh')").unwrap();
+    assert_eq!(fresh.stdout_text(), "fresh\n", "{}", fresh.stderr_text());
+}
+
+/// A library installed for one run is there for the runs after it, also in an
+/// interpreter that was running before it was installed.
+fn libraries_stay_installed(backend: &str) {
+    let mut session = open(backend);
+    session.run("before = 1").unwrap();
+    // Not among the wasm runtime's bundled libraries.
+    let options = RunOptions {
+        libraries: vec!["requests".into()],
+        ..RunOptions::default()
+    };
+    match session.run_with("import requests\nprint(requests.__name__)", options) {
+        Ok(first) => {
+            assert!(session.capabilities().has(Capability::InstallLibraries));
+            assert_eq!(first.stdout_text(), "requests\n", "{}", first.stderr_text());
+            session.run("unrelated = 1").unwrap();
+            let third = session
+                .run("import requests\nprint(requests.__name__)")
+                .unwrap();
+            assert_eq!(third.stdout_text(), "requests\n", "{}", third.stderr_text());
+        }
+        Err(error) => {
+            assert!(!session.capabilities().has(Capability::InstallLibraries));
+            assert!(
+                matches!(error, Error::LibrariesUnavailable { .. }),
+                "{error}"
+            );
+        }
+    }
+}
+
+/// State across runs, shell commands and library installs: what the session
 /// declares is what it does.
 fn capabilities_are_what_they_say(backend: &str) {
-    let capabilities = sandlot().backend(backend).unwrap().capabilities("python");
     let mut session = open(backend);
+    let capabilities = session.capabilities().clone();
     session.run("kept = 6 * 7").unwrap();
     let state = session.run("print(kept)").unwrap();
     if capabilities.has(Capability::PersistentState) {
@@ -457,6 +580,9 @@ macro_rules! conformance {
             #[test] fn environment_travels_with_the_run() { super::environment_travels_with_the_run($backend) }
             #[test] fn working_directory_travels_with_the_run() { super::working_directory_travels_with_the_run($backend) }
             #[test] fn capabilities_are_what_they_say() { super::capabilities_are_what_they_say($backend) }
+            #[test] fn state_lives_across_runs() { super::state_lives_across_runs($backend) }
+            #[test] fn a_timeout_keeps_the_state_where_it_can() { super::a_timeout_keeps_the_state_where_it_can($backend) }
+            #[test] fn libraries_stay_installed() { super::libraries_stay_installed($backend) }
             #[test] fn nothing_is_left_after_close() { super::nothing_is_left_after_close($backend) }
         }
     )*};

@@ -77,7 +77,8 @@ const PROGRAMS: &[Programs] = &[
         hello: "print('hello from python')",
         exit3: "import sys\nprint('out')\nsys.exit(3)",
         broken: "def f(:\n    pass",
-        not_utf8: "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe ok\\n')",
+        // Assigned: in the kernel, a final expression's value is shown.
+        not_utf8: "import sys\n_ = sys.stdout.buffer.write(b'\\xff\\xfe ok\\n')",
     },
     Programs {
         language: "javascript",
@@ -211,7 +212,12 @@ fn timeout_kills_the_whole_tree(engine: Engine) {
 }
 
 fn changing_process_group_does_not_escape_the_time_limit(engine: Engine) {
-    let mut session = open(engine, "python");
+    // A program of its own (one-shot): in a kernel, the interpreter leads its own
+    // session and cannot join another group at all; that case follows below.
+    let sandlot = sandlot();
+    let mut builder = sandlot.session("python");
+    builder.backend(choice(engine)).one_shot(true);
+    let mut session = open_session(&builder).unwrap();
     let marker = match engine {
         Engine::Podman => "876542",
         _ => "876541",
@@ -237,6 +243,29 @@ fn changing_process_group_does_not_escape_the_time_limit(engine: Engine) {
     assert!(started.elapsed() < Duration::from_secs(20));
     assert!(!host_has_process(&["sleep", marker]));
     assert_eq!(session.run("print(3)").unwrap().stdout_text(), "3\n");
+
+    // In the kernel, a child that moved to a group of its own is killed with the
+    // interrupted cell, and the kernel keeps its state.
+    let mut session = open(engine, "python");
+    let marker = match engine {
+        Engine::Podman => "876544",
+        _ => "876543",
+    };
+    session.run("kept = 'yes'").unwrap();
+    let code = format!(
+        "import os, time\n\
+         pid = os.fork()\n\
+         if pid == 0:\n\
+         \x20   os.setpgid(0, 0)\n\
+         \x20   os.execvp('sleep', ['sleep', '{marker}'])\n\
+         while True:\n\
+         \x20   time.sleep(0.5)\n"
+    );
+    let execution = run_for_two_seconds(&mut session, &code);
+    assert!(execution.timed_out(), "{}", execution.stderr_text());
+    assert_eq!(execution.session, sandlot::SessionState::Open);
+    assert!(!host_has_process(&["sleep", marker]));
+    assert_eq!(session.run("print(kept)").unwrap().stdout_text(), "yes\n");
 }
 
 fn a_fifo_cannot_wedge_the_sandbox(engine: Engine) {
@@ -412,6 +441,72 @@ fn files_round_trip_and_escapes_are_refused(engine: Engine) {
         session.copy_out("../", out.path()),
         Err(Error::InvalidPath { .. })
     ));
+}
+
+/// A Python session in a container runs in the language's kernel: like a notebook,
+/// a final expression shows its value, input is per run, and a kernel that dies is
+/// replaced with the next run, which says its state is gone. One-shot sessions run a
+/// fresh program each time.
+fn python_sessions_are_interactive(engine: Engine) {
+    let mut session = open(engine, "python");
+    assert!(session
+        .capabilities()
+        .has(sandlot::Capability::PersistentState));
+    assert_eq!(session.run("x = 6 * 7").unwrap().stdout_text(), "");
+    assert_eq!(session.run("x").unwrap().stdout_text(), "42\n");
+    assert_eq!(session.run("print(x)\nNone").unwrap().stdout_text(), "42\n");
+    let typed = session
+        .run_with(
+            "print(input().upper())",
+            RunOptions {
+                stdin: b"typed\n".to_vec(),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(typed.stdout_text(), "TYPED\n", "{}", typed.stderr_text());
+    let died = session
+        .run("print('bye', flush=True)\nimport os\nos._exit(3)")
+        .unwrap();
+    assert_eq!((died.exit_code, &*died.stdout_text()), (3, "bye\n"));
+    assert!(
+        matches!(died.session, sandlot::SessionState::Restarted { .. }),
+        "{:?}",
+        died.session
+    );
+    let fresh = session.run("print('x' in globals())").unwrap();
+    assert_eq!(fresh.stdout_text(), "False\n", "{}", fresh.stderr_text());
+
+    let sandlot = sandlot();
+    let mut builder = sandlot.session("python");
+    builder.backend(choice(engine)).one_shot(true);
+    let mut one_shot = open_session(&builder).unwrap();
+    assert!(!one_shot
+        .capabilities()
+        .has(sandlot::Capability::PersistentState));
+    one_shot.run("y = 1").unwrap();
+    let forgot = one_shot.run("print(y)").unwrap();
+    assert!(
+        forgot.stderr_text().contains("NameError"),
+        "{}",
+        forgot.stderr_text()
+    );
+    // A program, not a cell: a bare expression shows nothing.
+    assert_eq!(one_shot.run("1 + 1").unwrap().stdout_text(), "");
+}
+
+/// An image without the language's interpreter cannot start its kernel: the run says
+/// so, with what the kernel wrote, instead of hanging or pretending.
+fn a_kernel_that_cannot_start_is_a_clear_error(engine: Engine) {
+    let sandlot = sandlot();
+    let mut builder = sandlot.session("python");
+    builder.backend(choice(engine)).image("sandlot/go:latest");
+    let mut session = open_session(&builder).unwrap();
+    let error = session.run("print(1)").unwrap_err();
+    assert!(matches!(error, Error::KernelStart { .. }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("python3"), "{message}");
+    assert!(message.contains("one_shot"), "{message}");
 }
 
 fn code_cannot_hijack_a_later_install(engine: Engine) {
@@ -716,7 +811,12 @@ fn output_is_capped(engine: Engine) {
         .unwrap();
     assert_eq!(flood.end, EndReason::OutputLimit);
     assert_eq!(flood.stdout.len(), 1000);
-    assert!(flood.stderr.is_empty(), "it never got to write more");
+    // Stopped before its next line: in the kernel, an interrupted cell's traceback is
+    // all that follows.
+    assert!(
+        !flood.stderr_text().contains("done"),
+        "it never got to write more"
+    );
 }
 
 fn a_missing_image_says_how_to_get_it(engine: Engine) {
@@ -831,6 +931,14 @@ macro_rules! engine_tests {
             #[test]
             fn numpy_installs_for_python() {
                 libraries_are_installed_then_the_network_is_cut(ENGINE, "python");
+            }
+            #[test]
+            fn python_sessions_are_interactive() {
+                super::python_sessions_are_interactive(ENGINE);
+            }
+            #[test]
+            fn a_kernel_that_cannot_start_is_a_clear_error() {
+                super::a_kernel_that_cannot_start_is_a_clear_error(ENGINE);
             }
             #[test]
             fn planted_module_does_not_hijack_pip() {

@@ -87,9 +87,10 @@ fn python_installs_with_pip_into_the_sandbox_and_runs_unbuffered() {
     assert!(run_env.contains(&("PYTHONPATH".into(), format!("{workdir}/.sandlot/python"))));
     assert_eq!(plan.files.len(), 1);
     assert_eq!(plan.files[0].path, "main.py");
-    assert!(plan.files[0].contents.ends_with(code));
+    assert!(plan.files[0].text().unwrap().ends_with(code));
     assert!(plan.files[0]
-        .contents
+        .text()
+        .unwrap()
         .contains(&format!("{workdir}/output")));
 
     // Without libraries, the plan runs for real, prelude included.
@@ -145,7 +146,7 @@ fn python_plot_prelude_is_left_out_when_not_asked_for() {
         ..PlanOptions::default()
     };
     let plan = python.plan("print(1)", &[], &options).unwrap();
-    assert_eq!(plan.files[0].contents, "print(1)");
+    assert_eq!(plan.files[0].text(), Some("print(1)"));
     let prelude = python.plot_prelude("/out/it's").unwrap().unwrap();
     assert!(prelude.contains(r"'/out/it\'s'"), "{prelude}");
 }
@@ -355,7 +356,7 @@ fn r_installs_packages_with_install_packages_and_saves_plots_as_png() {
     assert!(plan.commands[1]
         .env
         .contains(&("R_LIBS_USER".into(), format!("{workdir}/.sandlot/R"))));
-    let source = &plan.files[0].contents;
+    let source = plan.files[0].text().unwrap();
     assert!(
         source.starts_with("options(device = function(...) grDevices::png("),
         "{source}"

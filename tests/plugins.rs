@@ -5,7 +5,7 @@
 mod support;
 
 use sandlot::plugin::{CacheOutcome, PluginKind, PluginReport, PluginStatus};
-use sandlot::{Error, HandlerLimits, PlanOptions, PluginHost, PluginSource};
+use sandlot::{Error, HandlerLimits, LanguageCapability, PlanOptions, PluginHost, PluginSource};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::{component, plugin_dir};
@@ -57,7 +57,7 @@ fn short_limits() -> HandlerLimits {
 }
 
 #[test]
-fn all_builtins_load_and_declare_api_0_1_0() {
+fn all_builtins_load_and_declare_api_0_2_0() {
     let host = PluginHost::builder().no_cache().load().unwrap();
     assert_eq!(ids(&host), BUILTINS);
     for report in host.reports() {
@@ -66,7 +66,7 @@ fn all_builtins_load_and_declare_api_0_1_0() {
             matches!(report.status, PluginStatus::Active { replaces: None }),
             "{report:?}"
         );
-        assert_eq!(report.api_version.as_deref(), Some("0.1.0"));
+        assert_eq!(report.api_version.as_deref(), Some("0.2.0"));
         assert_eq!(report.kind, Some(PluginKind::LanguageHandler));
     }
     // Aliases and case do not matter; unknown names list what is known.
@@ -114,6 +114,64 @@ fn the_out_of_tree_lua_plugin_is_picked_up_from_a_directory() {
     );
     assert_eq!(host.language_for_extension("lua").unwrap().info().id, "lua");
     assert_eq!(ids(&host).len(), BUILTINS.len() + 1);
+}
+
+/// Handlers of contract 0.1 (the Lua example) and 0.2 (the built-ins) load side by
+/// side; what 0.1 cannot say has a sensible answer.
+#[test]
+fn handlers_of_both_contracts_load_side_by_side() {
+    let dir = plugin_dir(&[("examples/lua", "lua.wasm")]);
+    let host = PluginHost::builder()
+        .no_cache()
+        .plugin_dir(dir.path())
+        .load()
+        .unwrap();
+    let lua = host.language("lua").unwrap();
+    let python = host.language("python").unwrap();
+    assert_eq!(
+        (lua.api_version(), python.api_version()),
+        ("0.1.0", "0.2.0")
+    );
+    // 0.1's two flags became capabilities.
+    assert!(lua.info().has(LanguageCapability::InstallLibraries));
+    assert!(!lua.info().has(LanguageCapability::Interactive));
+    assert_eq!(lua.kernel("/workspace", "/workspace/output").unwrap(), None);
+    assert!(!lua.may_plot("plot(1)").unwrap());
+    assert_eq!(lua.plot_flush("/workspace/output").unwrap(), None);
+    // 0.2 says all of it itself.
+    for capability in [
+        LanguageCapability::InstallLibraries,
+        LanguageCapability::CapturePlots,
+        LanguageCapability::Interactive,
+    ] {
+        assert!(python.info().has(capability), "{capability}");
+    }
+    let kernel = python
+        .kernel("/workspace", "/workspace/output")
+        .unwrap()
+        .expect("python has a kernel");
+    assert_eq!(
+        kernel.command("/workspace/.sandlot/kernel/kernel.py"),
+        ["python3", "-u", "/workspace/.sandlot/kernel/kernel.py"]
+    );
+    assert!(kernel.driver.contains("SANDLOT_CELL_FD"));
+    assert!(kernel
+        .env
+        .contains(&("PYTHONPATH".into(), "/workspace/.sandlot/python".into())));
+    assert!(python.may_plot("import matplotlib.pyplot as plt").unwrap());
+    assert!(!python.may_plot("print(1)").unwrap());
+    assert!(python.plot_flush("/workspace/output").unwrap().is_some());
+    // Plans carry bytes now; the Python program is still text.
+    let plan = python
+        .plan("print('é')", &[], &PlanOptions::default())
+        .unwrap();
+    assert!(plan.files[0].contents.ends_with("print('é')".as_bytes()));
+    // Compiled languages have no kernel: each run is its own program.
+    let java = host.language("java").unwrap();
+    assert_eq!(
+        java.kernel("/workspace", "/workspace/output").unwrap(),
+        None
+    );
 }
 
 #[test]
@@ -213,7 +271,7 @@ fn bad_plugins_each_fail_clearly_and_the_rest_keep_working() {
     }
     match failure(&host, "future-api.wasm") {
         error @ Error::UnsupportedApi { found, newer, .. } => {
-            assert_eq!((found.as_str(), *newer), ("0.2.0", true));
+            assert_eq!((found.as_str(), *newer), ("9.0.0", true));
             assert!(error.to_string().contains("upgrade sandlot"), "{error}");
         }
         other => panic!("{other}"),

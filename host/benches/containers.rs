@@ -1,6 +1,7 @@
 //! The Docker and Podman backends side by side, on the same engines in one run:
-//! a cold open + `print(1)` + close of a Python container, a warm `print(1)` in an open
-//! session through the agent against the same program through `docker exec`, and
+//! a cold open + `print(1)` + close of a Python container (its first run starts the
+//! kernel), a warm `print(1)` in an open session as a cell of the kernel, as a new
+//! process through the agent (a one-shot session), and through `docker exec`, and
 //! close on its own; and the same Docker reached over TCP with TLS, as a remote engine
 //! is (the agent copied in, spoken to over an attach stream). Needs both engines, the
 //! TLS proxy and the `sandlot/python` image (`tests/services.sh`). Run with
@@ -41,11 +42,12 @@ fn main() {
         (Engine::Docker, "docker-tls"),
     ] {
         let backend = sandlot.containers(engine).unwrap();
-        let open = || {
+        let open_as = |one_shot: bool| {
             let mut builder = sandlot.session("python");
-            builder.backend(choice);
+            builder.backend(choice).one_shot(one_shot);
             builder.open().unwrap()
         };
+        let open = || open_as(false);
         let mut group = criterion.benchmark_group(format!("python ({choice})"));
         group.bench_function("cold open + print 1 + close", |b| {
             b.iter(|| {
@@ -55,7 +57,12 @@ fn main() {
             })
         });
         let mut session = open();
-        group.bench_function("warm print 1 through the agent", |b| {
+        group.bench_function("warm print 1 in the kernel", |b| {
+            b.iter(|| assert_eq!(session.run("print(1)").unwrap().stdout, b"1\n"))
+        });
+        session.close();
+        let mut session = open_as(true);
+        group.bench_function("warm print 1 as a new process through the agent", |b| {
             b.iter(|| assert_eq!(session.run("print(1)").unwrap().stdout, b"1\n"))
         });
         let name = session.sandbox_name().unwrap();

@@ -16,6 +16,13 @@ pub enum Capability {
     RunsPlans,
     /// Variables, functions and imports survive from one run to the next.
     PersistentState,
+    /// Starts a language's kernel (a long-lived driver its handler describes) and
+    /// runs code in it, so state persists for languages that have one.
+    Kernels,
+    /// A run past its limit is interrupted and the session keeps its state (otherwise
+    /// the interpreter is replaced, and the run says so with
+    /// [`SessionState::Restarted`](crate::backend::SessionState::Restarted)).
+    Interrupts,
     /// Runs shell command lines ([`Workload::Shell`]).
     Shell,
     /// Installs libraries a run asks for (with the network, when the policy allows).
@@ -33,6 +40,8 @@ impl fmt::Display for Capability {
         f.pad(match self {
             Capability::RunsPlans => "runs-plans",
             Capability::PersistentState => "persistent-state",
+            Capability::Kernels => "kernels",
+            Capability::Interrupts => "interrupts",
             Capability::Shell => "shell",
             Capability::InstallLibraries => "install-libraries",
             Capability::NetworkControl => "network-control",
@@ -62,6 +71,11 @@ impl Capabilities {
     /// Whether `capability` is among them.
     pub fn has(&self, capability: Capability) -> bool {
         self.0.contains(&capability)
+    }
+
+    /// Adds `capability`.
+    pub fn insert(&mut self, capability: Capability) {
+        self.0.insert(capability);
     }
 
     /// Every capability, in a stable order.

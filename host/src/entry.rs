@@ -6,6 +6,7 @@ use crate::backend::{Backend, BackendName, Capability, Needs, SandboxSpec};
 use crate::config::Config;
 use crate::dirs::{Dirs, Overrides};
 use crate::error::{Error, Result};
+use crate::layout::Layout;
 use crate::plugin::{PluginHost, PluginHostBuilder};
 use crate::policy::Policy;
 use crate::session::{AsyncSession, Limits, Session, Settings};
@@ -390,6 +391,7 @@ impl Sandlot {
             image: None,
             libraries: Vec::new(),
             required: Vec::new(),
+            one_shot: false,
         }
     }
 }
@@ -455,6 +457,7 @@ pub struct SessionBuilder {
     image: Option<String>,
     libraries: Vec<String>,
     required: Vec<Capability>,
+    one_shot: bool,
 }
 
 impl SessionBuilder {
@@ -521,6 +524,26 @@ impl SessionBuilder {
         self
     }
 
+    /// Runs each program on its own, in a fresh process, instead of in the language's
+    /// kernel (default: `false`, so container sessions keep variables, functions and
+    /// imports from one run to the next, as wasm sessions do). Languages without a
+    /// kernel (Java, C++, Go, ...) always run one program per run; the wasm backend's
+    /// interpreters always keep state.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), sandlot::Error> {
+    /// # let sandlot = sandlot::Sandlot::from_environment()?;
+    /// let mut session = sandlot.session("python").backend("docker").one_shot(true).open()?;
+    /// session.run("x = 1")?;
+    /// assert!(!session.run("print(x)")?.success());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn one_shot(&mut self, one_shot: bool) -> &mut Self {
+        self.one_shot = one_shot;
+        self
+    }
+
     /// [`SessionBuilder::open`] for async code: opens on tokio's blocking pool.
     pub async fn open_async(&self) -> Result<AsyncSession> {
         let builder = self.clone();
@@ -538,10 +561,15 @@ impl SessionBuilder {
     pub fn open(&self) -> Result<Session> {
         let handler = self.sandlot.plugins.language(&self.language)?.clone();
         let language = handler.info().id.clone();
+        let kernel = match self.one_shot {
+            true => None,
+            false => handler.kernel(Layout::WORKSPACE, &Layout.output_dir())?,
+        };
         let needs = Needs::language(&language)
             .with_libraries(&self.libraries)
             .with_image(self.image.as_deref())
-            .with_capabilities(&self.required);
+            .with_capabilities(&self.required)
+            .with_kernel(kernel.is_some());
         let Chosen {
             backend,
             passed_over,
@@ -551,12 +579,11 @@ impl SessionBuilder {
             .clone()
             .or_else(|| self.sandlot.config.images.get(&language).cloned())
             .unwrap_or_else(|| handler.info().default_image.clone());
-        let sandbox = backend.open(&SandboxSpec::new(
-            &language,
-            &image,
-            &self.policy,
-            self.limits.memory,
-        ))?;
+        let kernel = kernel.filter(|_| backend.capabilities(&language).has(Capability::Kernels));
+        let sandbox = backend.open(
+            &SandboxSpec::new(&language, &image, &self.policy, self.limits.memory)
+                .with_kernel(kernel.as_ref()),
+        )?;
         Ok(Session::new(
             sandbox,
             backend,
@@ -567,6 +594,7 @@ impl SessionBuilder {
                 policy: self.policy,
                 env: self.env.clone(),
                 libraries: self.libraries.clone(),
+                kernel: kernel.is_some(),
             },
         ))
     }

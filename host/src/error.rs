@@ -470,6 +470,17 @@ pub enum Error {
         reason: String,
     },
 
+    /// A language's kernel (the long-lived interpreter of an interactive session)
+    /// did not start in the sandbox.
+    #[error(
+        "{reason}\n(the image may lack the interpreter; a session opened with \
+         `SessionBuilder::one_shot(true)` runs each program on its own, without a kernel)"
+    )]
+    KernelStart {
+        /// What the kernel did, with what it wrote.
+        reason: String,
+    },
+
     /// The plugin kind is recognised but cannot be used by this build.
     #[error("{plugin}: {reason}")]
     Unsupported {

@@ -6,6 +6,7 @@
 //! host can trust them.
 
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::fmt;
 
 /// What a handler declares about its language.
@@ -21,12 +22,73 @@ pub struct LanguageInfo {
     pub file_extension: String,
     /// Container image the container backends use by default.
     pub default_image: String,
-    /// Whether the handler can install libraries.
-    pub can_install_libraries: bool,
-    /// Whether the handler can make plotting libraries save figures.
-    pub can_capture_plots: bool,
+    /// What the handler offers beyond planning and analysis.
+    pub capabilities: BTreeSet<LanguageCapability>,
     /// Version of the handler itself.
     pub version: String,
+}
+
+impl LanguageInfo {
+    /// Whether the handler offers `capability`.
+    ///
+    /// ```
+    /// # let info = sandlot::plugin::PluginHost::builder().load().unwrap();
+    /// # let info = info.language("python").unwrap().info();
+    /// use sandlot::language::LanguageCapability;
+    /// assert!(info.has(LanguageCapability::Interactive));
+    /// ```
+    pub fn has(&self, capability: LanguageCapability) -> bool {
+        self.capabilities.contains(&capability)
+    }
+}
+
+/// Something a language handler offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum LanguageCapability {
+    /// Turns library names into install commands.
+    InstallLibraries,
+    /// Makes plotting libraries save figures as files.
+    CapturePlots,
+    /// Has a kernel ([`KernelSpec`]): state persists from one run to the next in a
+    /// container too.
+    Interactive,
+}
+
+impl fmt::Display for LanguageCapability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(match self {
+            LanguageCapability::InstallLibraries => "install-libraries",
+            LanguageCapability::CapturePlots => "capture-plots",
+            LanguageCapability::Interactive => "interactive",
+        })
+    }
+}
+
+/// A language's kernel: a long-lived driver that runs cells of code in one
+/// interpreter, so variables, functions and imports persist across runs. The framing
+/// it speaks is documented on `sandlot_agent::Request`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KernelSpec {
+    /// Source of the driver, written into the sandbox before it starts.
+    pub driver: String,
+    /// File name of the driver, a plain name.
+    pub driver_name: String,
+    /// Program and arguments; `{driver}` stands for the driver file's absolute path.
+    pub argv: Vec<String>,
+    /// Extra environment for the kernel.
+    pub env: Vec<(String, String)>,
+}
+
+impl KernelSpec {
+    /// `argv` with `{driver}` replaced by `path`.
+    pub fn command(&self, path: &str) -> Vec<String> {
+        self.argv
+            .iter()
+            .map(|arg| arg.replace("{driver}", path))
+            .collect()
+    }
 }
 
 /// Options for [`crate::plugin::LanguageHandler::plan`].
@@ -61,8 +123,38 @@ impl Default for PlanOptions {
 pub struct SourceFile {
     /// Path relative to the working directory, checked to stay inside it.
     pub path: String,
-    /// Contents.
-    pub contents: String,
+    /// Contents, any bytes. In JSON: a string when they are UTF-8, otherwise
+    /// `{"base64": "..."}`.
+    #[serde(serialize_with = "text_or_base64")]
+    pub contents: Vec<u8>,
+}
+
+impl SourceFile {
+    /// The contents as text, when they are UTF-8 (as program sources are).
+    ///
+    /// ```
+    /// let file = sandlot::SourceFile { path: "main.py".into(), contents: b"print(1)".to_vec() };
+    /// assert_eq!(file.text(), Some("print(1)"));
+    /// ```
+    pub fn text(&self) -> Option<&str> {
+        std::str::from_utf8(&self.contents).ok()
+    }
+}
+
+fn text_or_base64<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    use base64::Engine as _;
+    use serde::ser::SerializeMap;
+    match std::str::from_utf8(bytes) {
+        Ok(text) => s.serialize_str(text),
+        Err(_) => {
+            let mut map = s.serialize_map(Some(1))?;
+            map.serialize_entry(
+                "base64",
+                &base64::engine::general_purpose::STANDARD.encode(bytes),
+            )?;
+            map.end()
+        }
+    }
 }
 
 /// Why a command runs.

@@ -50,7 +50,8 @@ pub use entry::{BackendChoice, Chosen, Sandlot, SandlotBuilder, SessionBuilder};
 pub use error::{Error, PluginSource, Result};
 pub use execution::Execution;
 pub use language::{
-    Command, Finding, LanguageInfo, Phase, Plan, PlanOptions, Severity, SourceFile,
+    Command, Finding, KernelSpec, LanguageCapability, LanguageInfo, Phase, Plan, PlanOptions,
+    Severity, SourceFile,
 };
 pub use plugin::{HandlerLimits, LanguageHandler, PluginHost, PluginHostBuilder};
 pub use policy::{Network, Policy, Seccomp};

@@ -45,6 +45,9 @@ pub struct OpenRequest {
     pub policy: Policy,
     /// Environment of every run.
     pub env: Vec<(String, String)>,
+    /// Each run a program of its own, not a cell of the language's kernel (see
+    /// [`crate::SessionBuilder::one_shot`]).
+    pub one_shot: bool,
 }
 
 impl OpenRequest {
@@ -163,7 +166,8 @@ impl Service {
             .backend(request.backend.clone())
             .limits(request.limits)
             .policy(request.policy)
-            .libraries(&request.libraries);
+            .libraries(&request.libraries)
+            .one_shot(request.one_shot);
         if let Some(image) = &request.image {
             builder.image(image);
         }

@@ -90,6 +90,8 @@ pub(crate) struct Settings {
     pub(crate) policy: Policy,
     pub(crate) env: Vec<(String, String)>,
     pub(crate) libraries: Vec<String>,
+    /// Whether the sandbox was opened with the language's kernel.
+    pub(crate) kernel: bool,
 }
 
 /// A sandbox for one language. State (files, and variables where the backend keeps
@@ -106,8 +108,14 @@ pub struct Session {
     policy: Policy,
     env: Vec<(String, String)>,
     libraries: Vec<String>,
+    /// Whether the sandbox runs code in the language's kernel.
+    kernel: bool,
     /// Whether the handler's plot prelude runs in the sandbox's interpreter now.
     plot_capture: bool,
+    /// The handler's code that saves figures left open, once asked for.
+    plot_flush: Option<Option<String>>,
+    /// Libraries installed into the running interpreter's reach so far.
+    installed: Vec<String>,
     /// Why the session can run nothing more, once it cannot.
     ended: Option<String>,
     /// The output directory as the last run left it, while nothing else has touched
@@ -138,8 +146,10 @@ impl Session {
             policy,
             env,
             libraries,
+            kernel,
         } = settings;
-        let capabilities = backend.capabilities(&handler.info().id);
+        let capabilities =
+            crate::backend::effective(&backend.capabilities(&handler.info().id), kernel);
         Session {
             sandbox: Some(sandbox),
             backend_name: backend.name(),
@@ -151,7 +161,10 @@ impl Session {
             policy,
             env,
             libraries,
+            kernel,
             plot_capture: false,
+            plot_flush: None,
+            installed: Vec::new(),
             ended: None,
             // Every backend opens a sandbox with an empty output directory.
             output: Some(Snapshot::default()),
@@ -174,7 +187,8 @@ impl Session {
         &self.passed_over
     }
 
-    /// What the session's backend can do.
+    /// What the session can do on its backend: the backend's capabilities, and
+    /// [`Capability::PersistentState`] where the backend runs the language's kernel.
     pub fn capabilities(&self) -> &Capabilities {
         &self.capabilities
     }
@@ -236,13 +250,15 @@ impl Session {
         }
         let mut env = self.env.clone();
         env.extend(options.env.iter().cloned());
-        let may_plot = self.handler.info().can_capture_plots && mentions_plotting(code);
-        let runs_plans = self.capabilities.has(Capability::RunsPlans);
+        let may_plot = self.handler.may_plot(code)?;
+        // The language's kernel, or a backend that runs no plans (an interpreter in
+        // process), runs the code itself; otherwise the handler plans a program.
+        let interpreted = self.kernel || !self.capabilities.has(Capability::RunsPlans);
         let workdir = match options.workdir.as_deref().map(dir_path).transpose()? {
             Some(dir) if !dir.is_empty() => format!("{}/{dir}", Layout::WORKSPACE),
             _ => Layout::WORKSPACE.to_string(),
         };
-        let plan = if runs_plans {
+        let plan = if !interpreted {
             Some(self.handler.plan(
                 code,
                 &libraries,
@@ -254,6 +270,9 @@ impl Session {
                 },
             )?)
         } else {
+            if let Some(failed) = self.install_libraries(&libraries, &env, &options)? {
+                return Ok(failed);
+            }
             // The prelude costs milliseconds in an interpreter that has just started,
             // so it runs before the first code that may plot, not when the session
             // opens.
@@ -267,6 +286,53 @@ impl Session {
             None => Workload::Code(code),
         };
         self.execute(workload, &env, options, findings)
+    }
+
+    /// Installs the libraries a run needs that the session's interpreter does not have
+    /// yet (a kernel keeps what earlier runs installed). A failed install is the run's
+    /// [`Execution`], with the installer's output.
+    fn install_libraries(
+        &mut self,
+        libraries: &[String],
+        env: &[(String, String)],
+        options: &RunOptions,
+    ) -> Result<Option<Execution>> {
+        let pending: Vec<String> = libraries
+            .iter()
+            .filter(|l| !self.installed.contains(l))
+            .cloned()
+            .collect();
+        if pending.is_empty() || !self.capabilities.has(Capability::InstallLibraries) {
+            return Ok(None);
+        }
+        let commands = self.handler.install(&pending, Layout::WORKSPACE)?;
+        let plan = crate::language::Plan {
+            files: Vec::new(),
+            commands,
+        };
+        let before = match self.output.take() {
+            Some(snapshot) => snapshot,
+            None => self
+                .sandbox()?
+                .files()
+                .scan(Layout::OUTPUT)
+                .unwrap_or_default(),
+        };
+        let timeout = options.timeout.unwrap_or(self.limits.timeout);
+        let max_output = options.max_output.unwrap_or(self.limits.max_output);
+        let started = Instant::now();
+        let outcome = self.sandbox()?.run(RunRequest {
+            env,
+            timeout,
+            max_output,
+            ..RunRequest::new(Workload::Plan(&plan))
+        })?;
+        if outcome.exit_code == 0 && outcome.end == crate::backend::EndReason::Completed {
+            self.installed.extend(pending);
+            return Ok(None);
+        }
+        self.finish(outcome, &before, started.elapsed(), Vec::new())
+            .map(Some)
     }
 
     /// Runs a shell command line with `sh -c` in the sandbox's workspace, as a
@@ -427,16 +493,25 @@ impl Session {
         Ok(())
     }
 
-    /// Saves figures the run left open, as a program's exit would.
+    /// Saves figures the run left open, as a program's exit would, with the
+    /// handler's `plot-flush` code.
     fn flush_plots(&mut self, env: &[(String, String)]) {
-        if !self.plot_capture || self.handler.info().id != "python" {
+        if !self.plot_capture {
             return;
         }
+        if self.plot_flush.is_none() {
+            let flush = self.handler.plot_flush(&Layout.output_dir()).ok().flatten();
+            self.plot_flush = Some(flush);
+        }
+        let Some(Some(flush)) = &self.plot_flush else {
+            return;
+        };
+        let flush = flush.clone();
         if let Some(sandbox) = self.sandbox.as_mut() {
             let _ = sandbox.run(RunRequest {
                 env,
                 max_output: 64 << 10,
-                ..RunRequest::new(Workload::Code(FLUSH_PYTHON_FIGURES))
+                ..RunRequest::new(Workload::Code(&flush))
             });
         }
     }
@@ -489,29 +564,8 @@ impl Session {
     }
 }
 
-/// Whether `code` may draw a figure, directly or through a library (`df.plot()`,
-/// seaborn, ggplot2...). A miss only means left-open figures are not saved for that
-/// run; figures saved explicitly into the output directory always come back.
-fn mentions_plotting(code: &str) -> bool {
-    [
-        "plot",
-        "plt",
-        "matplotlib",
-        "seaborn",
-        "figure",
-        "hist",
-        "png(",
-    ]
-    .iter()
-    .any(|word| code.contains(word))
-}
-
 /// Largest file [`Session::read_file`] hands back.
 const MAX_READ: u64 = 128 << 20;
-
-/// The Python prelude registers its figure saver as `sys._sandlot_save_figures`.
-const FLUSH_PYTHON_FIGURES: &str =
-    "import sys as _sl_sys\nif hasattr(_sl_sys, '_sandlot_save_figures'):\n    _sl_sys._sandlot_save_figures()\n";
 
 /// `path` as a relative, `/`-separated path with normal components only.
 fn sandbox_path(path: &str) -> Result<String> {

@@ -18,8 +18,7 @@ impl Guest for Bash {
             display_name: "Bash".into(),
             file_extension: "sh".into(),
             default_image: "sandlot/polyglot:latest".into(),
-            can_install_libraries: false,
-            can_capture_plots: false,
+            capabilities: Vec::new(),
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -36,9 +35,7 @@ impl Guest for Bash {
         no_libraries(&libraries, "bash")
     }
 
-    fn plot_prelude(_output_dir: String) -> Option<String> {
-        None
-    }
+    no_plots_no_kernel!();
 
     fn analyze(code: String) -> Vec<Finding> {
         analyze(&code, "#", RULES)

@@ -18,8 +18,7 @@ impl Guest for Cpp {
             display_name: "C++".into(),
             file_extension: "cpp".into(),
             default_image: "sandlot/cpp:latest".into(),
-            can_install_libraries: false,
-            can_capture_plots: false,
+            capabilities: Vec::new(),
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -53,9 +52,7 @@ impl Guest for Cpp {
         no_libraries(&libraries, "cpp")
     }
 
-    fn plot_prelude(_output_dir: String) -> Option<String> {
-        None
-    }
+    no_plots_no_kernel!();
 
     fn analyze(code: String) -> Vec<Finding> {
         analyze(&code, "//", RULES)

@@ -23,8 +23,7 @@ impl Guest for Go {
             display_name: "Go".into(),
             file_extension: "go".into(),
             default_image: "sandlot/go:latest".into(),
-            can_install_libraries: true,
-            can_capture_plots: false,
+            capabilities: vec![Capability::InstallLibraries],
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -63,9 +62,7 @@ impl Guest for Go {
         Ok(vec![install])
     }
 
-    fn plot_prelude(_output_dir: String) -> Option<String> {
-        None
-    }
+    no_plots_no_kernel!();
 
     fn analyze(code: String) -> Vec<Finding> {
         analyze(&code, "//", RULES)

@@ -21,8 +21,7 @@ impl Guest for Java {
             display_name: "Java".into(),
             file_extension: "java".into(),
             default_image: "sandlot/jvm:latest".into(),
-            can_install_libraries: false,
-            can_capture_plots: false,
+            capabilities: Vec::new(),
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -51,9 +50,7 @@ impl Guest for Java {
         no_libraries(&libraries, "java")
     }
 
-    fn plot_prelude(_output_dir: String) -> Option<String> {
-        None
-    }
+    no_plots_no_kernel!();
 
     fn analyze(code: String) -> Vec<Finding> {
         analyze(&code, "//", RULES)

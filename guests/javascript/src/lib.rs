@@ -19,8 +19,7 @@ impl Guest for JavaScript {
             display_name: "JavaScript (Node.js)".into(),
             file_extension: "js".into(),
             default_image: "sandlot/node:latest".into(),
-            can_install_libraries: true,
-            can_capture_plots: false,
+            capabilities: vec![Capability::InstallLibraries],
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -38,9 +37,7 @@ impl Guest for JavaScript {
         npm_install(&libraries, &workdir)
     }
 
-    fn plot_prelude(_output_dir: String) -> Option<String> {
-        None
-    }
+    no_plots_no_kernel!();
 
     fn analyze(code: String) -> Vec<Finding> {
         analyze(&code, "//", NODE_RULES)

@@ -23,8 +23,7 @@ impl Guest for Python {
             display_name: "Python 3".into(),
             file_extension: "py".into(),
             default_image: "sandlot/python:latest".into(),
-            can_install_libraries: true,
-            can_capture_plots: true,
+            capabilities: vec![Capability::InstallLibraries, Capability::CapturePlots, Capability::Interactive],
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -80,10 +79,51 @@ impl Guest for Python {
         Some(PRELUDE.replace("@OUTPUT_DIR@", &python_string(&output_dir)))
     }
 
+    fn plot_flush(_output_dir: String) -> Option<String> {
+        // The prelude registers its saver where this finds it.
+        Some(
+            "import sys as _sl_sys\nif hasattr(_sl_sys, '_sandlot_save_figures'):\n    \
+             _sl_sys._sandlot_save_figures()\ndel _sl_sys\n"
+                .into(),
+        )
+    }
+
+    fn may_plot(code: String) -> bool {
+        [
+            "plot",
+            "plt",
+            "matplotlib",
+            "seaborn",
+            "figure",
+            "hist",
+            "savefig",
+        ]
+        .iter()
+        .any(|word| code.contains(word))
+    }
+
+    fn kernel(options: KernelOptions) -> Option<KernelSpec> {
+        Some(KernelSpec {
+            driver: KERNEL.into(),
+            driver_name: "kernel.py".into(),
+            argv: vec!["python3".into(), "-u".into(), "{driver}".into()],
+            env: vec![
+                ("PYTHONPATH".into(), join(&options.workdir, SITE)),
+                ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+                ("MPLBACKEND".into(), "Agg".into()),
+            ],
+            framing: CellFraming::SandlotCell,
+        })
+    }
+
     fn analyze(code: String) -> Vec<Finding> {
         analyze(&code, "#", RULES)
     }
 }
+
+/// The kernel's driver: runs cells in one interpreter, shows a final expression's
+/// value as a notebook does, turns SIGINT into `KeyboardInterrupt` inside a cell.
+const KERNEL: &str = include_str!("kernel.py");
 
 /// `s` as a Python string literal.
 fn python_string(s: &str) -> String {

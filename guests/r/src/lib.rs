@@ -23,8 +23,7 @@ impl Guest for R {
             display_name: "R".into(),
             file_extension: "R".into(),
             default_image: "sandlot/r:latest".into(),
-            can_install_libraries: true,
-            can_capture_plots: true,
+            capabilities: vec![Capability::InstallLibraries, Capability::CapturePlots],
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -77,6 +76,21 @@ impl Guest for R {
             "options(device = function(...) grDevices::png(filename = file.path({}, \"plot-%03d.png\"), width = 800, height = 600))\n",
             r_string(&output_dir)
         ))
+    }
+
+    fn plot_flush(_output_dir: String) -> Option<String> {
+        // Each run is its own Rscript process, which closes the device at exit.
+        None
+    }
+
+    fn may_plot(code: String) -> bool {
+        ["plot", "hist", "ggplot", "barplot", "boxplot", "png(", "dev."]
+            .iter()
+            .any(|word| code.contains(word))
+    }
+
+    fn kernel(_options: KernelOptions) -> Option<KernelSpec> {
+        None
     }
 
     fn analyze(code: String) -> Vec<Finding> {

@@ -21,8 +21,7 @@ impl Guest for Ruby {
             display_name: "Ruby".into(),
             file_extension: "rb".into(),
             default_image: "sandlot/ruby:latest".into(),
-            can_install_libraries: true,
-            can_capture_plots: false,
+            capabilities: vec![Capability::InstallLibraries],
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -58,9 +57,7 @@ impl Guest for Ruby {
         .network()])
     }
 
-    fn plot_prelude(_output_dir: String) -> Option<String> {
-        None
-    }
+    no_plots_no_kernel!();
 
     fn analyze(code: String) -> Vec<Finding> {
         analyze(&code, "#", RULES)

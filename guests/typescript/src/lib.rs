@@ -23,8 +23,7 @@ impl Guest for TypeScript {
             display_name: "TypeScript".into(),
             file_extension: "ts".into(),
             default_image: "sandlot/node:latest".into(),
-            can_install_libraries: true,
-            can_capture_plots: false,
+            capabilities: vec![Capability::InstallLibraries],
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -59,9 +58,7 @@ impl Guest for TypeScript {
         npm_install(&libraries, &workdir)
     }
 
-    fn plot_prelude(_output_dir: String) -> Option<String> {
-        None
-    }
+    no_plots_no_kernel!();
 
     fn analyze(code: String) -> Vec<Finding> {
         analyze(&code, "//", NODE_RULES)

@@ -63,7 +63,7 @@ pub(crate) mod owner;
 pub mod wasm;
 
 use crate::error::{Error, Result};
-use crate::language::Plan;
+use crate::language::{KernelSpec, Plan};
 use crate::policy::Policy;
 use serde::Serialize;
 use std::borrow::Cow;
@@ -148,6 +148,10 @@ pub struct Needs<'a> {
     pub image: Option<&'a str>,
     /// Capabilities the caller requires.
     pub capabilities: &'a [Capability],
+    /// Whether the session would start the language's kernel: a backend with
+    /// [`Capability::Kernels`] then keeps state across runs
+    /// ([`Capability::PersistentState`]).
+    pub kernel: bool,
 }
 
 impl<'a> Needs<'a> {
@@ -176,6 +180,24 @@ impl<'a> Needs<'a> {
             ..self
         }
     }
+
+    /// The same needs, for a session that would (or would not) start the language's
+    /// kernel.
+    pub fn with_kernel(self, kernel: bool) -> Needs<'a> {
+        Needs { kernel, ..self }
+    }
+}
+
+/// What a session on a backend with `capabilities` can do: with a kernel to start
+/// and [`Capability::Kernels`], its state persists too, and a run past its limit is
+/// interrupted without losing it.
+pub fn effective(capabilities: &Capabilities, kernel: bool) -> Capabilities {
+    let mut effective = capabilities.clone();
+    if kernel && capabilities.has(Capability::Kernels) {
+        effective.insert(Capability::PersistentState);
+        effective.insert(Capability::Interrupts);
+    }
+    effective
 }
 
 /// Why a backend cannot serve some [`Needs`]: a sentence a user can act on.
@@ -194,6 +216,7 @@ pub fn check_capabilities(
     needs: &Needs<'_>,
     capabilities: &Capabilities,
 ) -> std::result::Result<(), Unsuitable> {
+    let capabilities = effective(capabilities, needs.kernel);
     let missing: Vec<String> = needs
         .capabilities
         .iter()
@@ -221,17 +244,27 @@ pub struct SandboxSpec<'a> {
     pub policy: &'a Policy,
     /// Most memory the sandbox may use, in bytes.
     pub memory: usize,
+    /// The language's kernel, which runs [`Workload::Code`] on backends with
+    /// [`Capability::Kernels`]; `None` for one-shot runs.
+    pub kernel: Option<&'a KernelSpec>,
 }
 
 impl<'a> SandboxSpec<'a> {
-    /// A spec for `language` in `image`, under `policy`, with `memory` bytes.
+    /// A spec for `language` in `image`, under `policy`, with `memory` bytes, and no
+    /// kernel.
     pub fn new(language: &'a str, image: &'a str, policy: &'a Policy, memory: usize) -> Self {
         SandboxSpec {
             language,
             image,
             policy,
             memory,
+            kernel: None,
         }
+    }
+
+    /// The same spec, with the language's kernel.
+    pub fn with_kernel(self, kernel: Option<&'a KernelSpec>) -> Self {
+        SandboxSpec { kernel, ..self }
     }
 }
 
@@ -242,7 +275,9 @@ pub enum Workload<'a> {
     /// The language handler's plan for the code: files to write, then commands in
     /// order (for backends with [`Capability::RunsPlans`]).
     Plan(&'a Plan),
-    /// Code for the sandbox's interpreter (for backends without it).
+    /// Code for the sandbox's interpreter, or for the language's kernel (backends
+    /// with [`Capability::PersistentState`], or [`Capability::Kernels`] and a kernel in
+    /// their [`SandboxSpec`]).
     Code(&'a str),
     /// A shell command line, run with `sh -c` (for backends with [`Capability::Shell`]).
     Shell(&'a str),

@@ -5,7 +5,7 @@ use super::output;
 use super::plugins::source_label;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use sandlot::{PlanOptions, PluginHost};
+use sandlot::{LanguageCapability, PlanOptions, PluginHost};
 use serde_json::json;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -95,7 +95,7 @@ fn pick_language<'h>(
 pub(super) fn command(host: &PluginHost, args: PlanArgs) -> Result<ExitCode> {
     let (code, handler) = args.source.load(host)?;
     let options = PlanOptions {
-        capture_plots: !args.no_plots && handler.info().can_capture_plots,
+        capture_plots: !args.no_plots && handler.info().has(LanguageCapability::CapturePlots),
         args: args.args.clone(),
         ..PlanOptions::default()
     };
@@ -125,7 +125,7 @@ pub(super) fn command(host: &PluginHost, args: PlanArgs) -> Result<ExitCode> {
         println!(
             "  {} ({} lines, {} bytes)",
             file.path,
-            file.contents.lines().count(),
+            file.contents.split(|&b| b == b'\n').count(),
             file.contents.len()
         );
     }

@@ -5,7 +5,7 @@ use super::Global;
 use anyhow::Result;
 use clap::Subcommand;
 use sandlot::plugin::{PluginReport, PluginStatus};
-use sandlot::PluginHost;
+use sandlot::{LanguageCapability, PluginHost};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -46,7 +46,7 @@ pub(super) fn languages(host: &PluginHost, json: bool) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut table = Table::new([
-        "LANGUAGE", "ALIASES", "EXT", "LIBS", "PLOTS", "IMAGE", "SOURCE",
+        "LANGUAGE", "ALIASES", "EXT", "LIBS", "PLOTS", "STATE", "IMAGE", "SOURCE",
     ]);
     for handler in host.languages() {
         let info = handler.info();
@@ -54,8 +54,9 @@ pub(super) fn languages(host: &PluginHost, json: bool) -> Result<ExitCode> {
             format!("{} ({})", info.id, info.display_name),
             info.aliases.join(", "),
             format!(".{}", info.file_extension),
-            yes_no(info.can_install_libraries),
-            yes_no(info.can_capture_plots),
+            yes_no(info.has(LanguageCapability::InstallLibraries)),
+            yes_no(info.has(LanguageCapability::CapturePlots)),
+            yes_no(info.has(LanguageCapability::Interactive)),
             info.default_image.clone(),
             source_label(handler.source()),
         ]);
@@ -131,8 +132,18 @@ fn inspect(file: &Path, json: bool) -> Result<ExitCode> {
         println!("aliases:     {}", list_or_none(&info.aliases));
         println!("extension:   .{}", info.file_extension);
         println!("image:       {}", info.default_image);
-        println!("libraries:   {}", yes_no(info.can_install_libraries));
-        println!("plots:       {}", yes_no(info.can_capture_plots));
+        println!(
+            "libraries:   {}",
+            yes_no(info.has(LanguageCapability::InstallLibraries))
+        );
+        println!(
+            "plots:       {}",
+            yes_no(info.has(LanguageCapability::CapturePlots))
+        );
+        println!(
+            "kernel:      {} (state kept across runs in containers)",
+            yes_no(info.has(LanguageCapability::Interactive))
+        );
         println!("version:     {}", info.version);
     }
     Ok(ExitCode::SUCCESS)

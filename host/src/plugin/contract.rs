@@ -11,7 +11,9 @@ use std::fmt;
 use wasmparser::{Encoding, Parser, Payload};
 
 /// Versions of the `sandlot:plugin` WIT package this host loads, oldest first.
-pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0"];
+/// Language handlers may be built for any of them; runtimes for
+/// [`PluginKind::api_versions`] of [`PluginKind::Runtime`].
+pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
 
 /// The WIT package every plugin exports from.
 const PACKAGE: &str = "sandlot:plugin";
@@ -24,6 +26,16 @@ pub enum PluginKind {
     LanguageHandler,
     /// Exports `sandlot:plugin/interpreter`: executes code inside wasmtime.
     Runtime,
+}
+
+impl PluginKind {
+    /// The contract versions this host loads plugins of this kind for, oldest first.
+    pub fn api_versions(self) -> &'static [&'static str] {
+        match self {
+            PluginKind::LanguageHandler => SUPPORTED_API_VERSIONS,
+            PluginKind::Runtime => &["0.1.0"],
+        }
+    }
 }
 
 impl fmt::Display for PluginKind {
@@ -72,18 +84,19 @@ pub(crate) fn inspect(bytes: &[u8], plugin: &PluginSource) -> Result<Inspection>
             exports,
         });
     };
-    if !SUPPORTED_API_VERSIONS.contains(&version) {
+    let supported = kind.api_versions();
+    if !supported.contains(&version) {
         let found = if version.is_empty() {
             "(unversioned)".to_string()
         } else {
             version.to_string()
         };
-        let newest = SUPPORTED_API_VERSIONS.last().copied().unwrap_or("0.0.0");
+        let newest = supported.last().copied().unwrap_or("0.0.0");
         return Err(Error::UnsupportedApi {
             plugin: plugin.clone(),
             newer: version_key(version) > version_key(newest),
             found,
-            supported: SUPPORTED_API_VERSIONS.to_vec(),
+            supported: supported.to_vec(),
         });
     }
     Ok(Inspection {

@@ -4,7 +4,8 @@
 
 use crate::error::{Error, PluginSource, Result};
 use crate::language::{
-    Command, Finding, LanguageInfo, Phase, Plan, PlanOptions, Severity, SourceFile,
+    Command, Finding, KernelSpec, LanguageCapability, LanguageInfo, Phase, Plan, PlanOptions,
+    Severity, SourceFile,
 };
 use crate::wasmtime_engine::{self as engine, MemoryCap};
 use std::time::Duration;
@@ -20,7 +21,95 @@ mod v0_1_0 {
     });
 }
 
-use v0_1_0::exports::sandlot::plugin::handler as wit;
+mod v0_2_0 {
+    wasmtime::component::bindgen!({
+        path: "../wit/v0.2.0",
+        world: "language-handler",
+    });
+}
+
+use v0_1_0::exports::sandlot::plugin::handler as wit1;
+use v0_2_0::exports::sandlot::plugin::handler as wit2;
+
+/// A prepared handler, by the contract version it was built for.
+#[derive(Clone)]
+enum Pre {
+    V0_1(v0_1_0::LanguageHandlerPre<MemoryCap>),
+    V0_2(v0_2_0::LanguageHandlerPre<MemoryCap>),
+}
+
+/// The exports of one fresh instance, by contract version.
+#[derive(Clone, Copy)]
+enum Guest<'a> {
+    V0_1(&'a wit1::Guest),
+    V0_2(&'a wit2::Guest),
+}
+
+/// The same conversion for the types both contract versions define alike.
+macro_rules! convert_command {
+    ($wit:ident, $c:expr) => {{
+        let c = $c;
+        Command {
+            phase: match c.phase {
+                $wit::Phase::Setup => Phase::Setup,
+                $wit::Phase::Install => Phase::Install,
+                $wit::Phase::Build => Phase::Build,
+                $wit::Phase::Run => Phase::Run,
+            },
+            argv: c.argv,
+            env: c.env,
+            needs_network: c.needs_network,
+        }
+    }};
+}
+
+/// Calls `plan` of either version and converts its answer: file contents are a string
+/// in 0.1 and bytes in 0.2, which `Into<Vec<u8>>` covers both ways.
+macro_rules! call_plan {
+    ($wit:ident, $h:expr, $store:expr, $code:expr, $libraries:expr, $options:expr) => {{
+        let options = $wit::PlanOptions {
+            workdir: $options.workdir.clone(),
+            output_dir: $options.output_dir.clone(),
+            capture_plots: $options.capture_plots,
+            args: $options.args.clone(),
+        };
+        $h.call_plan($store, $code, $libraries, &options)?
+            .map(|plan| {
+                let files: Vec<SourceFile> = plan
+                    .files
+                    .into_iter()
+                    .map(|f| SourceFile {
+                        path: f.path,
+                        contents: f.contents.into(),
+                    })
+                    .collect();
+                let commands: Vec<Command> = plan
+                    .commands
+                    .into_iter()
+                    .map(|c| convert_command!($wit, c))
+                    .collect();
+                (files, commands)
+            })
+    }};
+}
+
+macro_rules! convert_finding {
+    ($wit:ident, $f:expr) => {{
+        let f = $f;
+        Finding {
+            rule_id: f.rule_id,
+            severity: match f.severity {
+                $wit::Severity::Info => Severity::Info,
+                $wit::Severity::Low => Severity::Low,
+                $wit::Severity::Medium => Severity::Medium,
+                $wit::Severity::High => Severity::High,
+                $wit::Severity::Critical => Severity::Critical,
+            },
+            line: f.line,
+            message: f.message,
+        }
+    }};
+}
 
 /// Limits applied to every call into a language handler.
 ///
@@ -50,7 +139,7 @@ pub struct LanguageHandler {
     api_version: String,
     info: LanguageInfo,
     limits: HandlerLimits,
-    pre: v0_1_0::LanguageHandlerPre<MemoryCap>,
+    pre: Pre,
 }
 
 impl std::fmt::Debug for LanguageHandler {
@@ -92,7 +181,10 @@ impl LanguageHandler {
         // No imports at all: a handler gets no capabilities, not even WASI.
         let linker = Linker::new(engine);
         let pre = linker.instantiate_pre(component).map_err(mismatch)?;
-        let pre = v0_1_0::LanguageHandlerPre::new(pre).map_err(mismatch)?;
+        let pre = match api_version {
+            "0.1.0" => Pre::V0_1(v0_1_0::LanguageHandlerPre::new(pre).map_err(mismatch)?),
+            _ => Pre::V0_2(v0_2_0::LanguageHandlerPre::new(pre).map_err(mismatch)?),
+        };
         let mut handler = LanguageHandler {
             source,
             api_version: api_version.to_string(),
@@ -100,7 +192,54 @@ impl LanguageHandler {
             limits,
             pre,
         };
-        let info = handler.call("info", |h, store| h.call_info(store))?;
+        let info = handler.call("info", |guest, store| {
+            Ok(match guest {
+                Guest::V0_1(h) => {
+                    let info = h.call_info(store)?;
+                    let capabilities = [
+                        (
+                            info.can_install_libraries,
+                            LanguageCapability::InstallLibraries,
+                        ),
+                        (info.can_capture_plots, LanguageCapability::CapturePlots),
+                    ];
+                    LanguageInfo {
+                        id: info.id,
+                        aliases: info.aliases,
+                        display_name: info.display_name,
+                        file_extension: info.file_extension,
+                        default_image: info.default_image,
+                        capabilities: capabilities
+                            .into_iter()
+                            .filter_map(|(has, capability)| has.then_some(capability))
+                            .collect(),
+                        version: info.version,
+                    }
+                }
+                Guest::V0_2(h) => {
+                    let info = h.call_info(store)?;
+                    LanguageInfo {
+                        id: info.id,
+                        aliases: info.aliases,
+                        display_name: info.display_name,
+                        file_extension: info.file_extension,
+                        default_image: info.default_image,
+                        capabilities: info
+                            .capabilities
+                            .into_iter()
+                            .map(|c| match c {
+                                wit2::Capability::InstallLibraries => {
+                                    LanguageCapability::InstallLibraries
+                                }
+                                wit2::Capability::CapturePlots => LanguageCapability::CapturePlots,
+                                wit2::Capability::Interactive => LanguageCapability::Interactive,
+                            })
+                            .collect(),
+                        version: info.version,
+                    }
+                }
+            })
+        })?;
         handler.info = check_info(info).map_err(|reason| handler.invalid("info", reason))?;
         Ok(handler)
     }
@@ -133,33 +272,22 @@ impl LanguageHandler {
     /// # }
     /// ```
     pub fn plan(&self, code: &str, libraries: &[String], options: &PlanOptions) -> Result<Plan> {
-        let wit_options = wit::PlanOptions {
-            workdir: options.workdir.clone(),
-            output_dir: options.output_dir.clone(),
-            capture_plots: options.capture_plots,
-            args: options.args.clone(),
-        };
-        let plan = self
-            .call("plan", |h, store| {
-                h.call_plan(store, code, libraries, &wit_options)
+        let (files, commands) = self
+            .call("plan", |guest, store| {
+                Ok(match guest {
+                    Guest::V0_1(h) => call_plan!(wit1, h, store, code, libraries, options),
+                    Guest::V0_2(h) => call_plan!(wit2, h, store, code, libraries, options),
+                })
             })?
             .map_err(|message| self.refused("plan", message))?;
-        let files = plan
-            .files
-            .into_iter()
-            .map(|f| {
-                check_relative_path(&f.path).map_err(|reason| self.invalid("plan", reason))?;
-                Ok(SourceFile {
-                    path: f.path,
-                    contents: f.contents,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        for file in &files {
+            check_relative_path(&file.path).map_err(|reason| self.invalid("plan", reason))?;
+        }
         let mut seen = std::collections::HashSet::new();
         if let Some(dup) = files.iter().find(|f| !seen.insert(f.path.as_str())) {
             return Err(self.invalid("plan", format!("file `{}` is written twice", dup.path)));
         }
-        let commands = self.commands("plan", plan.commands)?;
+        let commands = self.checked("plan", commands)?;
         if !commands.iter().any(|c| c.phase == Phase::Run) {
             return Err(self.invalid("plan", "the plan has no `run` command".into()));
         }
@@ -170,47 +298,120 @@ impl LanguageHandler {
     /// `workdir`.
     pub fn install(&self, libraries: &[String], workdir: &str) -> Result<Vec<Command>> {
         let commands = self
-            .call("install", |h, store| {
-                h.call_install(store, libraries, workdir)
+            .call("install", |guest, store| {
+                Ok(match guest {
+                    Guest::V0_1(h) => h.call_install(store, libraries, workdir)?.map(|c| {
+                        c.into_iter()
+                            .map(|c| convert_command!(wit1, c))
+                            .collect::<Vec<_>>()
+                    }),
+                    Guest::V0_2(h) => h.call_install(store, libraries, workdir)?.map(|c| {
+                        c.into_iter()
+                            .map(|c| convert_command!(wit2, c))
+                            .collect::<Vec<_>>()
+                    }),
+                })
             })?
             .map_err(|message| self.refused("install", message))?;
-        self.commands("install", commands)
+        self.checked("install", commands)
     }
 
     /// Code that makes the language's plotting libraries save figures into
     /// `output_dir`, if the language has any.
     pub fn plot_prelude(&self, output_dir: &str) -> Result<Option<String>> {
-        self.call("plot-prelude", |h, store| {
-            h.call_plot_prelude(store, output_dir)
+        self.call("plot-prelude", |guest, store| match guest {
+            Guest::V0_1(h) => h.call_plot_prelude(store, output_dir),
+            Guest::V0_2(h) => h.call_plot_prelude(store, output_dir),
         })
+    }
+
+    /// Code that saves the figures a run left open into `output_dir`, if the
+    /// language's prelude needs it. Handlers of contract 0.1 have none.
+    pub fn plot_flush(&self, output_dir: &str) -> Result<Option<String>> {
+        match self.guest_kind() {
+            Version::V0_1 => Ok(None),
+            Version::V0_2 => self.call("plot-flush", |guest, store| match guest {
+                Guest::V0_2(h) => h.call_plot_flush(store, output_dir),
+                Guest::V0_1(_) => Ok(None),
+            }),
+        }
+    }
+
+    /// Whether `code` may draw a figure. Handlers of contract 0.1 cannot say, so the
+    /// host looks for words of plotting libraries instead.
+    pub fn may_plot(&self, code: &str) -> Result<bool> {
+        if !self.info.has(LanguageCapability::CapturePlots) {
+            return Ok(false);
+        }
+        match self.guest_kind() {
+            Version::V0_1 => Ok(mentions_plotting(code)),
+            Version::V0_2 => self.call("may-plot", |guest, store| match guest {
+                Guest::V0_2(h) => h.call_may_plot(store, code),
+                Guest::V0_1(_) => Ok(mentions_plotting(code)),
+            }),
+        }
+    }
+
+    /// The language's kernel for a sandbox whose working directory is `workdir` and
+    /// output directory `output_dir`, or `None` when each run is a separate program.
+    pub fn kernel(&self, workdir: &str, output_dir: &str) -> Result<Option<KernelSpec>> {
+        if self.guest_kind() == Version::V0_1 || !self.info.has(LanguageCapability::Interactive) {
+            return Ok(None);
+        }
+        let options = wit2::KernelOptions {
+            workdir: workdir.to_string(),
+            output_dir: output_dir.to_string(),
+        };
+        let spec = self.call("kernel", |guest, store| match guest {
+            Guest::V0_2(h) => h.call_kernel(store, &options),
+            Guest::V0_1(_) => Ok(None),
+        })?;
+        let Some(spec) = spec else {
+            return Ok(None);
+        };
+        let wit2::CellFraming::SandlotCell = spec.framing;
+        let spec = KernelSpec {
+            driver: spec.driver,
+            driver_name: spec.driver_name,
+            argv: spec.argv,
+            env: spec.env,
+        };
+        check_kernel(&spec).map_err(|reason| self.invalid("kernel", reason))?;
+        Ok(Some(spec))
+    }
+
+    fn guest_kind(&self) -> Version {
+        match self.pre {
+            Pre::V0_1(_) => Version::V0_1,
+            Pre::V0_2(_) => Version::V0_2,
+        }
     }
 
     /// Static analysis of `code` for the security policy, most severe first.
     pub fn analyze(&self, code: &str) -> Result<Vec<Finding>> {
-        let findings = self.call("analyze", |h, store| h.call_analyze(store, code))?;
-        let mut findings = findings
-            .into_iter()
-            .map(|f| {
-                if f.rule_id.trim().is_empty() {
-                    return Err(self.invalid("analyze", "a finding has an empty rule id".into()));
-                }
-                if f.line == Some(0) {
-                    return Err(self.invalid("analyze", "line numbers start at 1".into()));
-                }
-                Ok(Finding {
-                    rule_id: f.rule_id,
-                    severity: match f.severity {
-                        wit::Severity::Info => Severity::Info,
-                        wit::Severity::Low => Severity::Low,
-                        wit::Severity::Medium => Severity::Medium,
-                        wit::Severity::High => Severity::High,
-                        wit::Severity::Critical => Severity::Critical,
-                    },
-                    line: f.line,
-                    message: f.message,
-                })
+        let findings = self.call("analyze", |guest, store| {
+            Ok(match guest {
+                Guest::V0_1(h) => h
+                    .call_analyze(store, code)?
+                    .into_iter()
+                    .map(|f| convert_finding!(wit1, f))
+                    .collect::<Vec<_>>(),
+                Guest::V0_2(h) => h
+                    .call_analyze(store, code)?
+                    .into_iter()
+                    .map(|f| convert_finding!(wit2, f))
+                    .collect(),
             })
-            .collect::<Result<Vec<_>>>()?;
+        })?;
+        for f in &findings {
+            if f.rule_id.trim().is_empty() {
+                return Err(self.invalid("analyze", "a finding has an empty rule id".into()));
+            }
+            if f.line == Some(0) {
+                return Err(self.invalid("analyze", "line numbers start at 1".into()));
+            }
+        }
+        let mut findings = findings;
         findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.line.cmp(&b.line)));
         Ok(findings)
     }
@@ -220,16 +421,20 @@ impl LanguageHandler {
     fn call<R>(
         &self,
         function: &'static str,
-        f: impl FnOnce(&wit::Guest, &mut Store<MemoryCap>) -> wasmtime::Result<R>,
+        f: impl FnOnce(Guest<'_>, &mut Store<MemoryCap>) -> wasmtime::Result<R>,
     ) -> Result<R> {
         let mut store = Store::new(engine::shared(), MemoryCap::new(self.limits.memory));
         store.limiter(|state| state);
         store.set_epoch_deadline(engine::ticks(self.limits.timeout));
         store.epoch_deadline_trap();
-        let result = self
-            .pre
-            .instantiate(&mut store)
-            .and_then(|bindings| f(bindings.sandlot_plugin_handler(), &mut store));
+        let result = match &self.pre {
+            Pre::V0_1(pre) => pre
+                .instantiate(&mut store)
+                .and_then(|b| f(Guest::V0_1(b.sandlot_plugin_handler()), &mut store)),
+            Pre::V0_2(pre) => pre
+                .instantiate(&mut store)
+                .and_then(|b| f(Guest::V0_2(b.sandlot_plugin_handler()), &mut store)),
+        };
         result.map_err(|e| {
             if store.data().hit {
                 Error::MemoryLimit {
@@ -257,28 +462,11 @@ impl LanguageHandler {
         })
     }
 
-    fn commands(
-        &self,
-        function: &'static str,
-        commands: Vec<wit::Command>,
-    ) -> Result<Vec<Command>> {
-        commands
-            .into_iter()
-            .map(|c| {
-                check_command(&c).map_err(|reason| self.invalid(function, reason))?;
-                Ok(Command {
-                    phase: match c.phase {
-                        wit::Phase::Setup => Phase::Setup,
-                        wit::Phase::Install => Phase::Install,
-                        wit::Phase::Build => Phase::Build,
-                        wit::Phase::Run => Phase::Run,
-                    },
-                    argv: c.argv,
-                    env: c.env,
-                    needs_network: c.needs_network,
-                })
-            })
-            .collect()
+    fn checked(&self, function: &'static str, commands: Vec<Command>) -> Result<Vec<Command>> {
+        for command in &commands {
+            check_command(command).map_err(|reason| self.invalid(function, reason))?;
+        }
+        Ok(commands)
     }
 
     fn invalid(&self, function: &'static str, reason: String) -> Error {
@@ -305,8 +493,7 @@ fn placeholder_info() -> LanguageInfo {
         display_name: String::new(),
         file_extension: String::new(),
         default_image: String::new(),
-        can_install_libraries: false,
-        can_capture_plots: false,
+        capabilities: Default::default(),
         version: String::new(),
     }
 }
@@ -329,7 +516,49 @@ fn check_name(what: &str, name: &str) -> std::result::Result<(), String> {
     }
 }
 
-fn check_info(info: wit::LanguageInfo) -> std::result::Result<LanguageInfo, String> {
+/// The contract version a handler was built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V0_1,
+    V0_2,
+}
+
+/// Whether `code` may draw a figure, directly or through a library (`df.plot()`,
+/// seaborn, ggplot2...), for handlers that cannot say. A miss only means left-open
+/// figures are not saved for that run; figures saved explicitly into the output
+/// directory always come back.
+fn mentions_plotting(code: &str) -> bool {
+    [
+        "plot",
+        "plt",
+        "matplotlib",
+        "seaborn",
+        "figure",
+        "hist",
+        "png(",
+    ]
+    .iter()
+    .any(|word| code.contains(word))
+}
+
+/// A kernel the host can start: a plain driver file name and a program to run.
+fn check_kernel(spec: &KernelSpec) -> std::result::Result<(), String> {
+    check_relative_path(&spec.driver_name)?;
+    if spec.driver_name.contains('/') {
+        return Err(format!(
+            "driver name `{}` must be a plain file name",
+            spec.driver_name.escape_debug()
+        ));
+    }
+    check_command(&Command {
+        phase: Phase::Run,
+        argv: spec.argv.clone(),
+        env: spec.env.clone(),
+        needs_network: false,
+    })
+}
+
+fn check_info(info: LanguageInfo) -> std::result::Result<LanguageInfo, String> {
     check_name("language id", &info.id)?;
     for alias in &info.aliases {
         check_name("alias", alias)?;
@@ -358,16 +587,7 @@ fn check_info(info: wit::LanguageInfo) -> std::result::Result<LanguageInfo, Stri
             ));
         }
     }
-    Ok(LanguageInfo {
-        id: info.id,
-        aliases: info.aliases,
-        display_name: info.display_name,
-        file_extension: info.file_extension,
-        default_image: info.default_image,
-        can_install_libraries: info.can_install_libraries,
-        can_capture_plots: info.can_capture_plots,
-        version: info.version,
-    })
+    Ok(info)
 }
 
 /// A path the host may write: relative, normal components only, no NUL.
@@ -389,7 +609,7 @@ fn check_relative_path(path: &str) -> std::result::Result<(), String> {
     }
 }
 
-fn check_command(command: &wit::Command) -> std::result::Result<(), String> {
+fn check_command(command: &Command) -> std::result::Result<(), String> {
     match command.argv.first() {
         None => return Err("a command has an empty argv".into()),
         Some(program) if program.is_empty() => return Err("a command's program is empty".into()),
@@ -452,8 +672,8 @@ mod tests {
 
     #[test]
     fn commands_need_a_program_and_valid_env() {
-        let command = |argv: &[&str], env: &[(&str, &str)]| wit::Command {
-            phase: wit::Phase::Run,
+        let command = |argv: &[&str], env: &[(&str, &str)]| Command {
+            phase: Phase::Run,
             argv: argv.iter().map(|s| s.to_string()).collect(),
             env: env
                 .iter()

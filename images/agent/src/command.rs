@@ -64,6 +64,7 @@ pub fn run(
             if libc::fchdir(cwd) != 0 {
                 return Err(io::Error::last_os_error());
             }
+            process::default_signals();
             process::prefer_for_oom_kill();
             Ok(())
         });

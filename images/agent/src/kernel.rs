@@ -8,7 +8,7 @@
 //! still ends everything.
 
 use crate::command::{oom_kills, Output};
-use crate::process::{self, kill_group};
+use crate::process;
 use crate::{send, Writer};
 use sandlot_agent::{ExitReport, Reply};
 use std::fs::File;
@@ -26,7 +26,9 @@ const START_OUTPUT: usize = 4096;
 /// A running kernel.
 pub struct Kernel {
     child: Child,
-    pgid: i32,
+    /// The kernel process, also the id of the session and process group it started
+    /// in (code in a cell may move it to another group, never out of its session).
+    pid: i32,
     cells: File,
     done: File,
     stdout: File,
@@ -146,6 +148,7 @@ impl Kernel {
                 for fd in keep {
                     libc::fcntl(fd, libc::F_SETFD, 0);
                 }
+                process::default_signals();
                 process::prefer_for_oom_kill();
                 Ok(())
             });
@@ -153,13 +156,13 @@ impl Kernel {
         let mut child = command.spawn().map_err(io)?;
         // Only the kernel holds the other ends now: its exit closes them.
         drop((cells_in, done_out));
-        let pgid = child.id() as i32;
-        process::spare_session(pgid);
+        let pid = child.id() as i32;
+        process::spare_session(pid);
         let stdout = File::from(OwnedFd::from(child.stdout.take().expect("piped")));
         let stderr = File::from(OwnedFd::from(child.stderr.take().expect("piped")));
         let mut kernel = Kernel {
             child,
-            pgid,
+            pid,
             cells: File::from(cells),
             done: File::from(done),
             stdout,
@@ -294,7 +297,7 @@ impl Kernel {
                 // interrupt and reports.
                 interrupted_at = Some(Instant::now());
                 report.timed_out = over_time;
-                signal_group(self.pgid, libc::SIGINT);
+                self.signal(libc::SIGINT);
                 deadline = Instant::now() + cell.grace;
                 continue;
             }
@@ -320,13 +323,20 @@ impl Kernel {
                 self.drain(&mut |err, bytes| streams.forward(err, bytes));
                 report.code = code;
                 report.interrupted = interrupted_at.is_some();
+                if report.interrupted {
+                    // What the interrupted cell started goes with it.
+                    process::clean_up_all_but(self.pid);
+                }
                 true
             }
             None => {
                 // Gone, stuck past its grace, or it broke the framing: it cannot be
                 // trusted with another cell.
-                kill_group(self.pgid);
+                self.signal(libc::SIGKILL);
                 let status = self.child.wait();
+                // Nothing it started may outlive it (waited for first: this reaps
+                // every exited child).
+                process::clean_up_all_but(0);
                 self.drain(&mut |err, bytes| streams.forward(err, bytes));
                 (report.code, report.signal) = match status {
                     Ok(s) => match (s.code(), s.signal()) {
@@ -357,16 +367,32 @@ impl Kernel {
 
     /// Kills the kernel, then passes on what it had written and not yet been read.
     fn stop_and_drain(mut self, out: &mut dyn FnMut(bool, &[u8])) {
-        kill_group(self.pgid);
+        self.signal(libc::SIGKILL);
         let _ = self.child.wait();
+        process::clean_up_all_but(0);
         self.drain(out);
         process::spare_session(0);
     }
 }
 
+impl Kernel {
+    /// Signals the kernel, by its pid (it may have left its process group), and the
+    /// process group it started with (what a cell runs in the foreground).
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on a pid and a process group; no memory involved.
+        unsafe {
+            libc::kill(self.pid, signal);
+            libc::kill(-self.pid, signal);
+        }
+    }
+}
+
 impl Drop for Kernel {
     fn drop(&mut self) {
-        kill_group(self.pgid);
+        // Not once it was waited for: its pid may belong to someone else by now.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.signal(libc::SIGKILL);
+        }
     }
 }
 
@@ -375,13 +401,6 @@ enum Line {
     Got(Vec<u8>),
     Closed,
     None,
-}
-
-fn signal_group(pgid: i32, signal: libc::c_int) {
-    // SAFETY: kill(2) with a negative pid signals a process group.
-    unsafe {
-        libc::kill(-pgid, signal);
-    }
 }
 
 /// A cell's two output streams on their way to the host, capped.

@@ -61,6 +61,19 @@ pub fn kill_group(pgid: i32) {
     }
 }
 
+/// Gives a child being started the default response to the signals an interrupt
+/// uses: a process started in the background inherits them ignored, and an
+/// interpreter then never turns SIGINT into its own interrupt (Python installs its
+/// `KeyboardInterrupt` handler only over the default). Called between fork and exec:
+/// signal(2) is async-signal-safe.
+pub fn default_signals() {
+    // SAFETY: signal(2) with a constant disposition.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+    }
+}
+
 /// Makes the calling process, never the agent, the OOM killer's first choice. Called
 /// between fork and exec: only open, write and close, on a static path.
 pub fn prefer_for_oom_kill() {
@@ -85,6 +98,13 @@ fn kill_others() -> usize {
         }
         return 0;
     }
+    // SAFETY: getsid(2) on a pid; no memory involved.
+    kill_unless(|pid| unsafe { libc::getsid(pid) } == spared)
+}
+
+/// Kills every live process of the container but the agent and those `spare` keeps;
+/// returns how many it signalled.
+fn kill_unless(spare: impl Fn(i32) -> bool) -> usize {
     let mut found = 0;
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return 0;
@@ -97,15 +117,36 @@ fn kill_others() -> usize {
         else {
             continue;
         };
-        // SAFETY: getsid(2) and kill(2) on a pid; no memory involved.
-        unsafe {
-            if pid != 1 && libc::getsid(pid) != spared && !is_zombie(pid) {
+        if pid != 1 && !spare(pid) && !is_zombie(pid) {
+            // SAFETY: kill(2) on a pid; no memory involved.
+            unsafe {
                 libc::kill(pid, libc::SIGKILL);
-                found += 1;
             }
+            found += 1;
         }
     }
     found
+}
+
+/// After a cell that was interrupted: kills everything it started (background jobs,
+/// daemons) but the kernel process `keep` itself, as a timed-out command's whole tree
+/// is killed. Outside a container's PID namespace (tests) it does nothing.
+pub fn clean_up_all_but(keep: i32) {
+    if std::process::id() != 1 {
+        return;
+    }
+    for _ in 0..1000 {
+        let left = kill_unless(|pid| pid == keep);
+        let mut status = 0;
+        // SAFETY: waitpid(2) writes only to `status`; the kernel lives, so it is not
+        // among the exited children this collects.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        match pid {
+            p if p > 0 => continue,
+            _ if left == 0 => return,
+            _ => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
 }
 
 fn is_zombie(pid: i32) -> bool {

@@ -42,6 +42,31 @@ pub struct RunCommand<'a> {
     pub stop_after: u64,
 }
 
+/// One cell for the kernel to run.
+#[derive(Debug, Clone, Copy)]
+pub struct RunCell<'a> {
+    /// The code.
+    pub code: &'a [u8],
+    /// Standard input of the cell.
+    pub stdin: &'a [u8],
+    /// Environment of this cell only.
+    pub env: &'a [(String, String)],
+    /// Working directory, relative to the workspace.
+    pub cwd: &'a str,
+    /// When the cell is interrupted.
+    pub timeout: Duration,
+    /// Most bytes of each stream kept and streamed.
+    pub max_output: usize,
+    /// Interrupt the cell once a stream has written this many bytes (0: never).
+    pub stop_after: u64,
+    /// How long an interrupted kernel has to come back before it is killed.
+    pub grace: Duration,
+}
+
+fn millis(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
 /// What a command wrote, up to the cap.
 #[derive(Debug, Default)]
 pub struct Output {
@@ -184,7 +209,7 @@ impl AgentClient {
             env: command.env.to_vec(),
             cwd: command.cwd.to_string(),
             stdin: command.stdin.to_vec(),
-            timeout_ms: command.timeout.as_millis().min(u64::MAX as u128) as u64,
+            timeout_ms: millis(command.timeout),
             max_output: command.max_output as u64,
             stop_after: command.stop_after,
         })?;
@@ -195,15 +220,89 @@ impl AgentClient {
                 .timeout
                 .saturating_add(RUN_GRACE)
                 .min(Duration::from_secs(365 * 86400));
+        self.stream(
+            deadline,
+            command.max_output,
+            command.cwd,
+            on_stdout,
+            on_stderr,
+        )
+    }
+
+    /// Starts the sandbox's kernel (replacing one that runs) and waits until it says
+    /// it is ready, at most `within`.
+    pub fn start_kernel(
+        &mut self,
+        argv: &[String],
+        env: &[(String, String)],
+        within: Duration,
+    ) -> Result<()> {
+        let request = Request::StartKernel {
+            argv: argv.to_vec(),
+            env: env.to_vec(),
+            cwd: String::new(),
+            timeout_ms: millis(within),
+        };
+        match self.call(&request, within.saturating_add(RUN_GRACE))? {
+            Reply::Done => Ok(()),
+            Reply::Error(reason) => Err(Error::KernelStart { reason }),
+            other => Err(broken(format!("unexpected {other:?} to a kernel start"))),
+        }
+    }
+
+    /// Runs one cell in the kernel; its output is kept up to `cell.max_output` per
+    /// stream and handed to the sinks as it arrives.
+    pub fn cell(
+        &mut self,
+        cell: &RunCell<'_>,
+        on_stdout: &mut Option<Sink>,
+        on_stderr: &mut Option<Sink>,
+    ) -> Result<(ExitReport, Output)> {
+        self.send(&Request::Cell {
+            code: cell.code.to_vec(),
+            stdin: cell.stdin.to_vec(),
+            env: cell.env.to_vec(),
+            cwd: cell.cwd.to_string(),
+            timeout_ms: millis(cell.timeout),
+            max_output: cell.max_output as u64,
+            stop_after: cell.stop_after,
+            grace_ms: millis(cell.grace),
+        })?;
+        let deadline = Instant::now()
+            + cell
+                .timeout
+                .saturating_add(cell.grace)
+                .saturating_add(RUN_GRACE)
+                .min(Duration::from_secs(365 * 86400));
+        self.stream(deadline, cell.max_output, cell.cwd, on_stdout, on_stderr)
+    }
+
+    /// Stops the kernel, if one runs.
+    pub fn stop_kernel(&mut self) -> Result<()> {
+        match self.call(&Request::StopKernel, FILE_DEADLINE)? {
+            Reply::Done => Ok(()),
+            other => Err(broken(format!("unexpected {other:?} to a kernel stop"))),
+        }
+    }
+
+    /// Output frames until the exit report of a run or a cell.
+    fn stream(
+        &mut self,
+        deadline: Instant,
+        max: usize,
+        cwd: &str,
+        on_stdout: &mut Option<Sink>,
+        on_stderr: &mut Option<Sink>,
+    ) -> Result<(ExitReport, Output)> {
         let mut output = Output::default();
-        let max = command.max_output;
         loop {
             match self.receive(deadline)? {
                 Reply::Stdout(bytes) => forward(&mut output.stdout, &bytes, max, on_stdout),
                 Reply::Stderr(bytes) => forward(&mut output.stderr, &bytes, max, on_stderr),
                 Reply::Exit(report) => return Ok((report, output)),
-                // The agent refuses a run only for its working directory.
-                Reply::Error(message) => return Err(path_error(command.cwd, message)),
+                // The agent refuses a run for its working directory, or a cell when no
+                // kernel runs.
+                Reply::Error(message) => return Err(path_error(cwd, message)),
                 other => return Err(broken(format!("unexpected {other:?} during a run"))),
             }
         }

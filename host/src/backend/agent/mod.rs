@@ -9,11 +9,12 @@
 //! [`Outcome`](crate::backend::Outcome). The protocol is in the `sandlot_agent` crate.
 
 mod client;
+mod kernel;
 mod plan;
 mod sandbox;
 mod transport;
 
-pub use client::{AgentClient, Output, RunCommand};
+pub use client::{AgentClient, Output, RunCell, RunCommand};
 pub use sandbox::{AgentSandbox, SandboxHandle};
 pub use transport::{accept_unix, Transport};
 

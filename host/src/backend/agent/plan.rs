@@ -21,7 +21,7 @@ impl AgentSandbox {
     pub(super) fn run_plan(&mut self, plan: &Plan, mut request: RunRequest<'_>) -> Result<Outcome> {
         let workdir = request.workdir;
         for file in &plan.files {
-            let contents = file.contents.as_bytes();
+            let contents = file.contents.as_slice();
             let path = if workdir.is_empty() {
                 file.path.clone()
             } else {

@@ -6,6 +6,7 @@ use crate::backend::{
     stop_threshold, EndReason, Outcome, RunRequest, Sandbox, SandboxFiles, SessionState, Workload,
 };
 use crate::error::{Error, Result};
+use crate::language::KernelSpec;
 use crate::policy::{Network, Policy};
 use sandlot_agent::ExitReport;
 use std::path::PathBuf;
@@ -33,6 +34,11 @@ pub struct AgentSandbox {
     online: bool,
     /// Why the sandbox is gone, once it is.
     lost: Option<String>,
+    /// The language's kernel, which runs [`Workload::Code`].
+    pub(super) kernel: Option<KernelSpec>,
+    /// Whether the kernel runs now (it starts with the first code that needs it, and
+    /// again after it was lost).
+    pub(super) kernel_running: bool,
 }
 
 impl std::fmt::Debug for AgentSandbox {
@@ -59,7 +65,15 @@ impl AgentSandbox {
             policy,
             online,
             lost: None,
+            kernel: None,
+            kernel_running: false,
         }
+    }
+
+    /// The same sandbox, running [`Workload::Code`] in the language's `kernel`.
+    pub fn with_kernel(mut self, kernel: Option<KernelSpec>) -> AgentSandbox {
+        self.kernel = kernel;
+        self
     }
 
     pub(super) fn agent(&mut self) -> Result<&mut AgentClient> {
@@ -132,20 +146,24 @@ impl AgentSandbox {
         self.with_agent(|agent| agent.run(command, on_stdout, on_stderr))
     }
 
+    /// Makes the run's working directory if it is missing, as a plan's files would:
+    /// unpacking nothing makes the directory, beneath the workspace and through no link.
+    pub(super) fn make_workdir(&mut self, workdir: &str) -> Result<()> {
+        if workdir.is_empty() {
+            return Ok(());
+        }
+        let empty = tar::Builder::new(Vec::new())
+            .into_inner()
+            .map_err(|e| Error::Io {
+                context: "cannot make an empty archive".into(),
+                source: e,
+            })?;
+        self.with_agent(|agent| agent.unpack(workdir, &empty))
+    }
+
     fn shell(&mut self, command_line: &str, mut request: RunRequest<'_>) -> Result<Outcome> {
         self.network(false)?;
-        if !request.workdir.is_empty() {
-            // Made if missing, as a plan's files make it: unpacking nothing makes the
-            // directory, beneath the workspace and through no link.
-            let empty = tar::Builder::new(Vec::new())
-                .into_inner()
-                .map_err(|e| Error::Io {
-                    context: "cannot make an empty archive".into(),
-                    source: e,
-                })?;
-            let workdir = request.workdir;
-            self.with_agent(|agent| agent.unpack(workdir, &empty))?;
-        }
+        self.make_workdir(request.workdir)?;
         let argv = ["sh".to_string(), "-c".to_string(), command_line.to_string()];
         let command = RunCommand {
             argv: &argv,
@@ -196,6 +214,7 @@ impl Sandbox for AgentSandbox {
         let result = match request.workload {
             Workload::Plan(plan) => self.run_plan(plan, request),
             Workload::Shell(line) => self.shell(line, request),
+            Workload::Code(code) if self.kernel.is_some() => self.run_cell(code, request),
             other @ Workload::Code(_) => return Err(other.unsupported(&self.handle.name())),
         };
         match result {

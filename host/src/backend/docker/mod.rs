@@ -532,6 +532,7 @@ impl Backend for ContainerBackend {
     fn capabilities(&self, _language: &str) -> Capabilities {
         Capabilities::new([
             Capability::RunsPlans,
+            Capability::Kernels,
             Capability::Shell,
             Capability::InstallLibraries,
             Capability::NetworkControl,

@@ -281,7 +281,8 @@ pub(super) fn open(backend: &ContainerBackend, spec: &SandboxSpec<'_>) -> Result
         Box::new(container),
         policy,
         policy.network == Network::On,
-    ))
+    )
+    .with_kernel(spec.kernel.cloned()))
 }
 
 /// Copies the agent into the created container and attaches to its standard streams,
