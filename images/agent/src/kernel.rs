@@ -376,12 +376,17 @@ impl Kernel {
 }
 
 impl Kernel {
-    /// Signals the kernel, by its pid (it may have left its process group), and the
-    /// process group it started with (what a cell runs in the foreground).
+    /// Signals the process group the kernel started with (what a cell runs in the
+    /// foreground), and the kernel by its pid if a cell moved it out of that group.
     fn signal(&self, signal: libc::c_int) {
-        // SAFETY: kill(2) on a pid and a process group; no memory involved.
+        // SAFETY: getpgid(2) and kill(2) on a pid and a process group; no memory
+        // involved.
         unsafe {
-            libc::kill(self.pid, signal);
+            // Exactly once each: a second SIGINT that lands after the driver handled
+            // the first would interrupt whatever it does next, even the next cell.
+            if libc::getpgid(self.pid) != self.pid {
+                libc::kill(self.pid, signal);
+            }
             libc::kill(-self.pid, signal);
         }
     }
