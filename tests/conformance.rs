@@ -477,6 +477,45 @@ fn libraries_stay_installed(backend: &str) {
     }
 }
 
+/// matplotlib figures come back as PNG plots exactly once, in the run that drew them:
+/// shown, saved into the output directory (not again as left open), several in one
+/// run, and left open at the end of a run. A run that draws nothing returns nothing.
+fn plots_come_back_once(backend: &str) {
+    let mut session = open(backend);
+    let mut plots = |code: &str| {
+        let run = session
+            .run(&format!("import matplotlib.pyplot as plt\n{code}"))
+            .unwrap();
+        assert_eq!(run.exit_code, 0, "{}", run.stderr_text());
+        for plot in run.plots() {
+            assert!(
+                plot.bytes.starts_with(b"\x89PNG\r\n\x1a\n") && plot.size > 1000,
+                "{} is not a PNG figure",
+                plot.path
+            );
+        }
+        run.artifacts
+            .iter()
+            .map(|a| a.path.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(plots("plt.plot([1, 2])\nplt.show()").len(), 1);
+    assert_eq!(
+        plots("fig = plt.figure()\nplt.bar(['a', 'b'], [1, 2])\nfig.savefig('output/saved.png')"),
+        ["saved.png"]
+    );
+    let two = plots("plt.figure()\nplt.plot([1])\nplt.figure()\nplt.plot([2])\nplt.show()");
+    assert_eq!(two.len(), 2, "{two:?}");
+    assert!(two[0] < two[1], "in the order they were drawn: {two:?}");
+    assert_eq!(plots("print('nothing drawn')"), Vec::<String>::new());
+    let left_open = plots("plt.figure()\nplt.plot([3, 1])");
+    assert_eq!(left_open.len(), 1, "{left_open:?}");
+    assert!(
+        !two.contains(&left_open[0]),
+        "an earlier plot was overwritten"
+    );
+}
+
 /// State across runs, shell commands and library installs: what the session
 /// declares is what it does.
 fn capabilities_are_what_they_say(backend: &str) {
@@ -583,6 +622,7 @@ macro_rules! conformance {
             #[test] fn state_lives_across_runs() { super::state_lives_across_runs($backend) }
             #[test] fn a_timeout_keeps_the_state_where_it_can() { super::a_timeout_keeps_the_state_where_it_can($backend) }
             #[test] fn libraries_stay_installed() { super::libraries_stay_installed($backend) }
+            #[test] fn plots_come_back_once() { super::plots_come_back_once($backend) }
             #[test] fn nothing_is_left_after_close() { super::nothing_is_left_after_close($backend) }
         }
     )*};

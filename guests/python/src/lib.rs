@@ -1,5 +1,6 @@
 //! Python handler: runs `main.py` with CPython 3, installs libraries with pip into the
-//! sandbox's working directory, captures matplotlib figures as PNG files.
+//! sandbox's working directory, captures matplotlib (and seaborn) figures as PNG files
+//! and plotly figures as HTML pages.
 #![no_std]
 
 extern crate alloc;
@@ -140,52 +141,98 @@ fn python_string(s: &str) -> String {
 }
 
 /// Saves every open matplotlib figure as `plot-NNN.png` when the program calls
-/// `plt.show()` and when it exits with figures still open. pyplot is patched only when the program imports it,
-/// so programs without plots do not pay for importing matplotlib.
+/// `plt.show()`, and when the run ends with figures still open, except one saved into
+/// the output directory and not drawn on since (it is there already: a plot comes back
+/// once). A plotly figure's `show()` writes `plot-NNN.html`. Numbers continue after
+/// the plots earlier runs left. The libraries are patched only when the program imports
+/// them, so programs without plots do not pay for importing them.
 const PRELUDE: &str = r#"def _sandlot_capture_plots(out):
     import atexit, os, sys
     os.environ["MPLBACKEND"] = "Agg"
-    count = [0]
+    taken = [None]
+    def next_path(extension):
+        # Numbered after the plots earlier runs left: a run never overwrites them.
+        if taken[0] is None:
+            taken[0] = 0
+            for name in os.listdir(out):
+                stem, dot, ext = name.partition(".")
+                if stem.startswith("plot-") and stem[5:].isdigit():
+                    taken[0] = max(taken[0], int(stem[5:]))
+        taken[0] += 1
+        return os.path.join(out, "plot-%03d.%s" % (taken[0], extension))
+    def inside_out(target):
+        try:
+            path = os.path.realpath(os.fspath(target))
+        except TypeError:
+            return False
+        return os.path.dirname(path).startswith(os.path.realpath(out))
     def save_figures(*_args, **_kwargs):
         plt = sys.modules.get("matplotlib.pyplot")
         if plt is None:
             return
         for num in plt.get_fignums():
-            count[0] += 1
-            plt.figure(num).savefig(os.path.join(out, "plot-%03d.png" % count[0]))
+            figure = plt.figure(num)
+            # Saved into the output directory and not drawn on since: it is there.
+            if getattr(figure, "_sandlot_saved", False) and not figure.stale:
+                continue
+            figure.savefig(next_path("png"))
         plt.close("all")
-    class PyplotHook:
+    def patch_pyplot(module):
+        module.show = save_figures
+        figure = sys.modules["matplotlib.figure"].Figure
+        savefig = figure.savefig
+        def tracked_savefig(self, fname, *args, **kwargs):
+            result = savefig(self, fname, *args, **kwargs)
+            self._sandlot_saved = inside_out(fname)
+            # Drawing can leave a figure stale (autoscaling bars does): from here on,
+            # stale means drawn on since it was saved.
+            self.stale = False
+            return result
+        figure.savefig = tracked_savefig
+        # Registered after pyplot's own exit handler, so it runs before matplotlib
+        # closes the figures left open.
+        atexit.register(save_figures)
+    def patch_plotly(module):
+        def show(figure, *_args, **_kwargs):
+            # The page loads plotly.js from its CDN: a few kilobytes, not megabytes.
+            module.write_html(figure, next_path("html"), include_plotlyjs="cdn")
+        module.show = show
+    patches = {"matplotlib.pyplot": patch_pyplot, "plotly.io": patch_plotly}
+    class Hook:
         def find_spec(self, name, path=None, target=None):
-            if name != "matplotlib.pyplot":
+            if name not in patches or getattr(self, "busy", False):
                 return None
-            sys.meta_path.remove(self)
             # Imported here, not up front: it costs milliseconds, and most programs
-            # never import pyplot.
+            # never plot.
             import importlib.util
-            spec = importlib.util.find_spec(name)
+            self.busy = True
+            try:
+                spec = importlib.util.find_spec(name)
+            finally:
+                self.busy = False
             if spec is None or spec.loader is None:
                 return spec
-            spec.loader = PyplotLoader(spec.loader)
+            spec.loader = Loader(spec.loader, patches.pop(name))
+            if not patches:
+                sys.meta_path.remove(self)
             return spec
-    class PyplotLoader:
-        # Wraps the real loader (which may be shared, e.g. a zipimporter) for pyplot
-        # alone.
-        def __init__(self, inner):
+    class Loader:
+        # Wraps the real loader (which may be shared, e.g. a zipimporter) for the one
+        # module it patches.
+        def __init__(self, inner, patch):
             self.inner = inner
+            self.patch = patch
         def __getattr__(self, name):
             return getattr(self.inner, name)
         def create_module(self, spec):
             return self.inner.create_module(spec)
         def exec_module(self, module):
             self.inner.exec_module(module)
-            module.show = save_figures
-            # Registered after pyplot's own exit handler, so it runs before
-            # matplotlib closes the figures left open.
-            atexit.register(save_figures)
+            self.patch(module)
     os.makedirs(out, exist_ok=True)
-    sys.meta_path.insert(0, PyplotHook())
-    # Sessions that outlive one run (the wasm backend) save left-open figures
-    # after each run through this.
+    sys.meta_path.insert(0, Hook())
+    # Sessions that outlive one run (a kernel, the wasm backend) save left-open
+    # figures after each run through this.
     sys._sandlot_save_figures = save_figures
 _sandlot_capture_plots(@OUTPUT_DIR@)
 del _sandlot_capture_plots
