@@ -85,7 +85,8 @@ const PROGRAMS: &[Programs] = &[
         hello: "console.log('hello from javascript')",
         exit3: "console.log('out'); process.exit(3)",
         broken: "function (",
-        not_utf8: "process.stdout.write(Buffer.from([0xff, 0xfe, 0x20, 0x6f, 0x6b, 0x0a]))",
+        // `void`: in the kernel, a final expression's value is shown.
+        not_utf8: "void process.stdout.write(Buffer.from([0xff, 0xfe, 0x20, 0x6f, 0x6b, 0x0a]))",
     },
     Programs {
         language: "typescript",
@@ -493,6 +494,161 @@ fn python_sessions_are_interactive(engine: Engine) {
     );
     // A program, not a cell: a bare expression shows nothing.
     assert_eq!(one_shot.run("1 + 1").unwrap().stdout_text(), "");
+}
+
+/// What a notebook user does in one language, turn by turn.
+struct Turns {
+    language: &'static str,
+    /// Runs that build state: a variable, a function, a module.
+    build: &'static [&'static str],
+    /// A run that uses all of it, and what it prints.
+    uses: (&'static str, &'static str),
+    /// A bare final expression, and how the language shows its value (Python,
+    /// JavaScript and R do, as a notebook does).
+    value: Option<(&'static str, &'static str)>,
+    /// A run that fails, and a word of its error.
+    fails: (&'static str, &'static str),
+    /// A run that never ends by itself.
+    hangs: &'static str,
+    /// A run that prints the variable of the first run, and what it prints.
+    kept: (&'static str, &'static str),
+}
+
+const TURNS: &[Turns] = &[
+    Turns {
+        language: "javascript",
+        build: &[
+            "let base = 40",
+            "function twice(n) { return 2 * n }",
+            "const path = require('path')",
+        ],
+        uses: (
+            "console.log(twice(base) + 2, path.basename('/a/b'))",
+            "82 b\n",
+        ),
+        value: Some(("await Promise.resolve(base + 2)", "42\n")),
+        fails: ("null.boom", "TypeError"),
+        hangs: "while (true) {}",
+        kept: ("console.log(base)", "40\n"),
+    },
+    Turns {
+        language: "r",
+        build: &["base <- 40", "twice <- function(n) 2 * n", "library(stats)"],
+        uses: ("cat(twice(base) + 2, median(c(1, 3, 5)), '\\n')", "82 3 \n"),
+        value: Some(("base + 2", "[1] 42\n")),
+        fails: ("stop('boom')", "boom"),
+        hangs: "repeat {}",
+        kept: ("cat(base, '\\n')", "40 \n"),
+    },
+    Turns {
+        language: "ruby",
+        build: &["base = 40", "def twice(n) = 2 * n", "require 'set'"],
+        uses: ("puts [twice(base) + 2, Set[1, 2].size].join(' ')", "82 2\n"),
+        value: None,
+        fails: ("nil.boom", "NoMethodError"),
+        hangs: "loop {}",
+        kept: ("puts base", "40\n"),
+    },
+    Turns {
+        language: "bash",
+        build: &[
+            "base=40",
+            "twice() { echo $((2 * $1)); }",
+            "export LEVEL=debug",
+        ],
+        uses: ("echo $(( $(twice $base) + 2 )) $LEVEL", "82 debug\n"),
+        value: None,
+        fails: ("cat /nonexistent", "No such file"),
+        hangs: "sleep 30",
+        kept: ("echo $base", "40\n"),
+    },
+];
+
+/// JavaScript, R, Ruby and Bash sessions in a container keep their state in the
+/// language's kernel, as Python's do: what earlier runs defined is there, a final expression
+/// shows its value, an error ends only its run, and a run past its time limit is
+/// interrupted without losing the state.
+fn sessions_keep_state_in(engine: Engine, language: &str) {
+    let turns = TURNS.iter().find(|t| t.language == language).unwrap();
+    let sandlot = sandlot();
+    let mut builder = sandlot.session(language);
+    builder
+        .backend(choice(engine))
+        .timeout(Duration::from_secs(3));
+    let mut session = open_session(&builder).unwrap();
+    assert!(session
+        .capabilities()
+        .has(sandlot::Capability::PersistentState));
+    for code in turns.build {
+        let run = session.run(code).unwrap();
+        assert_eq!(
+            run.exit_code,
+            0,
+            "{language}: {code}: {}",
+            run.stderr_text()
+        );
+    }
+    let uses = session.run(turns.uses.0).unwrap();
+    assert_eq!(uses.stdout_text(), turns.uses.1, "{}", uses.stderr_text());
+    if let Some((code, shown)) = turns.value {
+        let value = session.run(code).unwrap();
+        assert_eq!(value.stdout_text(), shown, "{}", value.stderr_text());
+    }
+    let fails = session.run(turns.fails.0).unwrap();
+    assert_eq!(fails.exit_code, 1, "{language}: {}", fails.stderr_text());
+    assert!(
+        fails.stderr_text().contains(turns.fails.1),
+        "{}",
+        fails.stderr_text()
+    );
+    let hangs = session.run(turns.hangs).unwrap();
+    assert!(hangs.timed_out(), "{language}: {:?}", hangs.end);
+    assert_eq!(hangs.session, sandlot::SessionState::Open);
+    let kept = session.run(turns.kept.0).unwrap();
+    assert_eq!(kept.stdout_text(), turns.kept.1, "{}", kept.stderr_text());
+}
+
+/// The images plot offline: seaborn, pandas and scipy figures come back as PNG plots,
+/// once each and in the run that made them; a plotly figure as its HTML page; R's
+/// ggplot2 and base graphics as PNG plots. Nothing may be installed: the network is
+/// off.
+fn the_data_stack_plots_offline(engine: Engine) {
+    let mut python = open(engine, "python");
+    let count = |run: &Execution| run.plots().count();
+    let shown = python
+        .run("import seaborn as sns\nimport matplotlib.pyplot as plt\nsns.histplot([1, 2, 2, 3])\nplt.show()")
+        .unwrap();
+    assert_eq!(count(&shown), 1, "{}", shown.stderr_text());
+    let saved = python
+        .run("import pandas as pd\nfig, ax = plt.subplots()\npd.Series([3, 1, 2]).plot(ax=ax)\nfig.savefig('output/series.png')")
+        .unwrap();
+    let paths: Vec<_> = saved.artifacts.iter().map(|a| a.path.as_str()).collect();
+    assert_eq!(paths, ["series.png"], "{}", saved.stderr_text());
+    let open_figure = python
+        .run("import scipy.stats\nplt.figure()\nplt.plot(scipy.stats.norm.pdf([0, 1, 2]))")
+        .unwrap();
+    assert_eq!(count(&open_figure), 1, "{}", open_figure.stderr_text());
+    let plotly = python
+        .run("import plotly.express as px\npx.bar(x=['a', 'b'], y=[1, 2]).show()")
+        .unwrap();
+    assert_eq!(plotly.artifacts.len(), 1, "{}", plotly.stderr_text());
+    let page = &plotly.artifacts[0];
+    assert!(page.path.ends_with(".html"), "{}", page.path);
+    assert!(String::from_utf8_lossy(&page.bytes).contains("plotly"));
+    let none = python.run("print('no plot')").unwrap();
+    assert!(none.artifacts.is_empty(), "{:?}", none.artifacts);
+
+    let mut r = open(engine, "r");
+    let ggplot = r
+        .run("library(ggplot2)\nggplot(data.frame(x = 1:3, y = c(2, 1, 3)), aes(x, y)) + geom_point()")
+        .unwrap();
+    assert_eq!(count(&ggplot), 1, "{}", ggplot.stderr_text());
+    let plot = ggplot.plots().next().unwrap();
+    assert!(plot.bytes.starts_with(b"\x89PNG\r\n\x1a\n") && plot.size > 2000);
+    let base = r.run("plot(1:3)\nhist(c(1, 2, 2))").unwrap();
+    assert_eq!(count(&base), 2, "{}", base.stderr_text());
+    let none = r.run("cat('no plot\\n')").unwrap();
+    assert!(none.artifacts.is_empty(), "{:?}", none.artifacts);
 }
 
 /// An image without the language's interpreter cannot start its kernel: the run says
@@ -935,6 +1091,26 @@ macro_rules! engine_tests {
             #[test]
             fn python_sessions_are_interactive() {
                 super::python_sessions_are_interactive(ENGINE);
+            }
+            #[test]
+            fn javascript_sessions_keep_state() {
+                sessions_keep_state_in(ENGINE, "javascript");
+            }
+            #[test]
+            fn r_sessions_keep_state() {
+                sessions_keep_state_in(ENGINE, "r");
+            }
+            #[test]
+            fn ruby_sessions_keep_state() {
+                sessions_keep_state_in(ENGINE, "ruby");
+            }
+            #[test]
+            fn bash_sessions_keep_state() {
+                sessions_keep_state_in(ENGINE, "bash");
+            }
+            #[test]
+            fn the_data_stack_plots_offline() {
+                super::the_data_stack_plots_offline(ENGINE);
             }
             #[test]
             fn a_kernel_that_cannot_start_is_a_clear_error() {

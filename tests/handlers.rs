@@ -357,10 +357,13 @@ fn r_installs_packages_with_install_packages_and_saves_plots_as_png() {
         .env
         .contains(&("R_LIBS_USER".into(), format!("{workdir}/.sandlot/R"))));
     let source = plan.files[0].text().unwrap();
+    // Every device draws PNG pages, numbered into the output directory on close.
     assert!(
-        source.starts_with("options(device = function(...) grDevices::png("),
+        source.contains("options(device = function(...) {"),
         "{source}"
     );
+    assert!(source.contains("grDevices::png("), "{source}");
+    assert!(source.contains("onexit = TRUE"), "{source}");
     assert!(source.ends_with(code));
 
     // A name that could break out of the R string is refused.

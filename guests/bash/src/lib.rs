@@ -1,4 +1,5 @@
-//! Bash handler: runs `main.sh` with bash.
+//! Bash handler: runs `main.sh` with bash, and keeps a session's state in a Bash
+//! kernel.
 #![no_std]
 
 extern crate alloc;
@@ -18,7 +19,7 @@ impl Guest for Bash {
             display_name: "Bash".into(),
             file_extension: "sh".into(),
             default_image: "sandlot/polyglot:latest".into(),
-            capabilities: Vec::new(),
+            capabilities: vec![Capability::Interactive],
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -35,12 +36,25 @@ impl Guest for Bash {
         no_libraries(&libraries, "bash")
     }
 
-    no_plots_no_kernel!();
+    no_plots!();
+
+    fn kernel(_options: KernelOptions) -> Option<KernelSpec> {
+        Some(KernelSpec {
+            driver: KERNEL.into(),
+            driver_name: "kernel.sh".into(),
+            argv: vec!["bash".into(), "{driver}".into()],
+            env: Vec::new(),
+            framing: CellFraming::SandlotCell,
+        })
+    }
 
     fn analyze(code: String) -> Vec<Finding> {
         analyze(&code, "#", RULES)
     }
 }
+
+/// The kernel's driver: sources each cell in one shell; SIGINT leaves the cell.
+const KERNEL: &str = include_str!("kernel.sh");
 
 const RULES: &[Rule] = &[
     Rule {

@@ -1,5 +1,5 @@
 //! JavaScript handler: runs `main.js` with Node.js, installs packages with npm into the
-//! sandbox's working directory.
+//! sandbox's working directory, and keeps a session's state in a Node.js kernel.
 #![no_std]
 
 extern crate alloc;
@@ -19,7 +19,7 @@ impl Guest for JavaScript {
             display_name: "JavaScript (Node.js)".into(),
             file_extension: "js".into(),
             default_image: "sandlot/node:latest".into(),
-            capabilities: vec![Capability::InstallLibraries],
+            capabilities: vec![Capability::InstallLibraries, Capability::Interactive],
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -37,11 +37,27 @@ impl Guest for JavaScript {
         npm_install(&libraries, &workdir)
     }
 
-    no_plots_no_kernel!();
+    no_plots!();
+
+    fn kernel(_options: KernelOptions) -> Option<KernelSpec> {
+        Some(KernelSpec {
+            driver: KERNEL.into(),
+            driver_name: "kernel.js".into(),
+            // Node's REPL rewrites top-level `await` with an internal module.
+            argv: vec!["node".into(), "--expose-internals".into(), "{driver}".into()],
+            env: Vec::new(),
+            framing: CellFraming::SandlotCell,
+        })
+    }
 
     fn analyze(code: String) -> Vec<Finding> {
         analyze(&code, "//", NODE_RULES)
     }
 }
+
+/// The kernel's driver: runs cells in one Node.js process, shows a final expression's
+/// value as the REPL does, waits for what a cell started, turns SIGINT into an
+/// interrupt of the cell.
+const KERNEL: &str = include_str!("kernel.js");
 
 export_handler!(JavaScript);

@@ -28,11 +28,10 @@ pub use exports::sandlot::plugin::handler::{
 
 pub use helpers::*;
 
-/// The exports of a handler whose language has no plotting support and no kernel
-/// (each run is a program of its own): `plot-prelude`, `plot-flush`, `may-plot` and
-/// `kernel`, answering "none". Use it inside `impl Guest for ...`.
+/// The exports of a handler whose language has no plotting support: `plot-prelude`,
+/// `plot-flush` and `may-plot`, answering "none". Use it inside `impl Guest for ...`.
 #[macro_export]
-macro_rules! no_plots_no_kernel {
+macro_rules! no_plots {
     () => {
         fn plot_prelude(_output_dir: String) -> Option<String> {
             None
@@ -45,6 +44,16 @@ macro_rules! no_plots_no_kernel {
         fn may_plot(_code: String) -> bool {
             false
         }
+    };
+}
+
+/// The exports of a handler whose language has no plotting support and no kernel
+/// (each run is a program of its own): [`no_plots!`] and `kernel` answering "none".
+/// Use it inside `impl Guest for ...`.
+#[macro_export]
+macro_rules! no_plots_no_kernel {
+    () => {
+        $crate::no_plots!();
 
         fn kernel(_options: KernelOptions) -> Option<KernelSpec> {
             None

@@ -1,5 +1,6 @@
 //! R handler: runs `main.R` with Rscript, installs packages with `install.packages`
-//! into the sandbox's working directory, saves plots as PNG files.
+//! into the sandbox's working directory, saves plots (base graphics, ggplot2) as PNG
+//! files, and keeps a session's state in an R kernel.
 #![no_std]
 
 extern crate alloc;
@@ -23,7 +24,11 @@ impl Guest for R {
             display_name: "R".into(),
             file_extension: "R".into(),
             default_image: "sandlot/r:latest".into(),
-            capabilities: vec![Capability::InstallLibraries, Capability::CapturePlots],
+            capabilities: vec![
+                Capability::InstallLibraries,
+                Capability::CapturePlots,
+                Capability::Interactive,
+            ],
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -72,15 +77,12 @@ impl Guest for R {
     }
 
     fn plot_prelude(output_dir: String) -> Option<String> {
-        Some(format!(
-            "options(device = function(...) grDevices::png(filename = file.path({}, \"plot-%03d.png\"), width = 800, height = 600))\n",
-            r_string(&output_dir)
-        ))
+        Some(PRELUDE.replace("@OUTPUT_DIR@", &r_string(&output_dir)))
     }
 
     fn plot_flush(_output_dir: String) -> Option<String> {
-        // Each run is its own Rscript process, which closes the device at exit.
-        None
+        // The prelude attaches its flush where this finds it.
+        Some("if (exists(\".sandlot_flush_plots\")) .sandlot_flush_plots()\n".into())
     }
 
     fn may_plot(code: String) -> bool {
@@ -89,14 +91,58 @@ impl Guest for R {
             .any(|word| code.contains(word))
     }
 
-    fn kernel(_options: KernelOptions) -> Option<KernelSpec> {
-        None
+    fn kernel(options: KernelOptions) -> Option<KernelSpec> {
+        Some(KernelSpec {
+            driver: KERNEL.into(),
+            driver_name: "kernel.R".into(),
+            argv: vec!["Rscript".into(), "{driver}".into()],
+            env: vec![("R_LIBS_USER".into(), join(&options.workdir, LIBRARY))],
+            framing: CellFraming::SandlotCell,
+        })
     }
 
     fn analyze(code: String) -> Vec<Finding> {
         analyze(&code, "#", RULES)
     }
 }
+
+/// The kernel's driver: runs cells in one R process, prints visible values as R's
+/// prompt does, turns SIGINT into an interrupt of the cell.
+const KERNEL: &str = include_str!("kernel.R");
+
+/// Sends every graphics device's pages to `plot-NNN.png` in the output directory, when
+/// the devices close: after each run (`plot-flush`) and when the program exits, even by
+/// an error. Numbers continue after the plots earlier runs left.
+const PRELUDE: &str = r#"invisible(local({
+  out <- @OUTPUT_DIR@
+  dir.create(out, recursive = TRUE, showWarnings = FALSE)
+  # Pages are drawn here and numbered into `out` when the device closes: after
+  # the plots earlier runs left, never over them.
+  pages <- tempfile("sandlot-plots-")
+  dir.create(pages)
+  options(device = function(...) {
+    grDevices::png(filename = file.path(pages, "page-%04d.png"), width = 800, height = 600)
+  })
+  flush_plots <- function() {
+    grDevices::graphics.off()
+    drawn <- sort(list.files(pages, full.names = TRUE))
+    if (length(drawn) == 0) return(invisible(NULL))
+    kept <- list.files(out, pattern = "^plot-[0-9]+[.]png$")
+    n <- if (length(kept)) max(as.integer(gsub("[^0-9]", "", kept))) else 0L
+    for (page in drawn) {
+      n <- n + 1L
+      file.copy(page, file.path(out, sprintf("plot-%03d.png", n)), overwrite = TRUE)
+      unlink(page)
+    }
+    invisible(NULL)
+  }
+  plots <- new.env()
+  plots$.sandlot_flush_plots <- flush_plots
+  attach(plots, name = "sandlot:plots", warn.conflicts = FALSE)
+  # A program's plots are saved when it ends, even by an error.
+  reg.finalizer(plots, function(e) flush_plots(), onexit = TRUE)
+}))
+"#;
 
 /// `s` as an R string literal.
 fn r_string(s: &str) -> String {

@@ -1,4 +1,5 @@
-//! Ruby handler: runs `main.rb`, installs gems into the sandbox's working directory.
+//! Ruby handler: runs `main.rb`, installs gems into the sandbox's working directory, and
+//! keeps a session's state in a Ruby kernel.
 #![no_std]
 
 extern crate alloc;
@@ -21,7 +22,7 @@ impl Guest for Ruby {
             display_name: "Ruby".into(),
             file_extension: "rb".into(),
             default_image: "sandlot/ruby:latest".into(),
-            capabilities: vec![Capability::InstallLibraries],
+            capabilities: vec![Capability::InstallLibraries, Capability::Interactive],
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -57,12 +58,27 @@ impl Guest for Ruby {
         .network()])
     }
 
-    no_plots_no_kernel!();
+    no_plots!();
+
+    fn kernel(options: KernelOptions) -> Option<KernelSpec> {
+        let gems = join(&options.workdir, GEMS);
+        Some(KernelSpec {
+            driver: KERNEL.into(),
+            driver_name: "kernel.rb".into(),
+            argv: vec!["ruby".into(), "{driver}".into()],
+            env: vec![("GEM_HOME".into(), gems.clone()), ("GEM_PATH".into(), gems)],
+            framing: CellFraming::SandlotCell,
+        })
+    }
 
     fn analyze(code: String) -> Vec<Finding> {
         analyze(&code, "#", RULES)
     }
 }
+
+/// The kernel's driver: runs cells in one binding, turns SIGINT into `Interrupt`
+/// inside a cell.
+const KERNEL: &str = include_str!("kernel.rb");
 
 const RULES: &[Rule] = &[
     Rule {
