@@ -3,8 +3,9 @@
 //! kernel), a warm `print(1)` in an open session as a cell of the kernel, as a new
 //! process through the agent (a one-shot session), and through `docker exec`, and
 //! close on its own; and the same Docker reached over TCP with TLS, as a remote engine
-//! is (the agent copied in, spoken to over an attach stream). Needs both engines, the
-//! TLS proxy and the `sandlot/python` image (`tests/services.sh`). Run with
+//! is (the agent copied in, spoken to over an attach stream); then a warm cell of the
+//! JavaScript, R, Ruby and Bash kernels on Docker. Needs both engines, the TLS proxy
+//! and the images (`tests/services.sh`). Run with
 //! `cargo bench --bench containers`.
 
 // criterion's macros generate undocumented functions.
@@ -91,5 +92,23 @@ fn main() {
         });
         group.finish();
     }
+    // The other kernels, on Docker: a warm cell that prints 1.
+    let mut group = criterion.benchmark_group("kernels (docker)");
+    for (language, code, printed) in [
+        ("javascript", "console.log(1)", "1\n"),
+        ("r", "cat('1\\n')", "1\n"),
+        ("ruby", "puts 1", "1\n"),
+        ("bash", "echo 1", "1\n"),
+    ] {
+        let mut builder = sandlot.session(language);
+        builder.backend("docker");
+        let mut session = builder.open().unwrap();
+        assert_eq!(session.run(code).unwrap().stdout_text(), printed);
+        group.bench_function(format!("warm {language} cell"), |b| {
+            b.iter(|| assert_eq!(session.run(code).unwrap().stdout_text(), printed))
+        });
+        session.close();
+    }
+    group.finish();
     criterion.final_summary();
 }

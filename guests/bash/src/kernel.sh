@@ -17,8 +17,13 @@ __sandlot_running=
 trap '[[ -n $__sandlot_running ]] && { __sandlot_running=; echo Interrupted >&2; return 130; }' INT
 
 __sandlot_take() {
-  # Exactly $1 bytes, any bytes: head reads no more than it is asked for.
-  head -c "$1" <&"$__sandlot_cells" >"$__sandlot_dir/$2"
+  # Exactly $1 bytes, any bytes: head reads no more than it is asked for. Empty parts
+  # (most runs' input and environment) cost no process.
+  if (($1 == 0)); then
+    : >"$__sandlot_dir/$2"
+  else
+    head -c "$1" <&"$__sandlot_cells" >"$__sandlot_dir/$2"
+  fi
 }
 
 printf 'ready\n' >&"$__sandlot_done"
@@ -34,7 +39,8 @@ while :; do
   __sandlot_take "$__sandlot_code" cell
   __sandlot_take "$__sandlot_stdin" stdin
   __sandlot_take "$__sandlot_env" env
-  __sandlot_take "$__sandlot_cwd" cwd
+  # A path has no NUL byte: the shell reads it itself (bytes, in the C locale).
+  LC_ALL=C read -r -N "$__sandlot_cwd" __sandlot_where <&"$__sandlot_cells"
   __sandlot_saved=()
   while IFS= read -r -d '' __sandlot_item; do
     __sandlot_key=${__sandlot_item%%=*}
@@ -45,7 +51,7 @@ while :; do
     fi
     export "$__sandlot_item"
   done <"$__sandlot_dir/env"
-  cd -- "$(<"$__sandlot_dir/cwd")" || exit 2
+  cd -- "$__sandlot_where" || exit 2
   __sandlot_running=1
   source "$__sandlot_dir/cell" <"$__sandlot_dir/stdin"
   __sandlot_status=$?
