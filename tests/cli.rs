@@ -355,14 +355,18 @@ fn plan_errors_say_what_was_wrong() {
     assert!(stderr.contains("/nonexistent.toml"), "{stderr}");
 }
 
-/// `sandlot run` with the machine's installed runtimes and compiled-runtime cache.
-fn sandlot_run(home: &Path, args: &[&str]) -> Command {
-    let mut command = sandlot(home, &[&["run"], args].concat());
+/// `command` with the machine's installed runtimes and compiled-runtime cache.
+fn with_runtimes(mut command: Command) -> Command {
     let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
     command
         .env("SANDLOT_RUNTIMES_DIR", dirs.runtimes_dir())
         .env("SANDLOT_CACHE_DIR", dirs.cache_dir().unwrap());
     command
+}
+
+/// `sandlot run` with the machine's installed runtimes and compiled-runtime cache.
+fn sandlot_run(home: &Path, args: &[&str]) -> Command {
+    with_runtimes(sandlot(home, &[&["run"], args].concat()))
 }
 
 #[test]
@@ -601,4 +605,61 @@ fn auto_runs_a_library_the_wasm_runtime_lacks_in_a_container_and_says_so() {
         "{stderr}"
     );
     assert!(stderr.contains("running on docker (sandlot-"), "{stderr}");
+}
+
+/// `sandlot repl` reads one cell per line from a pipe: the cells share state, an error
+/// ends only its cell, plots land in the output directory with their paths printed,
+/// and the exit status is the last cell's.
+#[test]
+fn repl_runs_piped_cells_in_one_session() {
+    let home = tempfile::tempdir().unwrap();
+    let repl = |args: &[&str], input: &str| {
+        let mut command = with_runtimes(sandlot(home.path(), &[&["repl"], args].concat()));
+        use std::io::Write;
+        let mut child = command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+
+    let (code, stdout, stderr) = repl(
+        &["-l", "python", "--backend", "wasm"],
+        "x = 41\nprint(x + 1)\nprint(1 / 0)\n\nimport matplotlib.pyplot as plt; plt.plot([1, 2]); plt.show()\nprint(x)\n",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, "42\n41\n", "{stderr}");
+    assert!(stderr.contains("ZeroDivisionError"), "{stderr}");
+    let plot = Path::new("sandlot-output").join("plot-001.png");
+    assert!(
+        stderr.contains(&format!("sandlot: plot {}", plot.display())),
+        "{stderr}"
+    );
+    assert!(std::fs::read(home.path().join(&plot))
+        .unwrap()
+        .starts_with(b"\x89PNG"));
+
+    let (code, stdout, stderr) = repl(
+        &["-l", "js", "--backend", "docker"],
+        "let n = 2\nn * 21\nprocess.exit(4)\n",
+    );
+    assert_eq!(stdout, "42\n", "{stderr}");
+    assert_eq!(code, Some(4), "the last cell's status: {stderr}");
+
+    let (code, _, stderr) = repl(&["-l", "cobol"], "");
+    assert_ne!(code, Some(0));
+    assert!(stderr.contains("cobol"), "{stderr}");
 }

@@ -5,6 +5,7 @@ mod images;
 mod output;
 mod plan;
 mod plugins;
+mod repl;
 mod run;
 mod runtimes;
 
@@ -117,6 +118,10 @@ enum Commands {
     /// Run code in a sandbox and print what it printed; the exit status is the
     /// program's (124 after a timeout, 137 at the memory cap, 125 if sandlot failed).
     Run(run::RunArgs),
+    /// An interactive session: cells of code run one after another in one sandbox,
+    /// sharing state. At a terminal: line editing, history and multi-line input; from
+    /// a pipe: one cell per line. Exits with the last cell's status.
+    Repl(repl::ReplArgs),
     /// Manage the WebAssembly runtimes of the embedded backend.
     #[command(subcommand)]
     Runtimes(runtimes::RuntimesCommand),
@@ -154,6 +159,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Commands::Plugins(command) => plugins::command(global, command),
         Commands::Plan(args) => plan::command(&global.plugins(true)?, args),
         Commands::Run(args) => run::command(global, args),
+        Commands::Repl(args) => repl::command(global, args),
         Commands::Runtimes(command) => runtimes::command(global, command),
         Commands::Images(command) => images::command(global, command),
         Commands::Gc { engine, all } => images::gc(global, engine, all),

@@ -14,6 +14,22 @@ use std::time::Duration;
 pub(super) struct RunArgs {
     #[command(flatten)]
     source: CodeSource,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+    /// Print one JSON document with everything (the `sandlot.execution/1` form).
+    #[arg(long)]
+    json: bool,
+    /// Write the files the program made into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Say on stderr where the code ran, and why other backends were passed over.
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+/// Where and under which limits and policy code runs: what `run` and `repl` share.
+#[derive(Args)]
+pub(super) struct SandboxArgs {
     /// Library the code needs. Repeatable. The wasm backend's runtimes cannot install
     /// libraries but bundle many (Python: numpy, pandas, scipy, scikit-learn,
     /// matplotlib, seaborn, statsmodels, ...); `auto` goes to a container backend for
@@ -27,27 +43,51 @@ pub(super) struct RunArgs {
     /// The container image to run in, instead of the configured or default one.
     #[arg(long, value_name = "IMAGE")]
     image: Option<String>,
-    /// Wall-clock limit in seconds.
+    /// Wall-clock limit in seconds (of each cell, in `repl`).
     #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
     timeout: f64,
     /// Memory cap in MiB.
     #[arg(long, default_value_t = 1024, value_name = "MIB")]
-    memory: usize,
-    /// Print one JSON document with everything (the `sandlot.execution/1` form).
-    #[arg(long)]
-    json: bool,
-    /// Write the files the program made into DIR.
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
+    pub(super) memory: usize,
     /// Refuse code whose static analysis finds something this severe or worse.
     #[arg(long, value_enum, default_value = "critical", value_name = "SEVERITY")]
     block_at: BlockAt,
     /// When a container may reach the network.
     #[arg(long, value_enum, default_value = "install")]
     network: NetworkArg,
-    /// Say on stderr where the code ran, and why other backends were passed over.
-    #[arg(short, long)]
-    verbose: bool,
+}
+
+impl SandboxArgs {
+    /// The request that opens a session of `language` as the flags say.
+    pub(super) fn request(&self, language: &str) -> Result<OpenRequest> {
+        if !(self.timeout > 0.0 && self.timeout.is_finite()) {
+            bail!("--timeout must be a positive number of seconds");
+        }
+        let mut request = OpenRequest::new(language);
+        request.backend = BackendChoice::from(self.backend.as_str());
+        request.image = self.image.clone();
+        request.libraries = self.libraries.clone();
+        request.limits.timeout = Duration::from_secs_f64(self.timeout);
+        request.limits.memory = self.memory.saturating_mul(1 << 20);
+        request.policy = self.block_at.policy(self.network);
+        Ok(request)
+    }
+}
+
+/// Run options that stream the program's output to this terminal as it is written.
+pub(super) fn streaming() -> RunOptions {
+    use std::io::Write;
+    RunOptions {
+        on_stdout: Some(Box::new(|bytes: &[u8]| {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(bytes);
+            let _ = out.flush();
+        })),
+        on_stderr: Some(Box::new(|bytes: &[u8]| {
+            let _ = std::io::stderr().lock().write_all(bytes);
+        })),
+        ..RunOptions::default()
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -96,20 +136,10 @@ impl BlockAt {
 const EXIT_SANDLOT_ERROR: u8 = 125;
 
 pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
-    if !(args.timeout > 0.0 && args.timeout.is_finite()) {
-        bail!("--timeout must be a positive number of seconds");
-    }
     let mut service = Service::from_config(global.config()?, &global.overrides())?;
     plugin_notes(service.sandlot().plugins());
     let (code, handler) = args.source.load(service.sandlot().plugins())?;
-    let language = handler.info().id.clone();
-    let mut request = OpenRequest::new(&language);
-    request.backend = BackendChoice::from(args.backend.as_str());
-    request.image = args.image.clone();
-    request.libraries = args.libraries.clone();
-    request.limits.timeout = Duration::from_secs_f64(args.timeout);
-    request.limits.memory = args.memory.saturating_mul(1 << 20);
-    request.policy = args.block_at.policy(args.network);
+    let request = args.sandbox.request(&handler.info().id)?;
     let opened = service.open(&request, |step| eprintln!("sandlot: {step}"));
     let mut session = match opened {
         Ok(session) => session,
@@ -127,20 +157,12 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
             None => eprintln!("sandlot: running on {}", session.backend()),
         }
     }
-    let mut options = RunOptions::default();
-    if !args.json {
-        // Stream output as it is written.
-        options.on_stdout = Some(Box::new(|bytes: &[u8]| {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(bytes);
-            let _ = out.flush();
-        }));
-        options.on_stderr = Some(Box::new(|bytes: &[u8]| {
-            use std::io::Write;
-            let _ = std::io::stderr().lock().write_all(bytes);
-        }));
-    }
+    // Output streams as it is written, unless it all goes into one document.
+    let options = if args.json {
+        RunOptions::default()
+    } else {
+        streaming()
+    };
     let execution = match session.run_with(&code, options) {
         Ok(execution) => execution,
         Err(error) => {
@@ -154,12 +176,13 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&execution.to_json())?);
     } else {
-        notes(&execution, &args);
+        notes(&execution, args.sandbox.memory, args.out.is_some());
     }
     Ok(ExitCode::from(exit_status(&execution)))
 }
 
-fn write_artifacts(execution: &Execution, dir: &std::path::Path) -> Result<()> {
+/// Writes the files a run made into `dir`, which is made if missing.
+pub(super) fn write_artifacts(execution: &Execution, dir: &std::path::Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for artifact in &execution.artifacts {
         let path = dir.join(&artifact.path);
@@ -172,8 +195,9 @@ fn write_artifacts(execution: &Execution, dir: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-/// What a person at a terminal should know about a run besides its output.
-fn notes(execution: &Execution, args: &RunArgs) {
+/// What a person at a terminal should know about a run besides its output; `kept`
+/// when its files were written somewhere already.
+pub(super) fn notes(execution: &Execution, memory_mib: usize, kept: bool) {
     for note in [
         execution
             .stdout_truncated
@@ -197,13 +221,12 @@ fn notes(execution: &Execution, args: &RunArgs) {
             limit.as_secs_f64(),
             execution.duration.as_secs_f64()
         ),
-        EndReason::MemoryLimit => eprintln!(
-            "sandlot: stopped at the memory cap of {} MiB (--memory)",
-            args.memory
-        ),
+        EndReason::MemoryLimit => {
+            eprintln!("sandlot: stopped at the memory cap of {memory_mib} MiB (--memory)")
+        }
         other => eprintln!("sandlot: {other}"),
     }
-    if !execution.artifacts.is_empty() && args.out.is_none() {
+    if !execution.artifacts.is_empty() && !kept {
         let names: Vec<_> = execution
             .artifacts
             .iter()
@@ -217,7 +240,7 @@ fn notes(execution: &Execution, args: &RunArgs) {
 }
 
 /// The CLI's exit status for an execution.
-fn exit_status(execution: &Execution) -> u8 {
+pub(super) fn exit_status(execution: &Execution) -> u8 {
     let code = execution.end.exit_code().unwrap_or(execution.exit_code);
     (code & 0xff) as u8
 }
