@@ -57,6 +57,7 @@ declare -A outputs=(
   [sandlot_ruby]=builtin/ruby
   [sandlot_bash]=builtin/bash
   [sandlot_example_lua]=examples/lua
+  [sandlot_example_perl]=examples/perl
   [sandlot_fixture_trap]=fixtures/trap
   [sandlot_fixture_spin]=fixtures/spin
   [sandlot_fixture_hog]=fixtures/hog

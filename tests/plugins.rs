@@ -49,6 +49,15 @@ fn failure<'a>(host: &'a PluginHost, file: &str) -> &'a Error {
     }
 }
 
+/// The built-ins and the plugins of `dir`, compiled in memory.
+fn load_from(dir: &std::path::Path) -> PluginHost {
+    PluginHost::builder()
+        .no_cache()
+        .plugin_dir(dir)
+        .load()
+        .unwrap()
+}
+
 fn short_limits() -> HandlerLimits {
     HandlerLimits {
         memory: 16 << 20,
@@ -88,11 +97,7 @@ fn the_out_of_tree_lua_plugin_is_picked_up_from_a_directory() {
     );
 
     let dir = plugin_dir(&[("examples/lua", "lua.wasm")]);
-    let host = PluginHost::builder()
-        .no_cache()
-        .plugin_dir(dir.path())
-        .load()
-        .unwrap();
+    let host = load_from(dir.path());
     let lua = host.language("lua").unwrap();
     assert_eq!(lua.info().display_name, "Lua 5.4");
     assert_eq!(
@@ -121,11 +126,7 @@ fn the_out_of_tree_lua_plugin_is_picked_up_from_a_directory() {
 #[test]
 fn handlers_of_both_contracts_load_side_by_side() {
     let dir = plugin_dir(&[("examples/lua", "lua.wasm")]);
-    let host = PluginHost::builder()
-        .no_cache()
-        .plugin_dir(dir.path())
-        .load()
-        .unwrap();
+    let host = load_from(dir.path());
     let lua = host.language("lua").unwrap();
     let python = host.language("python").unwrap();
     assert_eq!(
@@ -174,14 +175,47 @@ fn handlers_of_both_contracts_load_side_by_side() {
     );
 }
 
+/// Out-of-tree plugins of both contracts from one directory: the Lua example on 0.1
+/// and the Perl example on 0.2, whose kernel makes an out-of-tree language
+/// interactive too.
+#[test]
+fn out_of_tree_plugins_of_both_contracts_load_from_one_directory() {
+    let dir = plugin_dir(&[("examples/lua", "lua.wasm"), ("examples/perl", "perl.wasm")]);
+    let host = load_from(dir.path());
+    let lua = host.language("lua").unwrap();
+    let perl = host.language("pl").unwrap();
+    assert_eq!((lua.api_version(), perl.api_version()), ("0.1.0", "0.2.0"));
+    assert_eq!(perl.info().display_name, "Perl 5");
+    assert!(perl.info().has(LanguageCapability::Interactive));
+    assert!(!perl.info().has(LanguageCapability::InstallLibraries));
+    let kernel = perl
+        .kernel("/workspace", "/workspace/output")
+        .unwrap()
+        .expect("the Perl example has a kernel");
+    assert_eq!(
+        kernel.command("/workspace/.sandlot/kernel/kernel.pl"),
+        ["perl", "/workspace/.sandlot/kernel/kernel.pl"]
+    );
+    assert!(kernel.driver.contains("SANDLOT_DONE_FD"));
+    assert!(!perl.may_plot("print 1").unwrap());
+    assert_eq!(perl.plot_flush("/workspace/output").unwrap(), None);
+    let plan = perl
+        .plan("print qq(hi\\n);", &[], &PlanOptions::default())
+        .unwrap();
+    assert_eq!(plan.commands.last().unwrap().argv, ["perl", "main.pl"]);
+    let refused = perl.plan("1", &["Moose".into()], &PlanOptions::default());
+    assert!(refused.is_err(), "Perl installs no libraries");
+    let findings = perl.analyze("system('ls')").unwrap();
+    assert!(
+        findings.iter().any(|f| f.rule_id == "perl.process"),
+        "{findings:?}"
+    );
+}
+
 #[test]
 fn a_directory_plugin_overrides_the_builtin_with_the_same_id() {
     let dir = plugin_dir(&[("builtin/python", "my-python.wasm")]);
-    let host = PluginHost::builder()
-        .no_cache()
-        .plugin_dir(dir.path())
-        .load()
-        .unwrap();
+    let host = load_from(dir.path());
     let python = host.language("python").unwrap();
     let path = dir.path().join("my-python.wasm");
     assert_eq!(python.source(), &PluginSource::File { path: path.clone() });
@@ -382,11 +416,7 @@ fn manifests_can_disable_a_plugin_and_typos_are_reported() {
     )
     .unwrap();
     std::fs::write(dir.path().join("shell.toml"), "enable = true\n").unwrap();
-    let host = PluginHost::builder()
-        .no_cache()
-        .plugin_dir(dir.path())
-        .load()
-        .unwrap();
+    let host = load_from(dir.path());
     let lua = report(&host, "lua.wasm");
     assert!(matches!(lua.status, PluginStatus::Disabled));
     assert_eq!(lua.description.as_deref(), Some("Lua"));

@@ -39,13 +39,12 @@ impl Guest for Bash {
     no_plots!();
 
     fn kernel(_options: KernelOptions) -> Option<KernelSpec> {
-        Some(KernelSpec {
-            driver: KERNEL.into(),
-            driver_name: "kernel.sh".into(),
-            argv: vec!["bash".into(), "{driver}".into()],
-            env: Vec::new(),
-            framing: CellFraming::SandlotCell,
-        })
+        Some(kernel_spec(
+            KERNEL,
+            "kernel.sh",
+            &["bash", "{driver}"],
+            Vec::new(),
+        ))
     }
 
     fn analyze(code: String) -> Vec<Finding> {

@@ -40,14 +40,13 @@ impl Guest for JavaScript {
     no_plots!();
 
     fn kernel(_options: KernelOptions) -> Option<KernelSpec> {
-        Some(KernelSpec {
-            driver: KERNEL.into(),
-            driver_name: "kernel.js".into(),
-            // Node's REPL rewrites top-level `await` with an internal module.
-            argv: vec!["node".into(), "--expose-internals".into(), "{driver}".into()],
-            env: Vec::new(),
-            framing: CellFraming::SandlotCell,
-        })
+        // Node's REPL rewrites top-level `await` with an internal module.
+        Some(kernel_spec(
+            KERNEL,
+            "kernel.js",
+            &["node", "--expose-internals", "{driver}"],
+            Vec::new(),
+        ))
     }
 
     fn analyze(code: String) -> Vec<Finding> {

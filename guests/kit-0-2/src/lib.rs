@@ -28,6 +28,9 @@ pub use exports::sandlot::plugin::handler::{
 
 pub use helpers::*;
 
+use alloc::string::String;
+use alloc::vec::Vec;
+
 /// The exports of a handler whose language has no plotting support: `plot-prelude`,
 /// `plot-flush` and `may-plot`, answering "none". Use it inside `impl Guest for ...`.
 #[macro_export]
@@ -59,6 +62,24 @@ macro_rules! no_plots_no_kernel {
             None
         }
     };
+}
+
+/// A kernel started as `argv` (an argument `{driver}` stands for the driver file's
+/// path), whose `driver` source is written to `driver_name`, with extra `env`, speaking
+/// the `sandlot-cell` framing.
+pub fn kernel_spec(
+    driver: &str,
+    driver_name: &str,
+    argv: &[&str],
+    env: Vec<(String, String)>,
+) -> KernelSpec {
+    KernelSpec {
+        driver: driver.into(),
+        driver_name: driver_name.into(),
+        argv: argv.iter().map(|a| (*a).into()).collect(),
+        env,
+        framing: CellFraming::SandlotCell,
+    }
 }
 
 #[path = "../../kit/src/helpers.rs"]

@@ -24,7 +24,11 @@ impl Guest for Python {
             display_name: "Python 3".into(),
             file_extension: "py".into(),
             default_image: "sandlot/python:latest".into(),
-            capabilities: vec![Capability::InstallLibraries, Capability::CapturePlots, Capability::Interactive],
+            capabilities: vec![
+                Capability::InstallLibraries,
+                Capability::CapturePlots,
+                Capability::Interactive,
+            ],
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -104,17 +108,16 @@ impl Guest for Python {
     }
 
     fn kernel(options: KernelOptions) -> Option<KernelSpec> {
-        Some(KernelSpec {
-            driver: KERNEL.into(),
-            driver_name: "kernel.py".into(),
-            argv: vec!["python3".into(), "-u".into(), "{driver}".into()],
-            env: vec![
+        Some(kernel_spec(
+            KERNEL,
+            "kernel.py",
+            &["python3", "-u", "{driver}"],
+            vec![
                 ("PYTHONPATH".into(), join(&options.workdir, SITE)),
                 ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
                 ("MPLBACKEND".into(), "Agg".into()),
             ],
-            framing: CellFraming::SandlotCell,
-        })
+        ))
     }
 
     fn analyze(code: String) -> Vec<Finding> {

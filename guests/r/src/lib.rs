@@ -86,19 +86,20 @@ impl Guest for R {
     }
 
     fn may_plot(code: String) -> bool {
-        ["plot", "hist", "ggplot", "barplot", "boxplot", "png(", "dev."]
-            .iter()
-            .any(|word| code.contains(word))
+        [
+            "plot", "hist", "ggplot", "barplot", "boxplot", "png(", "dev.",
+        ]
+        .iter()
+        .any(|word| code.contains(word))
     }
 
     fn kernel(options: KernelOptions) -> Option<KernelSpec> {
-        Some(KernelSpec {
-            driver: KERNEL.into(),
-            driver_name: "kernel.R".into(),
-            argv: vec!["Rscript".into(), "{driver}".into()],
-            env: vec![("R_LIBS_USER".into(), join(&options.workdir, LIBRARY))],
-            framing: CellFraming::SandlotCell,
-        })
+        Some(kernel_spec(
+            KERNEL,
+            "kernel.R",
+            &["Rscript", "{driver}"],
+            vec![("R_LIBS_USER".into(), join(&options.workdir, LIBRARY))],
+        ))
     }
 
     fn analyze(code: String) -> Vec<Finding> {

@@ -62,13 +62,12 @@ impl Guest for Ruby {
 
     fn kernel(options: KernelOptions) -> Option<KernelSpec> {
         let gems = join(&options.workdir, GEMS);
-        Some(KernelSpec {
-            driver: KERNEL.into(),
-            driver_name: "kernel.rb".into(),
-            argv: vec!["ruby".into(), "{driver}".into()],
-            env: vec![("GEM_HOME".into(), gems.clone()), ("GEM_PATH".into(), gems)],
-            framing: CellFraming::SandlotCell,
-        })
+        Some(kernel_spec(
+            KERNEL,
+            "kernel.rb",
+            &["ruby", "{driver}"],
+            vec![("GEM_HOME".into(), gems.clone()), ("GEM_PATH".into(), gems)],
+        ))
     }
 
     fn analyze(code: String) -> Vec<Finding> {
