@@ -516,6 +516,42 @@ fn plots_come_back_once(backend: &str) {
     );
 }
 
+/// Files earlier runs left in the output directory stay by default and are never
+/// returned again; with `EarlierOutput::Clear` each run starts with it empty, and
+/// clearing follows no link the code made.
+fn earlier_output_is_kept_or_cleared(backend: &str) {
+    let listing = "import os\nprint(sorted(os.listdir('output')))";
+    let mut kept = open(backend);
+    let first = kept.run("open('output/a.txt', 'w').write('a')").unwrap();
+    assert_eq!(first.artifacts.len(), 1);
+    let again = kept.run(listing).unwrap();
+    assert_eq!(
+        again.stdout_text(),
+        "['a.txt']\n",
+        "{}",
+        again.stderr_text()
+    );
+    assert!(again.artifacts.is_empty(), "a.txt came back twice");
+
+    let mut builder = sandlot().session("python");
+    builder
+        .backend(backend)
+        .earlier_output(sandlot::EarlierOutput::Clear);
+    let mut cleared = builder.open().unwrap();
+    cleared.write_file("kept/data.txt", b"mine").unwrap();
+    let made = cleared
+        .run(
+            "import os\nos.makedirs('output/d/e')\nopen('output/d/e/f.txt', 'w').write('f')\n\
+             try:\n    os.symlink('../kept', 'output/link')\nexcept OSError:\n    pass",
+        )
+        .unwrap();
+    assert_eq!(made.exit_code, 0, "{}", made.stderr_text());
+    assert_eq!(made.artifacts.len(), 1, "{:?}", made.artifacts);
+    let empty = cleared.run(listing).unwrap();
+    assert_eq!(empty.stdout_text(), "[]\n", "{}", empty.stderr_text());
+    assert_eq!(cleared.read_file("kept/data.txt").unwrap(), b"mine");
+}
+
 /// State across runs, shell commands and library installs: what the session
 /// declares is what it does.
 fn capabilities_are_what_they_say(backend: &str) {
@@ -623,6 +659,7 @@ macro_rules! conformance {
             #[test] fn a_timeout_keeps_the_state_where_it_can() { super::a_timeout_keeps_the_state_where_it_can($backend) }
             #[test] fn libraries_stay_installed() { super::libraries_stay_installed($backend) }
             #[test] fn plots_come_back_once() { super::plots_come_back_once($backend) }
+            #[test] fn earlier_output_is_kept_or_cleared() { super::earlier_output_is_kept_or_cleared($backend) }
             #[test] fn nothing_is_left_after_close() { super::nothing_is_left_after_close($backend) }
         }
     )*};

@@ -113,3 +113,7 @@ fi
 step "container images (built once from this machine's Debian sources)"
 "$sandlot" images build --engine docker
 "$sandlot" images build --engine podman
+# Podman 4.3's Docker-compatible API leaves a copy of every image loaded through it in
+# its temporary directory (api_load.tar*, about 4 GB for a full build): they filled
+# this machine's disk after three cold builds.
+find /var/tmp "${TMPDIR:-/tmp}" -maxdepth 1 -type f -name 'api_load.tar*' -delete 2>/dev/null || true

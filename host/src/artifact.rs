@@ -21,6 +21,33 @@ pub struct Artifact {
     pub is_plot: bool,
 }
 
+/// What happens to the files earlier runs of a session left in its output directory.
+/// Either way a run returns only the files it created or changed, so a plot comes
+/// back once, in the run that made it.
+///
+/// ```no_run
+/// # fn main() -> Result<(), sandlot::Error> {
+/// # let sandlot = sandlot::Sandlot::from_environment()?;
+/// use sandlot::EarlierOutput;
+/// let mut session = sandlot.session("python").earlier_output(EarlierOutput::Clear).open()?;
+/// session.run("open('output/a.txt', 'w').write('a')")?;
+/// let listed = session.run("import os\nprint(os.listdir('output'))")?;
+/// assert_eq!(listed.stdout_text(), "[]\n");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EarlierOutput {
+    /// They stay, for later code to read (the default).
+    #[default]
+    Keep,
+    /// The output directory is emptied before each run, so it holds only that run's
+    /// files.
+    Clear,
+}
+
 /// Bounds on what one run may hand back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArtifactLimits {

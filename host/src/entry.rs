@@ -1,5 +1,6 @@
 //! The entry point of the library: loaded language handlers and the backends, by name.
 
+use crate::artifact::EarlierOutput;
 use crate::backend::docker::{ContainerBackend, Engine};
 use crate::backend::wasm::WasmBackend;
 use crate::backend::{Backend, BackendName, Capability, Needs, SandboxSpec};
@@ -392,6 +393,7 @@ impl Sandlot {
             libraries: Vec::new(),
             required: Vec::new(),
             one_shot: false,
+            earlier_output: EarlierOutput::Keep,
         }
     }
 }
@@ -458,6 +460,7 @@ pub struct SessionBuilder {
     libraries: Vec<String>,
     required: Vec<Capability>,
     one_shot: bool,
+    earlier_output: EarlierOutput,
 }
 
 impl SessionBuilder {
@@ -544,6 +547,14 @@ impl SessionBuilder {
         self
     }
 
+    /// What happens to the files earlier runs left in the output directory
+    /// (default: [`EarlierOutput::Keep`]). Either way a run returns only the files it
+    /// created or changed.
+    pub fn earlier_output(&mut self, earlier_output: EarlierOutput) -> &mut Self {
+        self.earlier_output = earlier_output;
+        self
+    }
+
     /// [`SessionBuilder::open`] for async code: opens on tokio's blocking pool.
     pub async fn open_async(&self) -> Result<AsyncSession> {
         let builder = self.clone();
@@ -595,6 +606,7 @@ impl SessionBuilder {
                 env: self.env.clone(),
                 libraries: self.libraries.clone(),
                 kernel: kernel.is_some(),
+                earlier_output: self.earlier_output,
             },
         ))
     }

@@ -42,7 +42,7 @@ pub mod session;
 mod transfer;
 pub(crate) mod wasmtime_engine;
 
-pub use artifact::Artifact;
+pub use artifact::{Artifact, EarlierOutput};
 pub use backend::docker::{ContainerBackend, Engine};
 pub use backend::{BackendName, Capability, EndReason, Outcome, SessionState};
 pub use config::Config;

@@ -48,6 +48,8 @@ pub struct OpenRequest {
     /// Each run a program of its own, not a cell of the language's kernel (see
     /// [`crate::SessionBuilder::one_shot`]).
     pub one_shot: bool,
+    /// What happens to the files earlier runs left in the output directory.
+    pub earlier_output: crate::EarlierOutput,
 }
 
 impl OpenRequest {
@@ -167,7 +169,8 @@ impl Service {
             .limits(request.limits)
             .policy(request.policy)
             .libraries(&request.libraries)
-            .one_shot(request.one_shot);
+            .one_shot(request.one_shot)
+            .earlier_output(request.earlier_output);
         if let Some(image) = &request.image {
             builder.image(image);
         }

@@ -19,7 +19,7 @@
 //! # }
 //! ```
 
-use crate::artifact::{ArtifactLimits, Snapshot};
+use crate::artifact::{ArtifactLimits, EarlierOutput, Snapshot};
 use crate::backend::{
     Backend, BackendName, Capabilities, Capability, Needs, Outcome, RunRequest, Sandbox,
     SessionState, Sink, Workload,
@@ -92,6 +92,8 @@ pub(crate) struct Settings {
     pub(crate) libraries: Vec<String>,
     /// Whether the sandbox was opened with the language's kernel.
     pub(crate) kernel: bool,
+    /// What happens to the output directory's files before each run.
+    pub(crate) earlier_output: EarlierOutput,
 }
 
 /// A sandbox for one language. State (files, and variables where the backend keeps
@@ -110,6 +112,8 @@ pub struct Session {
     libraries: Vec<String>,
     /// Whether the sandbox runs code in the language's kernel.
     kernel: bool,
+    /// What happens to the output directory's files before each run.
+    earlier_output: EarlierOutput,
     /// Whether the handler's plot prelude runs in the sandbox's interpreter now.
     plot_capture: bool,
     /// The handler's code that saves figures left open, once asked for.
@@ -147,6 +151,7 @@ impl Session {
             env,
             libraries,
             kernel,
+            earlier_output,
         } = settings;
         let capabilities =
             crate::backend::effective(&backend.capabilities(&handler.info().id), kernel);
@@ -162,6 +167,7 @@ impl Session {
             env,
             libraries,
             kernel,
+            earlier_output,
             plot_capture: false,
             plot_flush: None,
             installed: Vec::new(),
@@ -388,11 +394,16 @@ impl Session {
             Some(dir) => dir_path(dir)?,
             None => String::new(),
         };
+        let clear = self.earlier_output == EarlierOutput::Clear;
         let remembered = self.output.take();
         let sandbox = self.sandbox()?;
+        if clear {
+            sandbox.files().clear(Layout::OUTPUT)?;
+        }
         // A run that completes is reported even if its output directory cannot be
         // scanned (the code may have replaced it with a file or a link).
         let before = match remembered {
+            _ if clear => Snapshot::default(),
             Some(snapshot) => snapshot,
             None => sandbox.files().scan(Layout::OUTPUT).unwrap_or_default(),
         };

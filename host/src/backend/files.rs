@@ -24,6 +24,9 @@ pub trait SandboxFiles {
     fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>>;
     /// Unpacks a tar of regular files and directories into directory `path`.
     fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()>;
+    /// Empties directory `path`: its files, links and directories go, and no link is
+    /// followed; a missing directory is empty already.
+    fn clear(&mut self, path: &str) -> Result<()>;
 }
 
 /// Files held in memory: a [`SandboxFiles`] for backends whose sandboxes keep no files
@@ -78,6 +81,13 @@ impl SandboxFiles for MemoryFiles {
             });
         }
         Ok(data.clone())
+    }
+
+    fn clear(&mut self, path: &str) -> Result<()> {
+        let dir = under(path);
+        self.files
+            .retain(|file, _| !file.starts_with(&dir) || file == &dir);
+        Ok(())
     }
 
     fn list(&mut self, path: &str) -> Result<Vec<String>> {

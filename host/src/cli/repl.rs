@@ -13,7 +13,7 @@ use rustyline::hint::Hinter;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::Helper;
 use sandlot::service::Service;
-use sandlot::{Execution, Session, SessionState};
+use sandlot::{EarlierOutput, Execution, Session, SessionState};
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,6 +30,10 @@ pub(super) struct ReplArgs {
     /// Write the plots and files each cell makes into DIR, and print their paths.
     #[arg(long, default_value = "sandlot-output", value_name = "DIR")]
     out: PathBuf,
+    /// Empty the sandbox's output directory before each cell, instead of keeping the
+    /// files earlier cells made there for later code to read.
+    #[arg(long)]
+    clear_output: bool,
 }
 
 pub(super) fn command(global: &Global, args: ReplArgs) -> Result<ExitCode> {
@@ -42,7 +46,10 @@ pub(super) fn command(global: &Global, args: ReplArgs) -> Result<ExitCode> {
         .info()
         .id
         .clone();
-    let request = args.sandbox.request(&language)?;
+    let mut request = args.sandbox.request(&language)?;
+    if args.clear_output {
+        request.earlier_output = EarlierOutput::Clear;
+    }
     let mut session = service
         .open(&request, |step| eprintln!("sandlot: {step}"))
         .context("cannot open the session")?;

@@ -366,6 +366,17 @@ pub fn file_in(dir: &OwnedFd, name: &CStr) -> io::Result<File> {
     openat(dir.as_raw_fd(), name, libc::O_RDONLY | libc::O_NONBLOCK, 0).map(File::from)
 }
 
+/// Removes an entry of an open directory without following a link: a file or a link
+/// itself, or an empty directory (`dir_entry`).
+pub fn remove_in(dir: &OwnedFd, name: &CStr, dir_entry: bool) -> io::Result<()> {
+    let flags = if dir_entry { libc::AT_REMOVEDIR } else { 0 };
+    // SAFETY: unlinkat(2) on a valid directory descriptor and a NUL-terminated name.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) } != 0 {
+        return last_error();
+    }
+    Ok(())
+}
+
 /// What `fstat` says of an open file.
 pub fn stat(file: &File) -> io::Result<Stat> {
     let mut stat = MaybeUninit::<Stat>::uninit();

@@ -129,6 +129,27 @@ pub fn scan(root: &Root, path: &str) -> Result<Vec<Entry>, String> {
     Ok(files)
 }
 
+/// Empties directory `path` below the root: every file, link and directory in it
+/// goes, and no link is followed; a missing directory is empty already.
+pub fn clear(root: &Root, path: &str) -> Result<(), String> {
+    let base = match root.dir(path) {
+        Ok(dir) => dir,
+        Err(e) if e.is_missing() => return Ok(()),
+        Err(e) => return Err(refused("clear", path)(e)),
+    };
+    // `tree` lists a directory before those below it: the deepest are emptied first.
+    for (rel, dir, items) in tree(base).iter().rev() {
+        for (name, stat) in items {
+            match beneath::remove_in(dir, name, beneath::is_dir(stat)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("cannot clear {path}: {}: {e}", join(rel, name))),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A tar of `path` below the root (a file, or a directory's contents), with regular
 /// files and directories only: links are left out, never followed. Fails once the
 /// archive would pass `max` bytes.
@@ -264,6 +285,27 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("output")).unwrap();
         dir
+    }
+
+    #[test]
+    fn clearing_empties_a_directory_and_follows_no_link() {
+        let dir = scratch("clear");
+        let outside = scratch("clear-outside");
+        fs::write(outside.join("kept.txt"), "kept").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("output/outside")).unwrap();
+        let root = Root::open(&dir).unwrap();
+        write_file(&root, "output/plot-001.png", b"png", None).unwrap();
+        write_file(&root, "output/deep/er/data.csv", b"a,b", None).unwrap();
+        write_file(&root, "elsewhere.txt", b"stays", None).unwrap();
+        clear(&root, "output").unwrap();
+        assert!(list(&root, "output").unwrap().is_empty());
+        assert_eq!(read_file(&root, "elsewhere.txt", 10).unwrap(), b"stays");
+        assert_eq!(fs::read(outside.join("kept.txt")).unwrap(), b"kept");
+        clear(&root, "missing").unwrap();
+        // The directory to clear may not itself be a link.
+        std::os::unix::fs::symlink(&outside, dir.join("linked")).unwrap();
+        assert!(clear(&root, "linked").is_err());
+        assert!(outside.join("kept.txt").exists());
     }
 
     #[test]

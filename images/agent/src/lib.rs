@@ -33,7 +33,7 @@ use std::io::{self, Read, Write};
 /// 3: kernels ([`Request::StartKernel`], [`Request::Cell`], [`Request::StopKernel`]);
 /// [`ExitReport`] has `interrupted` and `kernel_ended`; file requests resolve paths
 /// with no check-then-open race.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Largest frame either side accepts.
 pub const MAX_FRAME: usize = 256 << 20;
@@ -120,6 +120,12 @@ pub enum Request {
         path: String,
         /// The archive.
         data: Vec<u8>,
+    },
+    /// Empties a directory: its files, links and directories go, no link followed.
+    /// Reply: [`Reply::Done`].
+    Clear {
+        /// Directory relative to the root; a missing one is empty already.
+        path: String,
     },
     /// Starts the kernel (see [above](Request#kernels)), replacing one that runs, and
     /// waits until it says it is ready. Reply: [`Reply::Done`], or [`Reply::Error`]
@@ -486,6 +492,7 @@ impl Request {
                     .write_to(writer)
             }
             Request::StopKernel => Encoder::new(10).write_to(writer),
+            Request::Clear { path } => Encoder::new(11).bytes(path.as_bytes()).write_to(writer),
         }
     }
 
@@ -537,6 +544,7 @@ impl Request {
                 grace_ms: d.u64()?,
             },
             10 => Request::StopKernel,
+            11 => Request::Clear { path: d.string()? },
             _ => return Err(malformed("unknown request")),
         };
         d.end()?;
@@ -689,6 +697,9 @@ mod tests {
             grace_ms: 1000,
         });
         round_trip_request(Request::StopKernel);
+        round_trip_request(Request::Clear {
+            path: "output".into(),
+        });
         round_trip_reply(Reply::Hello { version: 3 });
         round_trip_reply(Reply::Stdout(vec![0xc3, 0x28]));
         round_trip_reply(Reply::Stderr(b"oops".to_vec()));

@@ -226,6 +226,9 @@ fn serve(
                     Reply::Exit(report)
                 }
             },
+            Ok(Request::Clear { path }) => {
+                files::clear(&root, &path).map_or_else(Reply::Error, |()| Reply::Done)
+            }
             Ok(Request::StopKernel) => {
                 if let Some(old) = kernel.take() {
                     old.stop();

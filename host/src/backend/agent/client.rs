@@ -344,6 +344,12 @@ impl AgentClient {
         self.expect_done(&request, path, COPY_DEADLINE, "an unpack")
     }
 
+    /// Empties a directory, following no link.
+    pub fn clear(&mut self, path: &str) -> Result<()> {
+        let request = Request::Clear { path: path.into() };
+        self.expect_done(&request, path, FILE_DEADLINE, "a clear")
+    }
+
     /// Lists a directory (`list`) or every file below one (`scan`).
     pub fn entries(&mut self, path: &str, recursive: bool) -> Result<Vec<Entry>> {
         let request = if recursive {

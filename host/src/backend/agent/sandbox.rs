@@ -279,6 +279,10 @@ impl SandboxFiles for AgentSandbox {
     fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()> {
         self.with_agent(|agent| agent.unpack(path, archive))
     }
+
+    fn clear(&mut self, path: &str) -> Result<()> {
+        self.with_agent(|agent| agent.clear(path))
+    }
 }
 
 impl Drop for AgentSandbox {

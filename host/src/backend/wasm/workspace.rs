@@ -190,6 +190,29 @@ impl SandboxFiles for Workspace {
         crate::transfer::pack_dir(&self.root, &rel, max)
     }
 
+    fn clear(&mut self, path: &str) -> Result<()> {
+        let Ok(dir) = self.dir(path) else {
+            // Missing, or a link the host does not follow: nothing of the workspace's.
+            return Ok(());
+        };
+        let entries = dir.entries().map_err(|e| io_error(path, e))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            // `file_type` does not follow links: a link is removed, never its target.
+            let removed = match entry.file_type() {
+                Ok(kind) if kind.is_dir() => dir.remove_dir_all(&name),
+                _ => dir.remove_file(&name),
+            };
+            match removed {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_error(path, e));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()> {
         let rel = self.resolve(path)?;
         if !rel.as_os_str().is_empty() {
@@ -224,5 +247,17 @@ mod tests {
         workspace.unpack("copy", &archive).unwrap();
         assert_eq!(workspace.read("copy/in.csv", 10).unwrap(), b"a,b\n");
         assert_eq!(workspace.scan("copy").unwrap().len(), 1);
+
+        // Clearing removes the links themselves, never what they point to.
+        workspace.write("output/sub/a.png", b"png").unwrap();
+        std::os::unix::fs::symlink(
+            workspace.path().join("data"),
+            workspace.path().join("output/data"),
+        )
+        .unwrap();
+        workspace.clear("output").unwrap();
+        assert_eq!(workspace.list("output").unwrap(), Vec::<String>::new());
+        assert_eq!(workspace.read("data/in.csv", 10).unwrap(), b"a,b\n");
+        assert!(std::path::Path::new("/etc/passwd").exists());
     }
 }
