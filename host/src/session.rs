@@ -256,10 +256,12 @@ impl Session {
         }
         let mut env = self.env.clone();
         env.extend(options.env.iter().cloned());
-        let may_plot = self.handler.may_plot(code)?;
         // The language's kernel, or a backend that runs no plans (an interpreter in
         // process), runs the code itself; otherwise the handler plans a program.
         let interpreted = self.kernel || !self.capabilities.has(Capability::RunsPlans);
+        // Once the prelude runs in the interpreter, every run's figures are flushed:
+        // the handler need not be asked (a call costs about 0.1 ms).
+        let may_plot = (interpreted && self.plot_capture) || self.handler.may_plot(code)?;
         let workdir = match options.workdir.as_deref().map(dir_path).transpose()? {
             Some(dir) if !dir.is_empty() => format!("{}/{dir}", Layout::WORKSPACE),
             _ => Layout::WORKSPACE.to_string(),

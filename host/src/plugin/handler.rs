@@ -328,13 +328,9 @@ impl LanguageHandler {
     /// Code that saves the figures a run left open into `output_dir`, if the
     /// language's prelude needs it. Handlers of contract 0.1 have none.
     pub fn plot_flush(&self, output_dir: &str) -> Result<Option<String>> {
-        match self.guest_kind() {
-            Version::V0_1 => Ok(None),
-            Version::V0_2 => self.call("plot-flush", |guest, store| match guest {
-                Guest::V0_2(h) => h.call_plot_flush(store, output_dir),
-                Guest::V0_1(_) => Ok(None),
-            }),
-        }
+        self.call_0_2("plot-flush", None, |h, store| {
+            h.call_plot_flush(store, output_dir)
+        })
     }
 
     /// Whether `code` may draw a figure. Handlers of contract 0.1 cannot say, so the
@@ -343,29 +339,22 @@ impl LanguageHandler {
         if !self.info.has(LanguageCapability::CapturePlots) {
             return Ok(false);
         }
-        match self.guest_kind() {
-            Version::V0_1 => Ok(mentions_plotting(code)),
-            Version::V0_2 => self.call("may-plot", |guest, store| match guest {
-                Guest::V0_2(h) => h.call_may_plot(store, code),
-                Guest::V0_1(_) => Ok(mentions_plotting(code)),
-            }),
-        }
+        self.call_0_2("may-plot", mentions_plotting(code), |h, store| {
+            h.call_may_plot(store, code)
+        })
     }
 
     /// The language's kernel for a sandbox whose working directory is `workdir` and
     /// output directory `output_dir`, or `None` when each run is a separate program.
     pub fn kernel(&self, workdir: &str, output_dir: &str) -> Result<Option<KernelSpec>> {
-        if self.guest_kind() == Version::V0_1 || !self.info.has(LanguageCapability::Interactive) {
+        if !self.info.has(LanguageCapability::Interactive) {
             return Ok(None);
         }
         let options = wit2::KernelOptions {
             workdir: workdir.to_string(),
             output_dir: output_dir.to_string(),
         };
-        let spec = self.call("kernel", |guest, store| match guest {
-            Guest::V0_2(h) => h.call_kernel(store, &options),
-            Guest::V0_1(_) => Ok(None),
-        })?;
+        let spec = self.call_0_2("kernel", None, |h, store| h.call_kernel(store, &options))?;
         let Some(spec) = spec else {
             return Ok(None);
         };
@@ -378,6 +367,23 @@ impl LanguageHandler {
         };
         check_kernel(&spec).map_err(|reason| self.invalid("kernel", reason))?;
         Ok(Some(spec))
+    }
+
+    /// Calls `function`, an export contract 0.2 added; a handler of 0.1 answers
+    /// `older` without being instantiated.
+    fn call_0_2<R>(
+        &self,
+        function: &'static str,
+        older: R,
+        f: impl FnOnce(&wit2::Guest, &mut Store<MemoryCap>) -> wasmtime::Result<R>,
+    ) -> Result<R> {
+        if self.guest_kind() == Version::V0_1 {
+            return Ok(older);
+        }
+        self.call(function, |guest, store| match guest {
+            Guest::V0_2(h) => f(h, store),
+            Guest::V0_1(_) => Ok(older),
+        })
     }
 
     fn guest_kind(&self) -> Version {

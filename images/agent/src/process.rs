@@ -132,19 +132,28 @@ fn kill_unless(spare: impl Fn(i32) -> bool) -> usize {
 /// daemons) but the kernel process `keep` itself, as a timed-out command's whole tree
 /// is killed. Outside a container's PID namespace (tests) it does nothing.
 pub fn clean_up_all_but(keep: i32) {
+    // The kernel lives, so it is not among the exited children this collects.
+    kill_and_reap(|| kill_unless(|pid| pid == keep), |left| left == 0);
+}
+
+/// Kills with `kill` (which says how many it signalled) and collects the exit status of
+/// every child that died, until no child is left or `settled(left)` says that the ones
+/// left may stay; a second at most. Outside a container's PID namespace (tests) it
+/// does nothing.
+fn kill_and_reap(kill: impl Fn() -> usize, settled: impl Fn(usize) -> bool) {
     if std::process::id() != 1 {
         return;
     }
     for _ in 0..1000 {
-        let left = kill_unless(|pid| pid == keep);
+        let left = kill();
         let mut status = 0;
-        // SAFETY: waitpid(2) writes only to `status`; the kernel lives, so it is not
-        // among the exited children this collects.
+        // SAFETY: waitpid(2) writes only to `status`.
         let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
         match pid {
             p if p > 0 => continue,
-            _ if left == 0 => return,
-            _ => std::thread::sleep(Duration::from_millis(1)),
+            0 if settled(left) => return,
+            0 => std::thread::sleep(Duration::from_millis(1)),
+            _ => return,
         }
     }
 }
@@ -163,22 +172,10 @@ fn is_zombie(pid: i32) -> bool {
 /// agent cannot kill (one started by `docker exec` as another user) must not stop it
 /// from answering. Outside a container's PID namespace (tests) it does nothing.
 pub fn clean_up() {
-    if std::process::id() != 1 {
-        return;
-    }
-    for _ in 0..1000 {
-        let left = kill_others();
-        let mut status = 0;
-        // SAFETY: waitpid(2) writes only to `status`.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        match pid {
-            p if p > 0 => continue,
-            // Only the kernel's processes (or none) remain.
-            0 if KERNEL_SESSION.load(Ordering::SeqCst) != 0 && left == 0 => return,
-            0 => std::thread::sleep(Duration::from_millis(1)),
-            _ => return,
-        }
-    }
+    // Only the kernel's processes (or none) remain.
+    kill_and_reap(kill_others, |left| {
+        KERNEL_SESSION.load(Ordering::SeqCst) != 0 && left == 0
+    });
 }
 
 /// Kills every process outside the kernel's session at once, without waiting.
