@@ -514,6 +514,9 @@ struct Turns {
     hangs: &'static str,
     /// A run that prints the variable of the first run, and what it prints.
     kept: (&'static str, &'static str),
+    /// A run that prints its standard input upper-cased (R's kernel cannot give a
+    /// cell its own input).
+    upper: Option<&'static str>,
 }
 
 const TURNS: &[Turns] = &[
@@ -532,6 +535,7 @@ const TURNS: &[Turns] = &[
         fails: ("null.boom", "TypeError"),
         hangs: "while (true) {}",
         kept: ("console.log(base)", "40\n"),
+        upper: Some("console.log(require('fs').readFileSync(0, 'utf8').trim().toUpperCase())"),
     },
     Turns {
         language: "r",
@@ -541,6 +545,7 @@ const TURNS: &[Turns] = &[
         fails: ("stop('boom')", "boom"),
         hangs: "repeat {}",
         kept: ("cat(base, '\\n')", "40 \n"),
+        upper: None,
     },
     Turns {
         language: "ruby",
@@ -550,6 +555,7 @@ const TURNS: &[Turns] = &[
         fails: ("nil.boom", "NoMethodError"),
         hangs: "loop {}",
         kept: ("puts base", "40\n"),
+        upper: Some("puts $stdin.read.upcase"),
     },
     Turns {
         language: "perl",
@@ -563,6 +569,7 @@ const TURNS: &[Turns] = &[
         fails: ("die \"boom\\n\"", "boom"),
         hangs: "sleep 30",
         kept: ("print \"$base\\n\"", "40\n"),
+        upper: Some("print uc <STDIN>"),
     },
     Turns {
         language: "bash",
@@ -576,6 +583,7 @@ const TURNS: &[Turns] = &[
         fails: ("cat /nonexistent", "No such file"),
         hangs: "sleep 30",
         kept: ("echo $base", "40\n"),
+        upper: Some("tr a-z A-Z"),
     },
 ];
 
@@ -644,6 +652,14 @@ fn keeps_state(sandlot: &Sandlot, engine: Engine, language: &str) {
     assert_eq!(hangs.session, sandlot::SessionState::Open);
     let kept = session.run(turns.kept.0).unwrap();
     assert_eq!(kept.stdout_text(), turns.kept.1, "{}", kept.stderr_text());
+    if let Some(code) = turns.upper {
+        let options = RunOptions {
+            stdin: b"typed\n".to_vec(),
+            ..RunOptions::default()
+        };
+        let upper = session.run_with(code, options).unwrap();
+        assert_eq!(upper.stdout_text(), "TYPED\n", "{}", upper.stderr_text());
+    }
 }
 
 /// The images plot offline: seaborn, pandas and scipy figures come back as PNG plots,

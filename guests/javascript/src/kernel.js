@@ -119,6 +119,20 @@
     return true;
   }
 
+  // The kernel's own descriptor 0 is empty and cannot be swapped per cell: reading
+  // it whole, as `fs.readFileSync(0)` or `'/dev/stdin'` does, gets the cell's input.
+  let unread = Buffer.alloc(0);
+  const readFileSync = fs.readFileSync;
+  fs.readFileSync = function (file, options) {
+    if (cell && (file === 0 || file === '/dev/stdin')) {
+      const bytes = unread;
+      unread = Buffer.alloc(0);
+      const encoding = typeof options === 'string' ? options : options && options.encoding;
+      return encoding ? bytes.toString(encoding) : Buffer.from(bytes);
+    }
+    return readFileSync.apply(this, arguments);
+  };
+
   function apply(env) {
     const saved = new Map();
     for (const item of env.toString().split('\0')) {
@@ -162,6 +176,7 @@
       configurable: true,
       writable: true,
     });
+    unread = stdin;
     try {
       let source = code.toString();
       const awaiting = source.includes('await') ? topLevelAwait(source) : null;
@@ -213,8 +228,16 @@
       try {
         const dir = cwd.toString();
         process.chdir(dir);
-        // As `node main.js` would: modules resolve from the working directory.
-        globalThis.require = createRequire(path.join(dir, 'main.js'));
+        // As `node main.js` would: modules resolve from the working directory, and
+        // the module's own names are there.
+        const main = path.join(dir, 'main.js');
+        globalThis.require = createRequire(main);
+        globalThis.__filename = main;
+        globalThis.__dirname = dir;
+        if (!globalThis.module) {
+          globalThis.module = { exports: {} };
+          globalThis.exports = globalThis.module.exports;
+        }
         status = await run(code, stdin, count);
       } catch (error) {
         process.stderr.write(describe(error) + '\n');
