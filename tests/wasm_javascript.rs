@@ -86,6 +86,27 @@ fn state_persists_within_a_session_and_never_across() {
     assert_eq!(other.stdout_text(), "undefined undefined\n");
 }
 
+/// A run shows its completion value, as a notebook cell, Node's REPL and the container
+/// kernel do: nothing for a declaration or a call that returns nothing.
+#[test]
+fn a_final_expression_shows_its_value() {
+    let mut session = session();
+    assert_eq!(session.run("let n = 40").unwrap().stdout_text(), "");
+    assert_eq!(session.run("n + 2").unwrap().stdout_text(), "42\n");
+    assert_eq!(
+        session.run("'it' + \"'s\"").unwrap().stdout_text(),
+        "'it\\'s'\n"
+    );
+    assert_eq!(session.run("console.log(n)").unwrap().stdout_text(), "40\n");
+    assert_eq!(
+        session
+            .run("function f() {}\nclass C {}")
+            .unwrap()
+            .stdout_text(),
+        ""
+    );
+}
+
 #[test]
 fn an_endless_loop_is_stopped_at_the_timeout() {
     let mut session = sandlot()

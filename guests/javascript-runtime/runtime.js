@@ -128,6 +128,10 @@ function jsonReplacer() {
     return value;
   };
 }
+// A string as Node's REPL shows one: single-quoted, escaped.
+function quoted(s) {
+  return `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'").replace(/\n/g, '\\n')}'`;
+}
 function fmt(a) {
   switch (typeof a) {
     case 'string': return a;
@@ -893,7 +897,7 @@ function runCode(code) {
   groupIndent = '';
   resetLoop();
   try {
-    indirectEval(transform(String(code)));
+    const value = indirectEval(transform(String(code)));
     runLoop();
     if (exitNow !== null) return exitNow;
     if (topLevel !== null) {
@@ -905,6 +909,10 @@ function runCode(code) {
         writeErr('Warning: Detected unsettled top-level await\n');
         return 13;
       }
+    } else if (value !== undefined) {
+      // The code's completion value, as a notebook cell, Node's REPL and the
+      // container kernel show it.
+      writeOut(`${typeof value === 'string' ? quoted(value) : fmt(value)}\n`);
     }
     return toExitCode(pendingExitCode);
   } catch (e) {

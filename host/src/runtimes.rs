@@ -208,6 +208,19 @@ pub fn install(
         })?;
     let target = runtimes_dir.join(known.name);
     let manifest_path = target.join("runtime.toml");
+    if known.language == "javascript" && manifest_path.is_file() {
+        // Built here from sandlot's own sources: other sources need another build.
+        let built = RuntimeManifest::read(&manifest_path).map(|m| m.version);
+        if built.as_ref().ok() != Some(&javascript_version()) {
+            progress(&format!(
+                "{} was built from other sources ({}); building it again",
+                known.name,
+                built.unwrap_or_else(|e| e.to_string())
+            ));
+            std::fs::remove_dir_all(&target)
+                .map_err(io(format!("cannot remove {}", target.display())))?;
+        }
+    }
     if manifest_path.is_file() {
         // Manifests are generated; bring one written by an older sandlot up to date.
         // Only its sha256 (of the installed module) is carried over.
@@ -397,13 +410,31 @@ fn install_javascript(staging: &Path, progress: &mut impl FnMut(&str)) -> Result
     std::fs::remove_dir_all(&build).map_err(io("cannot remove the build directory".into()))
 }
 
+/// The JavaScript runtime's version: componentize-qjs's, and a digest of the sources
+/// it is built from, so that a sandlot with other sources rebuilds it.
+fn javascript_version() -> String {
+    let mut digest = Sha256::new();
+    for (path, contents) in JAVASCRIPT_SOURCES {
+        digest.update(path.as_bytes());
+        digest.update([0]);
+        digest.update(contents.as_bytes());
+        digest.update([0]);
+    }
+    let digest = hex::encode(digest.finalize());
+    format!(
+        "quickjs (componentize-qjs 0.4.5, sources {})",
+        &digest[..12]
+    )
+}
+
 /// The manifest written next to the JavaScript runtime.
 fn javascript_manifest(sha256: &str) -> String {
+    let version = javascript_version();
     format!(
         r#"# Written by `sandlot runtimes install javascript`.
 id = "quickjs"
 languages = ["javascript"]
-version = "quickjs (componentize-qjs 0.4.5)"
+version = "{version}"
 module = "js-runtime.wasm"
 sha256 = "{sha256}"
 protocol = "component"
@@ -544,6 +575,13 @@ mod tests {
         std::fs::write(&path, javascript_manifest(&sha)).unwrap();
         let javascript = RuntimeManifest::read(&path).unwrap();
         assert_eq!(javascript.languages, ["javascript"]);
+        // What `install` compares to decide whether the runtime must be built again.
+        assert_eq!(javascript.version, javascript_version());
+        assert!(
+            javascript.version.contains("sources "),
+            "{}",
+            javascript.version
+        );
     }
 
     #[test]
