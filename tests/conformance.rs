@@ -510,6 +510,13 @@ fn plots_come_back_once(backend: &str) {
     assert_eq!(plots("print('nothing drawn')"), Vec::<String>::new());
     let left_open = plots("plt.figure()\nplt.plot([3, 1])");
     assert_eq!(left_open.len(), 1, "{left_open:?}");
+    // Saved beside the output directory (whose name merely starts the same), not into
+    // it: the figure still comes back.
+    let beside = plots(
+        "import os\nos.makedirs('outputs', exist_ok=True)\nplt.figure()\nplt.plot([5])\n\
+         plt.savefig('outputs/beside.png')",
+    );
+    assert_eq!(beside.len(), 1, "{beside:?}");
     assert!(
         !two.contains(&left_open[0]),
         "an earlier plot was overwritten"

@@ -517,6 +517,10 @@ struct Turns {
     /// A run that prints its standard input upper-cased (R's kernel cannot give a
     /// cell its own input).
     upper: Option<&'static str>,
+    /// A run that defines names a driver might use itself: the kernel must not care.
+    shadows: &'static str,
+    /// A run that ends itself with status 0 before it prints `after`.
+    leaves: &'static str,
 }
 
 const TURNS: &[Turns] = &[
@@ -536,6 +540,8 @@ const TURNS: &[Turns] = &[
         hangs: "while (true) {}",
         kept: ("console.log(base)", "40\n"),
         upper: Some("console.log(require('fs').readFileSync(0, 'utf8').trim().toUpperCase())"),
+        shadows: "var status = 2, count = 3, done = 4, cells = 5",
+        leaves: "process.exit(0); console.log('after')",
     },
     Turns {
         language: "r",
@@ -546,6 +552,8 @@ const TURNS: &[Turns] = &[
         hangs: "repeat {}",
         kept: ("cat(base, '\\n')", "40 \n"),
         upper: None,
+        shadows: "status <- 'x'; code <- 1; cells <- 2; done <- 3; report <- 4",
+        leaves: "quit()\ncat('after\\n')",
     },
     Turns {
         language: "ruby",
@@ -556,6 +564,8 @@ const TURNS: &[Turns] = &[
         hangs: "loop {}",
         kept: ("puts base", "40\n"),
         upper: Some("puts $stdin.read.upcase"),
+        shadows: "status = 'ok'; done = true; count = 'x'; cells = nil; saved = 1",
+        leaves: "exit 0\nputs 'after'",
     },
     Turns {
         language: "perl",
@@ -570,6 +580,8 @@ const TURNS: &[Turns] = &[
         hangs: "sleep 30",
         kept: ("print \"$base\\n\"", "40\n"),
         upper: Some("print uc <STDIN>"),
+        shadows: "$done = 1; $cells = 2; $count = 'x'; %saved = ()",
+        leaves: "exit 0; print \"after\\n\"",
     },
     Turns {
         language: "bash",
@@ -581,9 +593,13 @@ const TURNS: &[Turns] = &[
         uses: ("echo $(( $(twice $base) + 2 )) $LEVEL", "82 debug\n"),
         value: None,
         fails: ("cat /nonexistent", "No such file"),
-        hangs: "sleep 30",
+        // Inside a function: the interrupt leaves the whole cell, not just `f`.
+        hangs: "f() { sleep 30; }; f; echo after",
         kept: ("echo $base", "40\n"),
         upper: Some("tr a-z A-Z"),
+        shadows:
+            "head() { echo no; }; read() { :; }; printf() { :; }; true() { echo no; }; cd() { :; }",
+        leaves: "return 0\necho after",
     },
 ];
 
@@ -650,6 +666,22 @@ fn keeps_state(sandlot: &Sandlot, engine: Engine, language: &str) {
     let hangs = session.run(turns.hangs).unwrap();
     assert!(hangs.timed_out(), "{language}: {:?}", hangs.end);
     assert_eq!(hangs.session, sandlot::SessionState::Open);
+    assert!(hangs.stdout.is_empty(), "{}", hangs.stdout_text());
+    let shadows = session.run(turns.shadows).unwrap();
+    assert_eq!(
+        shadows.exit_code,
+        0,
+        "{language}: {}",
+        shadows.stderr_text()
+    );
+    let leaves = session.run(turns.leaves).unwrap();
+    assert_eq!(
+        (leaves.exit_code, &*leaves.stdout_text()),
+        (0, ""),
+        "{language}: {}",
+        leaves.stderr_text()
+    );
+    assert_eq!(leaves.session, sandlot::SessionState::Open);
     let kept = session.run(turns.kept.0).unwrap();
     assert_eq!(kept.stdout_text(), turns.kept.1, "{}", kept.stderr_text());
     if let Some(code) = turns.upper {

@@ -139,7 +139,10 @@
       const at = item.indexOf('=');
       if (at > 0) {
         const key = item.slice(0, at);
-        saved.set(key, process.env[key]);
+        // The first value is the one to restore, whatever the run repeats.
+        if (!saved.has(key)) {
+          saved.set(key, process.env[key]);
+        }
         process.env[key] = item.slice(at + 1);
       }
     }

@@ -97,7 +97,8 @@ def _sandlot_kernel():
             if item:
                 key, _, value = item.partition(b"=")
                 key = os.fsdecode(key)
-                saved[key] = os.environ.get(key)
+                # The first value is the one to restore, whatever the run repeats.
+                saved.setdefault(key, os.environ.get(key))
                 os.environ[key] = os.fsdecode(value)
         return saved
 

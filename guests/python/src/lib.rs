@@ -168,7 +168,8 @@ const PRELUDE: &str = r#"def _sandlot_capture_plots(out):
             path = os.path.realpath(os.fspath(target))
         except TypeError:
             return False
-        return os.path.dirname(path).startswith(os.path.realpath(out))
+        real = os.path.realpath(out)
+        return os.path.commonpath([path, real]) == real
     def save_figures(*_args, **_kwargs):
         plt = sys.modules.get("matplotlib.pyplot")
         if plt is None:

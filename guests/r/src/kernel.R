@@ -32,10 +32,18 @@ local({
   }
   attach(kernel, name = "sandlot:kernel", warn.conflicts = FALSE)
 
+  # A read that a late interrupt (one meant for the cell that just ended) cuts short is
+  # tried again: between cells an interrupt has nothing to stop.
+  read_raw <- function(n) {
+    repeat {
+      got <- tryCatch(readBin(cells, "raw", n), interrupt = function(i) NULL)
+      if (!is.null(got)) return(got)
+    }
+  }
   read_exact <- function(n) {
     data <- raw(0)
     while (length(data) < n) {
-      chunk <- readBin(cells, "raw", n - length(data))
+      chunk <- read_raw(n - length(data))
       if (length(chunk) == 0) leave(0)
       data <- c(data, chunk)
     }
@@ -44,7 +52,7 @@ local({
   read_header <- function() {
     header <- raw(0)
     repeat {
-      byte <- readBin(cells, "raw", 1)
+      byte <- read_raw(1)
       if (length(byte) == 0) leave(0)
       if (byte == as.raw(10)) break
       header <- c(header, byte)
@@ -68,7 +76,8 @@ local({
       at <- regexpr("=", item, fixed = TRUE)
       if (at > 1) {
         key <- substr(item, 1, at - 1)
-        saved[[key]] <- Sys.getenv(key, unset = NA)
+        # The first value is the one to restore, whatever the run repeats.
+        if (!(key %in% names(saved))) saved[[key]] <- Sys.getenv(key, unset = NA)
         do.call(Sys.setenv, stats::setNames(list(substring(item, at + 1)), key))
       }
     }
@@ -97,7 +106,8 @@ local({
           message("Warning message:\n", conditionMessage(w))
           invokeRestart("muffleWarning")
         }),
-        sandlotExit = function(e) as.integer(e$status),
+        # `quit()` ends the cell, with status 0 too.
+        sandlotExit = function(e) structure(as.integer(e$status), exit = TRUE),
         error = function(e) {
           call <- conditionCall(e)
           # A `stop()` at the top of the cell was called by the kernel's `eval`.
@@ -110,7 +120,7 @@ local({
           message("Interrupted")
           130L
         })
-      if (status != 0L) return(status)
+      if (status != 0L || isTRUE(attr(status, "exit"))) return(as.integer(status))
     }
     0L
   }
@@ -118,21 +128,31 @@ local({
   report("ready")
   repeat {
     sizes <- read_header()
-    code <- rawToChar(read_exact(sizes[1]))
+    code <- read_exact(sizes[1])
     stdin <- read_exact(sizes[2])
     env <- read_exact(sizes[3])
     cwd <- rawToChar(read_exact(sizes[4]))
-    # An interrupt between cells has nothing to stop.
+    # An interrupt or an error outside the cell's own code (a NUL byte in it, a
+    # working directory that is gone) ends the cell, never the kernel.
     status <- tryCatch({
       saved <- apply_env(env)
       setwd(cwd)
-      status <- run_cell(code)
+      status <- run_cell(rawToChar(code))
       restore_env(saved)
       flush(stdout())
       flush(stderr())
       status
-    }, interrupt = function(i) 130L)
+    }, interrupt = function(i) 130L, error = function(e) {
+      message("Error: ", conditionMessage(e))
+      1L
+    })
     # As a process's exit status would be.
-    report(as.character(bitwAnd(status, 255L)))
+    repeat {
+      sent <- tryCatch({
+        report(as.character(bitwAnd(status, 255L)))
+        TRUE
+      }, interrupt = function(i) FALSE)
+      if (sent) break
+    }
   }
 })

@@ -61,12 +61,12 @@ pub(super) fn command(global: &Global, args: ReplArgs) -> Result<ExitCode> {
         terminal_input: std::io::stdin().is_terminal(),
         interrupted: Arc::new(AtomicBool::new(false)),
     };
+    // Ctrl-C while a cell runs must not kill sandlot with the sandbox open (a wasm
+    // workspace would be left behind); at the prompt the line editor reads it as a
+    // key, not a signal.
+    signal_hook::flag::register(signal_hook::consts::SIGINT, repl.interrupted.clone())
+        .context("cannot catch Ctrl-C")?;
     if repl.terminal_input {
-        // Ctrl-C while a cell runs must not kill sandlot with the sandbox open (a wasm
-        // workspace would be left behind); at the prompt the line editor reads it as a
-        // key, not a signal.
-        signal_hook::flag::register(signal_hook::consts::SIGINT, repl.interrupted.clone())
-            .context("cannot catch Ctrl-C")?;
         repl.terminal(&language)?;
     } else {
         repl.pipe()?;
@@ -129,10 +129,15 @@ impl Repl<'_> {
         Ok(())
     }
 
-    /// Runs one cell per line of standard input.
+    /// Runs one cell per line of standard input. Ctrl-C (SIGINT) lets the running
+    /// cell finish, then stops: the session closes and the exit status is 130.
     fn pipe(&mut self) -> Result<()> {
         for line in std::io::stdin().lock().lines() {
             if !self.cell(&line.context("cannot read standard input")?)? {
+                break;
+            }
+            if self.interrupted.load(Ordering::SeqCst) {
+                self.last = 130;
                 break;
             }
         }
@@ -165,7 +170,7 @@ impl Repl<'_> {
             }
         };
         self.after(&execution)?;
-        if self.interrupted.swap(false, Ordering::SeqCst) {
+        if self.terminal_input && self.interrupted.swap(false, Ordering::SeqCst) {
             eprintln!(
                 "sandlot: Ctrl-C does not stop a cell; it stops at its time limit (--timeout)"
             );

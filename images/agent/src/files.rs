@@ -135,7 +135,22 @@ pub fn clear(root: &Root, path: &str) -> Result<(), String> {
     let base = match root.dir(path) {
         Ok(dir) => dir,
         Err(e) if e.is_missing() => return Ok(()),
-        Err(e) => return Err(refused("clear", path)(e)),
+        Err(e) => {
+            // Code put a link or a file in the directory's place: that goes instead,
+            // and the directory is made again, empty.
+            let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
+            let gone = CString::new(name).ok().and_then(|name| {
+                let dir = root.dir(parent).ok()?;
+                beneath::remove_in(&dir, &name, false).ok()
+            });
+            return match gone {
+                Some(()) => root
+                    .make_dirs(path)
+                    .map(drop)
+                    .map_err(refused("clear", path)),
+                None => Err(refused("clear", path)(e)),
+            };
+        }
     };
     // `tree` lists a directory before those below it: the deepest are emptied first.
     for (rel, dir, items) in tree(base).iter().rev() {
@@ -302,9 +317,12 @@ mod tests {
         assert_eq!(read_file(&root, "elsewhere.txt", 10).unwrap(), b"stays");
         assert_eq!(fs::read(outside.join("kept.txt")).unwrap(), b"kept");
         clear(&root, "missing").unwrap();
-        // The directory to clear may not itself be a link.
-        std::os::unix::fs::symlink(&outside, dir.join("linked")).unwrap();
-        assert!(clear(&root, "linked").is_err());
+        // A link in the directory's place goes, never what it points to, and the
+        // directory is there again, empty.
+        fs::remove_dir(dir.join("output")).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("output")).unwrap();
+        clear(&root, "output").unwrap();
+        assert!(list(&root, "output").unwrap().is_empty());
         assert!(outside.join("kept.txt").exists());
     }
 

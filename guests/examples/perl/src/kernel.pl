@@ -9,6 +9,17 @@
 use strict;
 use warnings;
 
+# Compiled before the driver's own variables exist, so a cell cannot see them: it
+# reports what its eval left in $@, and stops the interrupt before returning.
+sub cell {
+    my ($code, $count) = @_;
+    # Evaluated in package main without strict, as a script would start.
+    eval "package main; no strict; no warnings;\n#line 1 \"<cell-$count>\"\n$code\n;1";
+    my $error = $@;
+    $main::__sandlot_running = 0;
+    return $error;
+}
+
 open(my $cells, '<&=', $ENV{SANDLOT_CELL_FD}) or die "no cell descriptor: $!\n";
 open(my $done, '>&=', $ENV{SANDLOT_DONE_FD}) or die "no done descriptor: $!\n";
 binmode $cells;
@@ -17,8 +28,9 @@ delete @ENV{qw(SANDLOT_CELL_FD SANDLOT_DONE_FD)};
 STDOUT->autoflush(1);
 STDERR->autoflush(1);
 
-my $running = 0;
-$SIG{INT} = sub { die "Interrupted\n" if $running };
+# A package variable, which `cell` can reach although it is compiled first.
+our $__sandlot_running = 0;
+$SIG{INT} = sub { die "Interrupted\n" if $__sandlot_running };
 # A cell's `exit` ends the cell; the kernel itself leaves through CORE::exit.
 BEGIN {
     *CORE::GLOBAL::exit = sub { die { sandlot_exit => (@_ ? $_[0] : 0) } };
@@ -32,12 +44,6 @@ sub exact {
         CORE::exit(0) unless $got;
     }
     return $data;
-}
-
-sub cell {
-    my ($code, $count) = @_;
-    # Evaluated in package main without strict, as a script would start.
-    return eval "package main; no strict; no warnings;\n#line 1 \"<cell-$count>\"\n$code\n;1";
 }
 
 # Bytes, not lines: a readline would name this handle in every later error message.
@@ -64,7 +70,8 @@ while (1) {
     for my $item (split /\0/, $env) {
         my ($key, $value) = split /=/, $item, 2;
         next unless defined $value && length $key;
-        $saved{$key} = $ENV{$key};
+        # The first value is the one to restore, whatever the run repeats.
+        $saved{$key} = $ENV{$key} unless exists $saved{$key};
         $ENV{$key} = $value;
     }
     my $status = 0;
@@ -73,11 +80,11 @@ while (1) {
         $status = 1;
     } else {
         open(local *STDIN, '<', \$stdin) or die;
-        $running = 1;
-        my $ok = cell($code, $count);
-        my $error = $@;
-        $running = 0;
-        if (!$ok) {
+        $__sandlot_running = 1;
+        # An interrupt that lands as the cell's eval returns dies here, not the kernel.
+        my $error = eval { cell($code, $count) } // $@;
+        $__sandlot_running = 0;
+        if (ref $error || length $error) {
             if (ref $error eq 'HASH' && exists $error->{sandlot_exit}) {
                 $status = $error->{sandlot_exit};
             } elsif ($error eq "Interrupted\n") {

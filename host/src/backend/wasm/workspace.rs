@@ -192,8 +192,21 @@ impl SandboxFiles for Workspace {
 
     fn clear(&mut self, path: &str) -> Result<()> {
         let Ok(dir) = self.dir(path) else {
-            // Missing, or a link the host does not follow: nothing of the workspace's.
-            return Ok(());
+            // Missing, or code put a link or a file in the directory's place: that goes
+            // instead (the handle removes a link itself, never what it points to), and
+            // the directory is made again, empty.
+            let place = Path::new(path);
+            return match self.root.symlink_metadata(place) {
+                Ok(_) => {
+                    self.root
+                        .remove_file(place)
+                        .map_err(|e| io_error(path, e))?;
+                    self.root
+                        .create_dir_all(place)
+                        .map_err(|e| io_error(path, e))
+                }
+                Err(_) => Ok(()),
+            };
         };
         let entries = dir.entries().map_err(|e| io_error(path, e))?;
         for entry in entries.flatten() {
@@ -253,6 +266,16 @@ mod tests {
         std::os::unix::fs::symlink(
             workspace.path().join("data"),
             workspace.path().join("output/data"),
+        )
+        .unwrap();
+        workspace.clear("output").unwrap();
+        assert_eq!(workspace.list("output").unwrap(), Vec::<String>::new());
+        assert_eq!(workspace.read("data/in.csv", 10).unwrap(), b"a,b\n");
+        // A link in the directory's place goes, and the directory is made again.
+        std::fs::remove_dir(workspace.path().join("output")).unwrap();
+        std::os::unix::fs::symlink(
+            workspace.path().join("data"),
+            workspace.path().join("output"),
         )
         .unwrap();
         workspace.clear("output").unwrap();
