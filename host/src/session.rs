@@ -318,14 +318,7 @@ impl Session {
             files: Vec::new(),
             commands,
         };
-        let before = match self.output.take() {
-            Some(snapshot) => snapshot,
-            None => self
-                .sandbox()?
-                .files()
-                .scan(Layout::OUTPUT)
-                .unwrap_or_default(),
-        };
+        let before = self.output_before_run()?;
         let timeout = options.timeout.unwrap_or(self.limits.timeout);
         let max_output = options.max_output.unwrap_or(self.limits.max_output);
         let started = Instant::now();
@@ -396,19 +389,15 @@ impl Session {
             Some(dir) => dir_path(dir)?,
             None => String::new(),
         };
-        let clear = self.earlier_output == EarlierOutput::Clear;
-        let remembered = self.output.take();
-        let sandbox = self.sandbox()?;
-        if clear {
-            sandbox.files().clear(Layout::OUTPUT)?;
-        }
-        // A run that completes is reported even if its output directory cannot be
-        // scanned (the code may have replaced it with a file or a link).
-        let before = match remembered {
-            _ if clear => Snapshot::default(),
-            Some(snapshot) => snapshot,
-            None => sandbox.files().scan(Layout::OUTPUT).unwrap_or_default(),
+        let before = match self.earlier_output {
+            EarlierOutput::Clear => {
+                self.output = None;
+                self.sandbox()?.files().clear(Layout::OUTPUT)?;
+                Snapshot::default()
+            }
+            EarlierOutput::Keep => self.output_before_run()?,
         };
+        let sandbox = self.sandbox()?;
         let started = Instant::now();
         let outcome = sandbox.run(RunRequest {
             workload,
@@ -504,6 +493,21 @@ impl Session {
         }
         self.plot_capture = true;
         Ok(())
+    }
+
+    /// The output directory as a run finds it: as the last run left it, if nothing
+    /// touched the sandbox since, or scanned. A run that completes is reported even if
+    /// the directory cannot be scanned (the code may have replaced it with a file or a
+    /// link).
+    fn output_before_run(&mut self) -> Result<Snapshot> {
+        match self.output.take() {
+            Some(snapshot) => Ok(snapshot),
+            None => Ok(self
+                .sandbox()?
+                .files()
+                .scan(Layout::OUTPUT)
+                .unwrap_or_default()),
+        }
     }
 
     /// Saves figures the run left open, as a program's exit would, with the
