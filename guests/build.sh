@@ -65,6 +65,7 @@ declare -A outputs=(
   [sandlot_fixture_badplan]=fixtures/badplan
   [sandlot_fixture_other_world]=fixtures/other-world
   [sandlot_fixture_future_api]=fixtures/future-api
+  [sandlot_fixture_tally_runtime]=fixtures/tally-runtime
 )
 
 stale=()

@@ -484,7 +484,7 @@ fn run_installs_a_missing_runtime_on_first_use() {
         stderr.contains("no javascript runtime installed yet"),
         "{stderr}"
     );
-    assert!(runtimes.join("quickjs/runtime.toml").is_file());
+    assert!(runtimes.join("quickjs.wasm").is_file());
     // The second run finds it.
     let (_, _, stderr) = run(&mut command);
     assert!(!stderr.contains("installing"), "{stderr}");

@@ -492,3 +492,168 @@ fn inspect_reports_what_a_component_declares() {
     let err = sandlot::plugin::inspect_file(Path::new("/nonexistent.wasm")).unwrap_err();
     assert!(err.to_string().contains("/nonexistent.wasm"), "{err}");
 }
+
+/// The JavaScript runtime `sandlot runtimes install javascript` built (tests/run.sh
+/// does it): a component of the runtime world, contract 0.2.
+fn installed_quickjs() -> std::path::PathBuf {
+    let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
+    let path = dirs.runtimes_dir().join("quickjs.wasm");
+    assert!(
+        path.is_file(),
+        "{} is missing: run `sandlot runtimes install javascript`",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn a_runtime_component_dropped_into_a_plugin_directory_runs_code() {
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(installed_quickjs(), plugins.path().join("my-js.wasm")).unwrap();
+    let runtimes = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let open = || {
+        let host = PluginHost::builder()
+            .plugin_dir(plugins.path())
+            .cache_dir(cache.path())
+            .load()
+            .unwrap();
+        assert!(matches!(
+            report(&host, "my-js.wasm").status,
+            PluginStatus::Runtime
+        ));
+        assert_eq!(report(&host, "my-js.wasm").kind, Some(PluginKind::Runtime));
+        sandlot::Sandlot::new(host, runtimes.path(), Some(cache.path().to_path_buf())).unwrap()
+    };
+
+    let sandlot = open();
+    // Nothing was compiled to find the runtime: that waits for the first lookup.
+    assert!(sandlot.wasm().needs_compile("javascript"));
+    let mut session = sandlot
+        .session("javascript")
+        .backend("wasm")
+        .open()
+        .unwrap();
+    assert_eq!(session.run("let n = 20").unwrap().exit_code, 0);
+    let out = session.run("n + 22").unwrap();
+    assert_eq!(out.stdout_text(), "42\n", "{}", out.stderr_text());
+    // Contract 0.2's set-env and set-cwd carry a run's environment and directory.
+    let out = session
+        .run_with(
+            "console.log(process.env.GREETING, process.cwd())",
+            sandlot::RunOptions {
+                env: vec![("GREETING".into(), "hello".into())],
+                workdir: Some("sub".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(out.stdout_text(), "hello /workspace/sub\n");
+    drop(session);
+
+    let found = sandlot.wasm().runtimes();
+    assert_eq!(found.len(), 1, "{found:?}");
+    let description = found[0].description.as_ref().unwrap();
+    assert_eq!(found[0].path, plugins.path().join("my-js.wasm"));
+    assert_eq!(description.id, "quickjs");
+    assert_eq!(description.languages, ["javascript"]);
+    assert_eq!(
+        description.kind,
+        sandlot::backend::wasm::RuntimeKind::Component {
+            api_version: "0.2.0".into()
+        }
+    );
+
+    // Another process finds what it serves in the cache, by content: no compile.
+    let again = open();
+    assert!(!again.wasm().needs_compile("javascript"));
+    assert!(again.wasm().runtimes()[0].compiled);
+    let noted = std::fs::read_dir(cache.path().join("runtime-info"))
+        .unwrap()
+        .count();
+    assert_eq!(noted, 1);
+}
+
+#[test]
+fn runtime_components_of_both_contracts_run_and_a_handler_among_them_is_skipped_clearly() {
+    use sandlot::backend::wasm::{RuntimeKind, WasmBackend};
+    use sandlot::backend::{Backend, Needs, RunRequest, SandboxSpec, Workload};
+    let plugins = plugin_dir(&[("fixtures/tally-runtime", "tally.wasm")]);
+    std::fs::copy(installed_quickjs(), plugins.path().join("quickjs.wasm")).unwrap();
+    // Dropped into the runtimes directory by mistake: a language handler.
+    let runtimes = tempfile::tempdir().unwrap();
+    std::fs::copy(component("examples/lua"), runtimes.path().join("lua.wasm")).unwrap();
+    let backend = WasmBackend::discover(
+        runtimes.path(),
+        &[
+            plugins.path().join("quickjs.wasm"),
+            plugins.path().join("tally.wasm"),
+        ],
+        None,
+    );
+
+    // 0.1: state kept between runs; no set-env, so a run's environment is refused.
+    let policy = sandlot::Policy::default();
+    let mut tally = backend
+        .open(&SandboxSpec::new("tally", "", &policy, 64 << 20))
+        .unwrap();
+    let run = |sandbox: &mut Box<dyn sandlot::backend::Sandbox>, code: &str| {
+        sandbox
+            .run(RunRequest::new(Workload::Code(code)))
+            .unwrap()
+            .exit_code
+    };
+    assert_eq!(run(&mut tally, "5"), 5);
+    assert_eq!(run(&mut tally, "10"), 15);
+    let env = [("A".to_string(), "1".to_string())];
+    let mut request = RunRequest::new(Workload::Code("1"));
+    request.env = &env;
+    let err = tally.run(request).unwrap_err().to_string();
+    assert!(err.contains("set-env"), "{err}");
+    // A trap ends that interpreter; the next run starts from a fresh one.
+    let trapped = tally.run(RunRequest::new(Workload::Code("trap"))).unwrap();
+    assert!(
+        matches!(trapped.session, sandlot::SessionState::Restarted { .. }),
+        "{trapped:?}"
+    );
+    assert_eq!(run(&mut tally, "2"), 2);
+
+    let kinds: Vec<_> = backend
+        .runtimes()
+        .into_iter()
+        .map(|found| {
+            (
+                found.path.file_name().unwrap().to_owned(),
+                found.description,
+            )
+        })
+        .collect();
+    let kind = |file: &str| {
+        kinds
+            .iter()
+            .find(|(name, _)| name == file)
+            .map(|(_, d)| d.clone())
+            .unwrap()
+    };
+    assert_eq!(
+        kind("tally.wasm").unwrap().kind,
+        RuntimeKind::Component {
+            api_version: "0.1.0".into()
+        }
+    );
+    assert!(kind("quickjs.wasm").is_ok());
+    let skipped = kind("lua.wasm").unwrap_err();
+    assert!(
+        skipped.contains("not a runtime component") && skipped.contains("handler@0.1.0"),
+        "{skipped}"
+    );
+    // Asked for a language nobody serves, the backend names what it skipped and why.
+    let refused = backend
+        .supports(&Needs::language("lua"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("lua.wasm") && refused.contains("not a runtime component"),
+        "{refused}"
+    );
+}

@@ -1,4 +1,4 @@
-// sandlot JavaScript runtime: implements sandlot:plugin/interpreter@0.1.0 on QuickJS
+// sandlot JavaScript runtime: implements sandlot:plugin/interpreter@0.2.0 on QuickJS
 // (componentize-qjs 0.4.5, --sync runtime).
 //
 // Things worth knowing (see also README section of the build report):
@@ -19,6 +19,8 @@ import stderrApi from "wasi:cli/stderr@0.2.4";
 import randomApi from "wasi:random/random@0.2.4";
 import { parse, Parser } from "acorn";
 
+// Replaced by `sandlot runtimes install javascript` with what it builds from.
+const SANDLOT_BUILD = 'quickjs (unversioned build)';
 const G = globalThis;
 const indirectEval = G.eval;
 const jsonStringify = JSON.stringify;
@@ -606,6 +608,8 @@ function toExitCode(c) {
   const n = Number(c);
   return Number.isFinite(n) ? n | 0 : 1;
 }
+// The host's workspace path; only reported (this runtime has no file system).
+let workingDirectory = '/workspace';
 let perfStart = 0; // set on the first run (the snapshot's clock is meaningless later)
 G.process = {
   argv: ['quickjs', 'main.js'],
@@ -627,7 +631,7 @@ G.process = {
   },
   get exitCode() { return pendingExitCode; },
   set exitCode(v) { pendingExitCode = v; },
-  cwd: () => '/',
+  cwd: () => workingDirectory,
   nextTick: (f, ...args) => { enqueue(() => f(...args)); },
   hrtime: Object.assign(
     (prev) => {
@@ -936,11 +940,24 @@ class Session {
       return exitNow !== null ? exitNow | 0 : 1;
     }
   }
+
+  setEnv(vars) {
+    for (const [name, value] of vars) G.process.env[name] = value;
+  }
+
+  setCwd(path) {
+    workingDirectory = String(path);
+  }
 }
 
 export const interpreter = {
   info() {
-    return { id: 'quickjs', languages: ['javascript'], version: 'quickjs' };
+    return {
+      id: 'quickjs',
+      languages: ['javascript'],
+      version: SANDLOT_BUILD,
+      bundled: [],
+    };
   },
   Session,
 };

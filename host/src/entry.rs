@@ -155,7 +155,11 @@ impl SandlotBuilder {
                     .value
             }
         };
-        let wasm = Arc::new(WasmBackend::discover(&runtimes_dir, self.cache_dir)?);
+        let wasm = Arc::new(WasmBackend::discover(
+            &runtimes_dir,
+            self.plugins.runtime_components(),
+            self.cache_dir,
+        ));
         let config = Arc::new(self.config);
         let engines = Arc::new(Engines {
             config: config.clone(),
@@ -278,7 +282,11 @@ impl Sandlot {
         runtimes_dir: &Path,
         cache_dir: Option<PathBuf>,
     ) -> Result<()> {
-        let wasm = Arc::new(WasmBackend::discover(runtimes_dir, cache_dir)?);
+        let wasm = Arc::new(WasmBackend::discover(
+            runtimes_dir,
+            self.plugins.runtime_components(),
+            cache_dir,
+        ));
         let slots = self
             .slots
             .iter()

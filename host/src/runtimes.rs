@@ -192,8 +192,8 @@ result = -1
 }
 
 /// Installs the runtime for `language` into `runtimes_dir`, reporting progress with
-/// `progress`. Returns the directory it was installed in. Already installed: nothing
-/// is fetched.
+/// `progress`. Returns where it was installed: Python's folder (a module with its
+/// `runtime.toml`), JavaScript's component file. Already installed: nothing is fetched.
 pub fn install(
     language: &str,
     runtimes_dir: &Path,
@@ -206,21 +206,21 @@ pub fn install(
             language: language.to_string(),
             known: KNOWN.iter().map(|k| k.language.to_string()).collect(),
         })?;
+    std::fs::create_dir_all(runtimes_dir)
+        .map_err(io(format!("cannot create {}", runtimes_dir.display())))?;
+    match known.language {
+        "python" => install_python_folder(known, runtimes_dir, &mut progress),
+        _ => install_javascript_file(known, runtimes_dir, &mut progress),
+    }
+}
+
+fn install_python_folder(
+    known: &KnownRuntime,
+    runtimes_dir: &Path,
+    progress: &mut impl FnMut(&str),
+) -> Result<PathBuf> {
     let target = runtimes_dir.join(known.name);
     let manifest_path = target.join("runtime.toml");
-    if known.language == "javascript" && manifest_path.is_file() {
-        // Built here from sandlot's own sources: other sources need another build.
-        let built = RuntimeManifest::read(&manifest_path).map(|m| m.version);
-        if built.as_ref().ok() != Some(&javascript_version()) {
-            progress(&format!(
-                "{} was built from other sources ({}); building it again",
-                known.name,
-                built.unwrap_or_else(|e| e.to_string())
-            ));
-            std::fs::remove_dir_all(&target)
-                .map_err(io(format!("cannot remove {}", target.display())))?;
-        }
-    }
     if manifest_path.is_file() {
         // Manifests are generated; bring one written by an older sandlot up to date.
         // Only its sha256 (of the installed module) is carried over.
@@ -233,11 +233,8 @@ pub fn install(
                 path: manifest_path.clone(),
                 reason: "no sha256; remove the runtime's folder and install it again".into(),
             })?;
-        let current = match known.language {
-            "python" => python_manifest(&sha256),
-            _ => javascript_manifest(&sha256),
-        };
-        if std::fs::read_to_string(&manifest_path).ok().as_deref() != Some(current.as_str()) {
+        let current = python_manifest(&sha256);
+        if text != current {
             std::fs::write(&manifest_path, &current)
                 .map_err(io(format!("cannot update {}", manifest_path.display())))?;
             progress(&format!("updated {}", manifest_path.display()));
@@ -250,17 +247,11 @@ pub fn install(
         ));
         return Ok(target);
     }
-    std::fs::create_dir_all(runtimes_dir)
-        .map_err(io(format!("cannot create {}", runtimes_dir.display())))?;
     let staging = runtimes_dir.join(format!(".{}.partial-{}", known.name, std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging)
         .map_err(io(format!("cannot create {}", staging.display())))?;
-    let result = match known.language {
-        "python" => install_python(&staging, &mut progress),
-        _ => install_javascript(&staging, &mut progress),
-    }
-    .and_then(|()| {
+    let result = install_python(&staging, progress).and_then(|()| {
         std::fs::rename(&staging, &target).map_err(io(format!(
             "cannot move the runtime into {}",
             target.display()
@@ -273,6 +264,57 @@ pub fn install(
             Err(error)
         }
     }
+}
+
+fn install_javascript_file(
+    known: &KnownRuntime,
+    runtimes_dir: &Path,
+    progress: &mut impl FnMut(&str),
+) -> Result<PathBuf> {
+    let target = runtimes_dir.join(format!("{}.wasm", known.name));
+    // Before contract 0.2 the component lived in a folder, with a runtime.toml.
+    let old = runtimes_dir.join(known.name);
+    if old.join("runtime.toml").is_file() {
+        progress(&format!(
+            "removing {}, built by an older sandlot for contract 0.1",
+            old.display()
+        ));
+        std::fs::remove_dir_all(&old).map_err(io(format!("cannot remove {}", old.display())))?;
+    }
+    let version = javascript_version();
+    if let Ok(bytes) = std::fs::read(&target) {
+        // Built here from sandlot's own sources, whose digest is part of the version
+        // the component carries: other sources need another build.
+        if contains(&bytes, version.as_bytes()) {
+            progress(&format!(
+                "{} is already installed as {}",
+                known.name,
+                target.display()
+            ));
+            return Ok(target);
+        }
+        progress(&format!(
+            "{} was built from other sources; building it again",
+            target.display()
+        ));
+    }
+    let staging = runtimes_dir.join(format!(".{}.partial-{}", known.name, std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging)
+        .map_err(io(format!("cannot create {}", staging.display())))?;
+    let result = install_javascript(&staging, &version, progress).and_then(|built| {
+        std::fs::rename(&built, &target).map_err(io(format!(
+            "cannot move the runtime to {}",
+            target.display()
+        )))
+    });
+    let _ = std::fs::remove_dir_all(&staging);
+    result.map(|()| target)
+}
+
+/// Whether `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
@@ -338,9 +380,27 @@ fn install_python(staging: &Path, progress: &mut impl FnMut(&str)) -> Result<()>
     std::fs::remove_dir_all(&download).map_err(io("cannot remove the download".into()))
 }
 
-fn install_javascript(staging: &Path, progress: &mut impl FnMut(&str)) -> Result<()> {
+/// Builds the component in `staging`; returns its path.
+fn install_javascript(
+    staging: &Path,
+    version: &str,
+    progress: &mut impl FnMut(&str),
+) -> Result<PathBuf> {
     let build = staging.join("build");
     for (path, contents) in JAVASCRIPT_SOURCES {
+        let contents = if *path == "runtime.js" {
+            // The version `info` reports, and `install` finds in the component.
+            let marker = "const SANDLOT_BUILD = 'quickjs (unversioned build)';";
+            if !contents.contains(marker) {
+                return Err(Error::RuntimeInstall {
+                    language: "javascript".into(),
+                    reason: "runtime.js has no SANDLOT_BUILD line to version the build".into(),
+                });
+            }
+            contents.replace(marker, &format!("const SANDLOT_BUILD = {version:?};"))
+        } else {
+            contents.to_string()
+        };
         let dest = build.join(path);
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent)
@@ -375,7 +435,7 @@ fn install_javascript(staging: &Path, progress: &mut impl FnMut(&str)) -> Result
         "npm ci",
     )?;
     progress("building the QuickJS runtime component");
-    let out = staging.join("js-runtime.wasm");
+    let out = staging.join("quickjs.wasm");
     let out_arg = out.to_string_lossy().into_owned();
     npm(
         &[
@@ -404,10 +464,15 @@ fn install_javascript(staging: &Path, progress: &mut impl FnMut(&str)) -> Result
             reason: "the build is not a runtime component".into(),
         });
     }
-    let sha256 = hex::encode(Sha256::digest(&bytes));
-    std::fs::write(staging.join("runtime.toml"), javascript_manifest(&sha256))
-        .map_err(io("cannot write runtime.toml".into()))?;
-    std::fs::remove_dir_all(&build).map_err(io("cannot remove the build directory".into()))
+    if !contains(&bytes, version.as_bytes()) {
+        return Err(Error::RuntimeInstall {
+            language: "javascript".into(),
+            reason: "the build does not carry its version; componentize-qjs changed how it \
+                     stores sources"
+                .into(),
+        });
+    }
+    Ok(out)
 }
 
 /// The JavaScript runtime's version: componentize-qjs's, and a digest of the sources
@@ -424,23 +489,6 @@ fn javascript_version() -> String {
     format!(
         "quickjs (componentize-qjs 0.4.5, sources {})",
         &digest[..12]
-    )
-}
-
-/// The manifest written next to the JavaScript runtime.
-fn javascript_manifest(sha256: &str) -> String {
-    let version = javascript_version();
-    format!(
-        r#"# Written by `sandlot runtimes install javascript`.
-id = "quickjs"
-languages = ["javascript"]
-version = "{version}"
-module = "js-runtime.wasm"
-sha256 = "{sha256}"
-protocol = "component"
-# Sets environment variables in a running interpreter; {{env}} is a JSON object.
-set_env = "Object.assign(process.env, {{env}});"
-"#
     )
 }
 
@@ -572,16 +620,22 @@ mod tests {
         assert_eq!(python.mounts.len(), 2);
         assert!(python.bundled.iter().any(|b| b == "scikit-learn"));
         assert_eq!(python.stubs[0].result, -1);
-        std::fs::write(&path, javascript_manifest(&sha)).unwrap();
-        let javascript = RuntimeManifest::read(&path).unwrap();
-        assert_eq!(javascript.languages, ["javascript"]);
-        // What `install` compares to decide whether the runtime must be built again.
-        assert_eq!(javascript.version, javascript_version());
-        assert!(
-            javascript.version.contains("sources "),
-            "{}",
-            javascript.version
+    }
+
+    #[test]
+    fn the_javascript_runtime_builds_on_the_contract_as_released() {
+        // deps/sandlot-plugin/plugin.wit is a copy: it must not drift from the contract.
+        let copy = JAVASCRIPT_SOURCES
+            .iter()
+            .find(|(path, _)| *path == "wit/deps/sandlot-plugin/plugin.wit")
+            .map(|(_, text)| *text);
+        assert_eq!(
+            copy,
+            Some(include_str!("../../wit/v0.2.0/plugin.wit")),
+            "copy wit/v0.2.0/plugin.wit to guests/javascript-runtime/wit/deps/sandlot-plugin/"
         );
+        // What `install` looks for in a built component to decide whether to rebuild.
+        assert!(javascript_version().contains("sources "));
     }
 
     #[test]

@@ -147,6 +147,14 @@ impl Service {
             .id
             .clone();
         if self.wants_wasm(request, &language) {
+            // Said before the lookup: a runtime component seen for the first time is
+            // compiled to learn what it serves.
+            let compiling = self.sandlot.wasm().needs_compile(&language);
+            if compiling {
+                progress(Progress::Compiling {
+                    language: language.clone(),
+                });
+            }
             if !self.sandlot.wasm().serves(&language) {
                 progress(Progress::Installing {
                     language: language.clone(),
@@ -157,7 +165,7 @@ impl Service {
                 self.sandlot
                     .rediscover_runtimes(self.dirs.runtimes_dir(), self.dirs.cache.value.clone())?;
             }
-            if self.sandlot.wasm().needs_compile(&language) {
+            if !compiling && self.sandlot.wasm().needs_compile(&language) {
                 progress(Progress::Compiling {
                     language: language.clone(),
                 });

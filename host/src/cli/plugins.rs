@@ -156,7 +156,10 @@ fn report_json(report: &PluginReport) -> serde_json::Value {
         }
         PluginStatus::Shadowed { by } => ("shadowed", Some(format!("by {by}"))),
         PluginStatus::Disabled => ("disabled", None),
-        PluginStatus::Unsupported(why) => ("unsupported", Some(why.clone())),
+        PluginStatus::Runtime => (
+            "runtime",
+            Some("used by the wasm backend; `sandlot runtimes list` shows what it serves".into()),
+        ),
         PluginStatus::Failed(error) => ("failed", Some(error.to_string())),
         _ => ("unknown", None),
     };
@@ -183,7 +186,9 @@ fn status_text(status: &PluginStatus) -> String {
         } => format!("active, replaces {old}"),
         PluginStatus::Shadowed { by } => format!("shadowed by {by}"),
         PluginStatus::Disabled => "disabled by its manifest".into(),
-        PluginStatus::Unsupported(why) => format!("not loaded: {why}"),
+        PluginStatus::Runtime => {
+            "runtime for the wasm backend (`sandlot runtimes list` shows what it serves)".into()
+        }
         PluginStatus::Failed(error) => format!("failed: {error}"),
         _ => "unknown".into(),
     }

@@ -26,12 +26,23 @@ pub(super) fn command(global: &Global, command: RuntimesCommand) -> Result<ExitC
     }
 }
 
+/// The wasm backend as a session would see it: the runtimes directory and the runtime
+/// components of every plugin directory.
+fn backend(dirs: &sandlot::dirs::Dirs) -> Result<WasmBackend> {
+    let plugins = sandlot::PluginHostBuilder::from_dirs(dirs).load()?;
+    Ok(WasmBackend::discover(
+        dirs.runtimes_dir(),
+        plugins.runtime_components(),
+        dirs.cache.value.clone(),
+    ))
+}
+
 fn install(global: &Global, language: &str) -> Result<ExitCode> {
     let dirs = global.dirs()?;
     let dir = dirs.runtimes_dir();
     let installed = sandlot::runtimes::install(language, dir, |step| eprintln!("sandlot: {step}"))?;
     eprintln!("sandlot: installed in {}", installed.display());
-    let backend = WasmBackend::discover(dir, dirs.cache.value.clone())?;
+    let backend = backend(&dirs)?;
     if backend.needs_compile(language) {
         eprintln!("sandlot: compiling the runtime once (CPython takes about 90 s on 2 cores)");
         let started = std::time::Instant::now();
@@ -46,35 +57,39 @@ fn install(global: &Global, language: &str) -> Result<ExitCode> {
 
 fn list(global: &Global) -> Result<ExitCode> {
     let dirs = global.dirs()?;
-    let dir = dirs.runtimes_dir();
-    let backend = WasmBackend::discover(dir, dirs.cache.value.clone())?;
+    let backend = backend(&dirs)?;
     let mut table = Table::new([
         "RUNTIME",
         "LANGUAGES",
         "VERSION",
-        "PROTOCOL",
+        "KIND",
         "COMPILED",
         "PATH",
     ]);
-    for (path, manifest) in backend.runtimes() {
-        let compiled = manifest
-            .languages
-            .first()
-            .is_some_and(|l| !backend.needs_compile(l));
-        table.row([
-            manifest.id.clone(),
-            manifest.languages.join(", "),
-            manifest.version.clone(),
-            format!("{:?}", manifest.protocol).to_lowercase(),
-            yes_no(compiled),
-            path.display().to_string(),
-        ]);
+    let found = backend.runtimes();
+    let mut skipped = Vec::new();
+    for runtime in &found {
+        match &runtime.description {
+            Ok(d) => table.row([
+                d.id.clone(),
+                d.languages.join(", "),
+                d.version.clone(),
+                d.kind.to_string(),
+                yes_no(runtime.compiled),
+                runtime.path.display().to_string(),
+            ]),
+            Err(reason) => skipped.push(format!("{}: {reason}", runtime.path.display())),
+        }
     }
     print!("{table}");
-    if backend.runtimes().next().is_none() {
+    for problem in &skipped {
+        eprintln!("sandlot: skipped {problem}");
+    }
+    if found.is_empty() {
         eprintln!(
-            "sandlot: no runtimes in {}; install one with `sandlot runtimes install python`",
-            dir.display()
+            "sandlot: no runtimes in {} or the plugin directories; install one with \
+             `sandlot runtimes install python`",
+            dirs.runtimes_dir().display()
         );
     }
     Ok(ExitCode::SUCCESS)

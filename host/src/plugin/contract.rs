@@ -11,8 +11,7 @@ use std::fmt;
 use wasmparser::{Encoding, Parser, Payload};
 
 /// Versions of the `sandlot:plugin` WIT package this host loads, oldest first.
-/// Language handlers may be built for any of them; runtimes for
-/// [`PluginKind::api_versions`] of [`PluginKind::Runtime`].
+/// Language handlers and runtimes may be built for any of them.
 pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
 
 /// The WIT package every plugin exports from.
@@ -33,7 +32,7 @@ impl PluginKind {
     pub fn api_versions(self) -> &'static [&'static str] {
         match self {
             PluginKind::LanguageHandler => SUPPORTED_API_VERSIONS,
-            PluginKind::Runtime => &["0.1.0"],
+            PluginKind::Runtime => SUPPORTED_API_VERSIONS,
         }
     }
 }

@@ -39,9 +39,10 @@ pub enum PluginStatus {
     },
     /// Its manifest says `enabled = false`.
     Disabled,
-    /// Recognised, but not used from here (a runtime component belongs in the
-    /// runtimes directory, with a `runtime.toml`).
-    Unsupported(String),
+    /// A runtime component: handed to the wasm backend, which asks it what it serves
+    /// when a session first needs a language no runtime before it serves
+    /// (`sandlot runtimes list` shows what it said).
+    Runtime,
     /// It could not be loaded.
     Failed(Error),
 }
@@ -172,6 +173,7 @@ impl PluginHostBuilder {
             handlers: Vec::new(),
             by_id: HashMap::new(),
             reports: Vec::new(),
+            runtimes: Vec::new(),
         };
         if self.builtins {
             for (name, bytes) in builtin::HANDLERS {
@@ -211,6 +213,8 @@ pub struct PluginHost {
     /// Language id → index into `handlers`.
     by_id: HashMap<String, usize>,
     reports: Vec<PluginReport>,
+    /// Runtime components found in plugin directories, in load order.
+    runtimes: Vec<PathBuf>,
 }
 
 impl PluginHost {
@@ -261,11 +265,23 @@ impl PluginHost {
         &self.reports
     }
 
+    /// The runtime components found in the plugin directories, in load order (the
+    /// last takes precedence), for the wasm backend
+    /// ([`crate::backend::wasm::WasmBackend::discover`]).
+    pub fn runtime_components(&self) -> &[PathBuf] {
+        &self.runtimes
+    }
+
     fn add(&mut self, loaded: Loaded) {
         let Loaded {
             mut report,
             handler,
         } = loaded;
+        if let (PluginStatus::Runtime, PluginSource::File { path }) =
+            (&report.status, &report.source)
+        {
+            self.runtimes.push(path.clone());
+        }
         if let Some(handler) = handler {
             let id = handler.info().id.clone();
             let replaces = match self.by_id.get(&id) {
@@ -348,11 +364,7 @@ fn load_plugin(
         };
     }
     if inspection.kind == PluginKind::Runtime {
-        report.status = PluginStatus::Unsupported(
-            "runtime components run from the runtimes directory, each in a folder with a \
-             runtime.toml (see `sandlot runtimes list`); one in a plugin directory is not used"
-                .into(),
-        );
+        report.status = PluginStatus::Runtime;
         report.load_time = started.elapsed();
         return Loaded {
             report,

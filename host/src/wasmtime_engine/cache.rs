@@ -185,6 +185,26 @@ impl ComponentCache {
         )
     }
 
+    /// The SHA-256 (hex) of the file at `path`, from its stamp when the file has not
+    /// changed since it was last hashed.
+    pub(crate) fn file_sha256(&self, path: &Path) -> std::result::Result<String, FileLoadError> {
+        FileContent::open(self, path).map(|content| content.sha256)
+    }
+
+    /// A small record kept beside the artifacts under `kind/key` (what a runtime
+    /// component says about itself, keyed by its content), if the cache holds one.
+    pub(crate) fn note(&self, kind: &str, key: &str) -> Option<Vec<u8>> {
+        std::fs::read(self.dir.as_ref()?.join(kind).join(key)).ok()
+    }
+
+    /// Keeps a record under `kind/key`; a cache that cannot be written keeps nothing.
+    pub(crate) fn keep_note(&self, kind: &str, key: &str, bytes: &[u8]) {
+        if let Some(dir) = &self.dir {
+            let dir = dir.join(kind);
+            let _ = store(&dir, &dir.join(key), bytes);
+        }
+    }
+
     /// Whether the file at `path` is compiled in the cache already, so loading it is
     /// fast. Hashes the file if its stamp is stale.
     pub(crate) fn has_file<A: Compiled>(&self, engine: &Engine, path: &Path) -> bool {

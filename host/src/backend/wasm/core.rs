@@ -271,7 +271,7 @@ impl Interpreter for ModuleInterpreter {
     fn run(&mut self, code: &str, timeout: Duration) -> Ran {
         match self.protocol {
             Protocol::Command => self.command(code, timeout),
-            Protocol::Turn | Protocol::Component => self.turn(code, timeout),
+            Protocol::Turn => self.turn(code, timeout),
         }
     }
 }

@@ -13,6 +13,7 @@
 //! are gone, files stay.
 
 mod capture;
+mod catalog;
 mod component;
 mod core;
 mod input;
@@ -25,18 +26,18 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::wasmtime_engine::cache::{ComponentCache, FileLoadError};
-use crate::wasmtime_engine::{self as engine};
+use crate::wasmtime_engine::cache::ComponentCache;
 use capture::{Capture, Captured};
-use component::{ComponentInterpreter, ComponentRuntime};
+use catalog::{Catalog, Prepared};
+pub use catalog::{FoundRuntime, RuntimeDescription, RuntimeKind};
+use component::ComponentInterpreter;
 use input::Feed;
-use module::{Protocol, RuntimeManifest};
+use module::Protocol;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
-use wasmtime::component::Component;
-use wasmtime::{InstancePre, Module, Trap};
+use wasmtime::Trap;
 use wasmtime_wasi::I32Exit;
 use workspace::Workspace;
 
@@ -124,6 +125,18 @@ fn exited(error: wasmtime::Error, memory_hit: bool, ends_interpreter: bool) -> R
 trait Interpreter: Send {
     /// Runs `code` with a wall-clock limit; output goes to the sandbox's [`Stdio`].
     fn run(&mut self, code: &str, timeout: Duration) -> Ran;
+
+    /// Sets environment variables through the runtime's own export; `None` when it has
+    /// none (the host then uses the manifest's `set_env` code, if any).
+    fn set_env(&mut self, _env: &[(String, String)]) -> Option<std::result::Result<(), String>> {
+        None
+    }
+
+    /// Changes the working directory through the runtime's own export; `None` when it
+    /// has none (the host then uses the manifest's `set_cwd` code, if any).
+    fn set_cwd(&mut self, _path: &str) -> Option<std::result::Result<(), String>> {
+        None
+    }
 }
 
 /// A sandbox's standard streams, shared by every interpreter it starts.
@@ -155,157 +168,67 @@ impl Stdio {
     }
 }
 
-/// A runtime compiled and linked, ready to instantiate.
-#[derive(Clone)]
-enum Prepared {
-    Module(Arc<InstancePre<core::ModuleState>>),
-    Component(Arc<ComponentRuntime>),
-}
-
-/// A runtime found on disk, compiled on first use.
-struct RuntimeEntry {
-    dir: PathBuf,
-    manifest: RuntimeManifest,
-    prepared: Mutex<Option<Prepared>>,
-}
-
 /// The wasm backend and the runtimes it knows.
 pub struct WasmBackend {
-    runtimes: Vec<RuntimeEntry>,
-    cache: ComponentCache,
+    catalog: Catalog,
 }
 
 impl std::fmt::Debug for WasmBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WasmBackend")
-            .field(
-                "runtimes",
-                &self
-                    .runtimes
-                    .iter()
-                    .map(|r| &r.manifest.id)
-                    .collect::<Vec<_>>(),
-            )
-            .finish_non_exhaustive()
+        f.debug_struct("WasmBackend").finish_non_exhaustive()
     }
 }
 
 impl WasmBackend {
-    /// Finds the runtimes installed under `runtimes_dir` (one folder each, with a
-    /// `runtime.toml`). Compiles nothing yet. A broken manifest is an error naming it.
-    pub fn discover(runtimes_dir: &Path, cache_dir: Option<PathBuf>) -> Result<WasmBackend> {
-        let mut runtimes = Vec::new();
-        if let Ok(entries) = std::fs::read_dir(runtimes_dir) {
-            let mut dirs: Vec<_> = entries.flatten().map(|e| e.path()).collect();
-            dirs.sort();
-            for dir in dirs {
-                let path = dir.join("runtime.toml");
-                if path.is_file() {
-                    let manifest = RuntimeManifest::read(&path)?;
-                    runtimes.push(RuntimeEntry {
-                        dir,
-                        manifest,
-                        prepared: Mutex::new(None),
-                    });
-                }
-            }
+    /// Finds the runtimes: `components` (runtime components from plugin directories,
+    /// in load order: the last one takes precedence), then the runtimes directory's
+    /// `*.wasm` components and its folders with a `runtime.toml`. Compiles nothing: a
+    /// component is compiled when a lookup first reaches it, and what it serves is
+    /// remembered by content in `cache_dir`. A runtime that cannot be used (a broken
+    /// manifest, a component of another world) is skipped, and
+    /// [`WasmBackend::runtimes`] and the backend's refusals say why.
+    pub fn discover(
+        runtimes_dir: &Path,
+        components: &[PathBuf],
+        cache_dir: Option<PathBuf>,
+    ) -> WasmBackend {
+        WasmBackend {
+            catalog: Catalog::discover(runtimes_dir, components, ComponentCache::new(cache_dir)),
         }
-        Ok(WasmBackend {
-            runtimes,
-            cache: ComponentCache::new(cache_dir),
-        })
     }
 
-    /// The manifests of the runtimes found, with their directories.
-    pub fn runtimes(&self) -> impl Iterator<Item = (&Path, &RuntimeManifest)> {
-        self.runtimes.iter().map(|r| (r.dir.as_path(), &r.manifest))
+    /// Every runtime found, in order of precedence, with what it serves or why it is
+    /// skipped. Describes components not described before, which compiles them.
+    pub fn runtimes(&self) -> Vec<FoundRuntime> {
+        self.catalog.list()
+    }
+
+    /// The runtime that serves `language`, if one does.
+    pub fn runtime_for(&self, language: &str) -> Option<&RuntimeDescription> {
+        self.catalog.find(language).ok().map(|(_, d)| d)
     }
 
     /// Whether a runtime for `language` is installed.
     pub fn serves(&self, language: &str) -> bool {
-        self.entry(language).is_some()
+        self.runtime_for(language).is_some()
     }
 
-    /// Whether the runtime for `language` still has to be compiled (slow: CPython
+    /// Whether using the runtime for `language` still means compiling (slow: CPython
     /// takes about two minutes on two cores), so a caller can say so first.
     pub fn needs_compile(&self, language: &str) -> bool {
-        self.entry(language).is_some_and(|entry| {
-            let engine = engine::shared();
-            let path = entry.dir.join(&entry.manifest.module);
-            let cached = match entry.manifest.protocol {
-                Protocol::Component => self.cache.has_file::<Component>(engine, &path),
-                Protocol::Turn | Protocol::Command => self.cache.has_file::<Module>(engine, &path),
-            };
-            let prepared = entry.prepared.lock().unwrap_or_else(|e| e.into_inner());
-            prepared.is_none() && !cached
-        })
+        self.catalog.needs_compile(language)
     }
 
     /// Compiles (or loads from the cache) the runtime for `language` now rather than
     /// at the first session.
     pub fn precompile(&self, language: &str) -> Result<()> {
-        let entry = self
-            .entry(language)
-            .ok_or_else(|| Error::RuntimeNotInstalled {
+        let (entry, _) = self
+            .catalog
+            .find(language)
+            .map_err(|_| Error::RuntimeNotInstalled {
                 language: language.to_string(),
             })?;
-        self.prepare(entry).map(|_| ())
-    }
-
-    fn entry(&self, language: &str) -> Option<&RuntimeEntry> {
-        self.runtimes
-            .iter()
-            .find(|r| r.manifest.languages.iter().any(|l| l == language))
-    }
-
-    /// Compiles (or loads from the cache) and links the runtime, once per process.
-    /// The cache is keyed by the bytes on disk, which must match the manifest's hash.
-    fn prepare(&self, entry: &RuntimeEntry) -> Result<Prepared> {
-        let mut prepared = entry.prepared.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(ready) = &*prepared {
-            return Ok(ready.clone());
-        }
-        let failed = |reason: String| Error::Runtime {
-            runtime: entry.manifest.id.clone(),
-            reason,
-        };
-        let engine = engine::shared();
-        let path = entry.dir.join(&entry.manifest.module);
-        let claimed = Some(entry.manifest.sha256.as_str());
-        let cannot_load = |e: FileLoadError| match e {
-            FileLoadError::HashMismatch { claimed, actual } => Error::HashMismatch {
-                path: path.clone(),
-                claimed,
-                actual,
-            },
-            other => failed(format!("cannot load {}: {other}", path.display())),
-        };
-        let ready = match entry.manifest.protocol {
-            Protocol::Component => {
-                let (component, _) = self
-                    .cache
-                    .load_file::<Component>(engine, &path, claimed)
-                    .map_err(cannot_load)?;
-                Prepared::Component(Arc::new(ComponentRuntime::new(&component).map_err(
-                    |e| {
-                        failed(format!(
-                            "does not match the sandlot:plugin runtime contract: {e:#}"
-                        ))
-                    },
-                )?))
-            }
-            Protocol::Turn | Protocol::Command => {
-                let (module, _) = self
-                    .cache
-                    .load_file::<Module>(engine, &path, claimed)
-                    .map_err(cannot_load)?;
-                Prepared::Module(Arc::new(
-                    core::link(&module, &entry.manifest).map_err(|e| failed(format!("{e:#}")))?,
-                ))
-            }
-        };
-        *prepared = Some(ready.clone());
-        Ok(ready)
+        self.catalog.prepare(entry).map(|_| ())
     }
 }
 
@@ -315,9 +238,12 @@ impl Backend for WasmBackend {
     }
 
     fn capabilities(&self, language: &str) -> Capabilities {
-        let persistent = self
-            .entry(language)
-            .is_some_and(|e| e.manifest.protocol != Protocol::Command);
+        let persistent = self.runtime_for(language).is_some_and(|d| {
+            d.kind
+                != RuntimeKind::Module {
+                    protocol: Protocol::Command,
+                }
+        });
         let mut capabilities = vec![Capability::MemoryLimit];
         if persistent {
             capabilities.push(Capability::PersistentState);
@@ -326,41 +252,51 @@ impl Backend for WasmBackend {
     }
 
     fn supports(&self, needs: &Needs<'_>) -> std::result::Result<(), Unsuitable> {
-        let Some(entry) = self.entry(needs.language) else {
-            return Err(Unsuitable(format!(
-                "no WebAssembly runtime for `{}` is installed (`sandlot runtimes install` has \
-                 python and javascript)",
-                needs.language
-            )));
+        let description = match self.catalog.find(needs.language) {
+            Ok((_, description)) => description,
+            Err(problems) => {
+                let mut reason = format!(
+                    "no WebAssembly runtime for `{}` is installed (`sandlot runtimes install` \
+                     has python and javascript; a runtime component can be dropped into a \
+                     plugin directory)",
+                    needs.language
+                );
+                if !problems.is_empty() {
+                    reason.push_str(&format!("; skipped: {}", problems.join("; ")));
+                }
+                return Err(Unsuitable(reason));
+            }
         };
         if let Some(image) = needs.image {
             return Err(Unsuitable(format!(
                 "it runs no container images, and the session asks for `{image}`"
             )));
         }
-        let missing = module::missing(&entry.manifest.bundled, needs.libraries);
+        let missing = module::missing(&description.bundled, needs.libraries);
         if !missing.is_empty() {
             return Err(Unsuitable(format!(
                 "it cannot install {}: the {} runtime has only the libraries it bundles \
                  (`sandlot runtimes list` shows it)",
                 missing.join(", "),
-                entry.manifest.id
+                description.id
             )));
         }
         check_capabilities(needs, &self.capabilities(needs.language))
     }
 
     fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
-        let entry = self
-            .entry(spec.language)
-            .ok_or_else(|| Error::RuntimeNotInstalled {
-                language: spec.language.to_string(),
-            })?;
-        let prepared = self.prepare(entry)?;
+        let (entry, description) =
+            self.catalog
+                .find(spec.language)
+                .map_err(|_| Error::RuntimeNotInstalled {
+                    language: spec.language.to_string(),
+                })?;
+        let prepared = self.catalog.prepare(entry)?;
+        let manifest = entry.manifest().cloned();
         // Module runtimes get a TMPDIR inside the workspace; components have none.
-        let workspace = Workspace::new(entry.manifest.protocol != Protocol::Component)?;
-        let manifest = entry.manifest.clone();
-        let runtime_dir = entry.dir.clone();
+        let workspace = Workspace::new(manifest.is_some())?;
+        let runtime_dir = entry.path().to_path_buf();
+        let id = description.id.clone();
         let memory = spec.memory;
         let workspace_path = workspace.path().to_path_buf();
         // The environment every interpreter starts with, in increasing precedence: the
@@ -369,41 +305,55 @@ impl Backend for WasmBackend {
             ("HOME".into(), Layout::WORKSPACE.into()),
             ("PWD".into(), Layout::WORKSPACE.into()),
         ];
-        if manifest.protocol != Protocol::Component {
+        if let Some(manifest) = &manifest {
             env.push(("TMPDIR".into(), format!("{}/.tmp", Layout::WORKSPACE)));
+            env.extend(manifest.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
-        env.extend(manifest.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let templates = Templates {
+            set_env: manifest.as_ref().and_then(|m| m.set_env.clone()),
+            set_cwd: manifest.as_ref().and_then(|m| m.set_cwd.clone()),
+        };
+        let one_shot = manifest
+            .as_ref()
+            .is_some_and(|m| m.protocol == Protocol::Command);
+        let runtime_id = id.clone();
         let start: Starter = Box::new(move |stdio: &Stdio, extra: &[(String, String)]| {
             let mut env = env.clone();
             env.extend(extra.iter().cloned());
-            Ok(match &prepared {
-                Prepared::Module(pre) => Box::new(core::ModuleInterpreter::start(
+            Ok(match (&prepared, &manifest) {
+                (Prepared::Module(pre), Some(manifest)) => Box::new(core::ModuleInterpreter::start(
                     pre.clone(),
-                    &manifest,
+                    manifest,
                     &runtime_dir,
                     env,
                     &workspace_path,
                     memory,
                     stdio.clone(),
-                )?) as Box<dyn Interpreter>,
-                Prepared::Component(runtime) => Box::new(ComponentInterpreter::start(
+                )?)
+                    as Box<dyn Interpreter>,
+                (Prepared::Component(runtime), _) => Box::new(ComponentInterpreter::start(
                     runtime,
-                    &manifest.id,
+                    &runtime_id,
                     &env,
                     &workspace_path,
                     memory,
                     stdio,
                 )?),
+                (Prepared::Module(_), None) => {
+                    return Err(Error::Runtime {
+                        runtime: runtime_id.clone(),
+                        reason: "a module runtime without its manifest".into(),
+                    })
+                }
             })
         });
         let stdio = Stdio::new();
         let interpreter = start(&stdio, &[])?;
         Ok(Box::new(WasmSandbox {
             name: format!("wasm-{}", owner::sandbox_id()),
-            runtime: entry.manifest.id.clone(),
-            protocol: entry.manifest.protocol,
-            set_env: entry.manifest.set_env.clone(),
-            set_cwd: entry.manifest.set_cwd.clone(),
+            runtime: id,
+            one_shot,
+            templates,
             workspace,
             stdio,
             interpreter: Some(interpreter),
@@ -414,6 +364,15 @@ impl Backend for WasmBackend {
     }
 }
 
+/// Code a module runtime's manifest gives for what a 0.2 component does through its
+/// exports (see [`module::RuntimeManifest::set_env`]).
+struct Templates {
+    /// Sets environment variables, `{env}` standing for a JSON object.
+    set_env: Option<String>,
+    /// Changes the working directory, `{cwd}` standing for a JSON string.
+    set_cwd: Option<String>,
+}
+
 /// Starts an interpreter with the sandbox's streams and extra environment.
 type Starter = Box<dyn Fn(&Stdio, &[(String, String)]) -> Result<Box<dyn Interpreter>> + Send>;
 
@@ -421,13 +380,9 @@ type Starter = Box<dyn Fn(&Stdio, &[(String, String)]) -> Result<Box<dyn Interpr
 struct WasmSandbox {
     name: String,
     runtime: String,
-    protocol: Protocol,
-    /// Code that sets environment variables in a running interpreter, with `{env}`
-    /// standing for a JSON object (see [`RuntimeManifest::set_env`]).
-    set_env: Option<String>,
-    /// Code that changes the interpreter's working directory, with `{cwd}` standing
-    /// for a JSON string (see [`RuntimeManifest::set_cwd`]).
-    set_cwd: Option<String>,
+    /// A fresh instance per run (a `command` module): nothing persists.
+    one_shot: bool,
+    templates: Templates,
     workspace: Workspace,
     stdio: Stdio,
     interpreter: Option<Box<dyn Interpreter>>,
@@ -451,25 +406,35 @@ impl WasmSandbox {
         if env == self.env.as_slice() {
             return Ok(());
         }
-        if self.protocol == Protocol::Command {
+        if self.one_shot {
             // A fresh instance per run: it simply starts with this environment.
             self.interpreter = Some((self.start)(&self.stdio, env)?);
             self.env = env.to_vec();
             return Ok(());
         }
-        let Some(template) = self.set_env.clone() else {
-            return Err(self.failed(
-                "this runtime cannot change its environment once started (its runtime.toml \
-                 has no `set_env`); open the session with its environment instead"
-                    .into(),
-            ));
-        };
-        let object: serde_json::Map<String, serde_json::Value> = env
-            .iter()
-            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-            .collect();
-        let code = template.replace("{env}", &serde_json::Value::Object(object).to_string());
-        self.hook(&code, "setting the environment")?;
+        let native = self.interpreter.as_mut().and_then(|i| i.set_env(env));
+        match (native, self.templates.set_env.clone()) {
+            (Some(answer), _) => answer.map_err(|reason| {
+                self.failed(format!("setting the environment failed: {reason}"))
+            })?,
+            (None, Some(template)) => {
+                let object: serde_json::Map<String, serde_json::Value> = env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect();
+                let code =
+                    template.replace("{env}", &serde_json::Value::Object(object).to_string());
+                self.hook(&code, "setting the environment")?;
+            }
+            (None, None) => {
+                return Err(self.failed(
+                    "this runtime cannot change its environment once started (a 0.1 runtime \
+                     component has no `set-env`, its runtime.toml no `set_env`); open the \
+                     session with its environment instead"
+                        .into(),
+                ))
+            }
+        }
         self.env = env.to_vec();
         Ok(())
     }
@@ -480,17 +445,16 @@ impl WasmSandbox {
         if workdir == self.cwd {
             return Ok(());
         }
-        let Some(template) = self
-            .set_cwd
-            .clone()
-            .filter(|_| self.protocol != Protocol::Command)
-        else {
-            return Err(self.failed(
-                "this runtime cannot run in another working directory (its runtime.toml has \
-                 no `set_cwd`)"
+        let cannot = |sandbox: &Self| {
+            sandbox.failed(
+                "this runtime cannot run in another working directory (a 0.1 runtime \
+                 component has no `set-cwd`, its runtime.toml no `set_cwd`)"
                     .into(),
-            ));
+            )
         };
+        if self.one_shot {
+            return Err(cannot(self));
+        }
         // Made if missing, as writing a plan's files there would on other backends.
         self.workspace.create_dir_all(workdir)?;
         let path = if workdir.is_empty() {
@@ -498,8 +462,17 @@ impl WasmSandbox {
         } else {
             format!("{}/{workdir}", Layout::WORKSPACE)
         };
-        let code = template.replace("{cwd}", &serde_json::Value::String(path).to_string());
-        self.hook(&code, "changing the working directory")?;
+        let native = self.interpreter.as_mut().and_then(|i| i.set_cwd(&path));
+        match (native, self.templates.set_cwd.clone()) {
+            (Some(answer), _) => answer.map_err(|reason| {
+                self.failed(format!("changing the working directory failed: {reason}"))
+            })?,
+            (None, Some(template)) => {
+                let code = template.replace("{cwd}", &serde_json::Value::String(path).to_string());
+                self.hook(&code, "changing the working directory")?;
+            }
+            (None, None) => return Err(cannot(self)),
+        }
         self.cwd = workdir.to_string();
         Ok(())
     }
@@ -554,7 +527,7 @@ impl Sandbox for WasmSandbox {
         }
         self.apply_env(request.env)?;
         self.apply_cwd(request.workdir)?;
-        if self.protocol == Protocol::Command {
+        if self.one_shot {
             // Written through the workspace's handle: the guest may have left a link
             // where the file goes.
             self.workspace.write(".sandlot/code", code.as_bytes())?;
@@ -579,7 +552,7 @@ impl Sandbox for WasmSandbox {
             ..Outcome::default()
         };
         let flooded = stdout.flooded || stderr.flooded;
-        let persistent = self.protocol != Protocol::Command;
+        let persistent = !self.one_shot;
         let limit = request.timeout;
         let stopped = match ran {
             Ran::Returned { exit_code, quit } => {

@@ -16,8 +16,8 @@
 //! argv = ["python"]
 //! # Code run once when a session opens (turn protocol).
 //! setup = "import os; os.chdir('/workspace')"
-//! # Code that sets environment variables in a running interpreter (turn and
-//! # component protocols), with {env} standing for a JSON object of them.
+//! # Code that sets environment variables in a running interpreter (turn protocol),
+//! # with {env} standing for a JSON object of them.
 //! set_env = "import os; os.environ.update({env})"
 //! # Code that changes the working directory of a running interpreter, with {cwd}
 //! # standing for a JSON string (an absolute guest path).
@@ -51,9 +51,6 @@ pub enum Protocol {
     Turn,
     /// A command run once per piece of code.
     Command,
-    /// A component of the `sandlot:plugin/runtime` world: one instance and one
-    /// `session` resource per session.
-    Component,
 }
 
 /// A read-only mount of the runtime's own files.
@@ -102,13 +99,13 @@ pub struct RuntimeManifest {
     #[serde(default)]
     pub setup: Option<String>,
     /// Code that sets environment variables in a running interpreter, `{env}`
-    /// standing for a JSON object of them (turn and component). Without it, a run
-    /// cannot bring its own environment.
+    /// standing for a JSON object of them (turn). Without it, a run cannot bring its
+    /// own environment.
     #[serde(default)]
     pub set_env: Option<String>,
     /// Code that changes the working directory of a running interpreter, `{cwd}`
-    /// standing for a JSON string (turn and component). Without it, every run works
-    /// in the workspace.
+    /// standing for a JSON string (turn). Without it, every run works in the
+    /// workspace.
     #[serde(default)]
     pub set_cwd: Option<String>,
     /// Environment every instance gets (nothing is inherited from the host).
@@ -154,6 +151,17 @@ impl RuntimeManifest {
             reason,
         };
         let text = std::fs::read_to_string(path).map_err(|e| invalid(e.to_string()))?;
+        let protocol = toml::from_str::<toml::Table>(&text)
+            .ok()
+            .and_then(|t| Some(t.get("protocol")?.as_str()? == "component"));
+        if protocol == Some(true) {
+            return Err(invalid(
+                "runtime components take no runtime.toml: drop the .wasm itself into the \
+                 runtimes directory or a plugin directory (sandlot's own JavaScript runtime: \
+                 run `sandlot runtimes install javascript` again)"
+                    .into(),
+            ));
+        }
         let manifest: RuntimeManifest =
             toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         if manifest.protocol == Protocol::Command
@@ -208,6 +216,16 @@ mod tests {
         let err = RuntimeManifest::read(&path).unwrap_err().to_string();
         assert!(
             err.contains("{file}") && err.contains("runtime.toml"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn component_manifests_say_where_components_go_now() {
+        let (_dir, path) = write(&format!("{BASE}protocol = \"component\"\n"));
+        let err = RuntimeManifest::read(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("runtimes install javascript") && err.contains("no runtime.toml"),
             "{err}"
         );
     }
