@@ -663,3 +663,45 @@ fn repl_runs_piped_cells_in_one_session() {
     assert_ne!(code, Some(0));
     assert!(stderr.contains("cobol"), "{stderr}");
 }
+
+#[test]
+fn a_pool_from_the_config_serves_the_run_and_leaves_nothing_behind() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("sandlot.toml"),
+        "[pool.wasm]\nmin_idle = 2\nmax_size = 3\n",
+    )
+    .unwrap();
+    let tmp = home.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    // Long enough for the pool to warm two more sandboxes while it runs.
+    let mut command = sandlot_run(
+        home.path(),
+        &[
+            "--backend",
+            "wasm",
+            "-l",
+            "python",
+            "-c",
+            "import time\ntime.sleep(1)\nprint('pooled')",
+        ],
+    );
+    command.env("TMPDIR", &tmp);
+    let (output, stdout, stderr) = run(&mut command);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(stdout, "pooled\n");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "the pool left {left:?}");
+
+    std::fs::write(
+        home.path().join("sandlot.toml"),
+        "[pool.wasm]\nmax_size = 0\n",
+    )
+    .unwrap();
+    let (output, _, stderr) = run(&mut sandlot_run(home.path(), &["-l", "python", "-c", "1"]));
+    assert_ne!(output.status.code(), Some(0));
+    assert!(
+        stderr.contains("sandlot.toml") && stderr.contains("max_size"),
+        "{stderr}"
+    );
+}

@@ -14,6 +14,7 @@
 mod support;
 
 use sandlot::backend::docker::{ContainerBackend, Engine, TlsFiles};
+use sandlot::backend::pool::{Exhausted, PoolOptions};
 use sandlot::{
     Capability, EndReason, Error, Execution, Limits, PluginHost, RunOptions, Sandlot, Session,
     SessionState,
@@ -32,28 +33,31 @@ fn docker_tls() -> (String, PathBuf) {
     (endpoint, certs)
 }
 
-/// One Sandlot for every test: the built-in backends plus `docker-tls`.
+/// The built-in backends plus `docker-tls`, with a pool for `pooled` if given.
+fn build(pooled: Option<(&str, PoolOptions)>) -> Sandlot {
+    let plugins = PluginHost::builder().load().unwrap();
+    let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
+    let (endpoint, certs) = docker_tls();
+    let remote = ContainerBackend::builder(Engine::Docker)
+        .endpoint(endpoint)
+        .tls(TlsFiles::from_dir(&certs))
+        .name("docker-tls")
+        .connect()
+        .unwrap_or_else(|e| panic!("the Docker TLS proxy is not up ({e}); run tests/services.sh"));
+    let mut builder = Sandlot::builder(plugins)
+        .runtimes_dir(dirs.runtimes_dir())
+        .cache_dir(dirs.cache.value.clone())
+        .backend(Arc::new(remote));
+    if let Some((backend, options)) = pooled {
+        builder = builder.pool(backend, options);
+    }
+    builder.build().unwrap()
+}
+
+/// One Sandlot for every test without a pool.
 fn sandlot() -> &'static Sandlot {
     static SANDLOT: OnceLock<Sandlot> = OnceLock::new();
-    SANDLOT.get_or_init(|| {
-        let plugins = PluginHost::builder().load().unwrap();
-        let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
-        let (endpoint, certs) = docker_tls();
-        let remote = ContainerBackend::builder(Engine::Docker)
-            .endpoint(endpoint)
-            .tls(TlsFiles::from_dir(&certs))
-            .name("docker-tls")
-            .connect()
-            .unwrap_or_else(|e| {
-                panic!("the Docker TLS proxy is not up ({e}); run tests/services.sh")
-            });
-        Sandlot::builder(plugins)
-            .runtimes_dir(dirs.runtimes_dir())
-            .cache_dir(dirs.cache.value.clone())
-            .backend(Arc::new(remote))
-            .build()
-            .unwrap()
-    })
+    SANDLOT.get_or_init(|| build(None))
 }
 
 fn open_with(backend: &str, limits: Limits) -> Session {
@@ -648,6 +652,188 @@ fn nothing_is_left_after_close(backend: &str) {
     }
 }
 
+fn pool_options(min_idle: usize, max_size: usize, when_exhausted: Exhausted) -> PoolOptions {
+    PoolOptions {
+        min_idle,
+        max_size,
+        when_exhausted,
+        acquire_timeout: Duration::from_secs(120),
+        ..PoolOptions::default()
+    }
+}
+
+/// Whether the engine behind `backend` still has a sandbox called `name`.
+fn sandbox_exists(backend: &str, name: &str) -> bool {
+    let engine = match backend {
+        "wasm" => return false,
+        "podman" => Engine::Podman,
+        _ => Engine::Docker,
+    };
+    let containers = sandlot().containers(engine).unwrap().sandboxes().unwrap();
+    containers.iter().any(|c| c.name == name)
+}
+
+/// A pooled session starts from a pre-warmed sandbox, and the next session never sees
+/// what the one before it left: not its files, not its variables.
+fn pooled_sessions_share_nothing(backend: &str) {
+    let sandlot = build(Some((backend, pool_options(1, 2, Exhausted::Wait))));
+    sandlot.session("python").backend(backend).warm().unwrap();
+    let pool = sandlot.pool(backend).unwrap();
+    assert_eq!(pool.stats().idle, 1, "{:?}", pool.stats());
+    let mut first = sandlot.session("python").backend(backend).open().unwrap();
+    assert_eq!(pool.stats().hits, 1, "served from the warm sandbox");
+    let run = first
+        .run("secret = 42\nopen('secret.txt', 'w').write('42')\nprint(secret)")
+        .unwrap();
+    assert_eq!(run.stdout_text(), "42\n", "{}", run.stderr_text());
+    assert_eq!(run.backend, backend);
+    let first_name = first.sandbox_name().unwrap();
+    first.close();
+
+    let mut next = sandlot.session("python").backend(backend).open().unwrap();
+    assert_ne!(
+        next.sandbox_name().unwrap(),
+        first_name,
+        "never handed out twice"
+    );
+    let run = next.run("print(secret)").unwrap();
+    assert_eq!(run.exit_code, 1);
+    assert!(
+        run.stderr_text().contains("NameError"),
+        "{}",
+        run.stderr_text()
+    );
+    assert!(
+        next.read_file("secret.txt").is_err(),
+        "the file stayed behind"
+    );
+    drop(next);
+
+    // Each session's sandbox is destroyed off the caller's time, and replaced.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sandbox_exists(backend, &first_name) || pool.stats().idle < 1 {
+        assert!(Instant::now() < deadline, "{:?}", pool.stats());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    pool.close(Duration::from_secs(5));
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.size, stats.in_use, stats.idle),
+        (0, 0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(stats.created, stats.destroyed, "{stats:?}");
+}
+
+/// 20 tasks at once over a pool of at most 4: waiting, they all run, never more than 4
+/// at a time; failing fast, the 16 that find it full get the typed error; with
+/// extras, all 20 run at once and the extras are not kept.
+fn twenty_tasks_over_a_pool_of_four(backend: &str) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    for strategy in [Exhausted::Wait, Exhausted::FailFast, Exhausted::Overflow] {
+        let sandlot = build(Some((backend, pool_options(4, 4, strategy))));
+        sandlot.session("python").backend(backend).warm().unwrap();
+        let pool = sandlot.pool(backend).unwrap();
+        // All four ready, so that exactly four are handed out when it fails fast.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while pool.stats().idle < 4 {
+            assert!(Instant::now() < deadline, "{:?}", pool.stats());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let attempted = Arc::new(std::sync::Barrier::new(20));
+        let held = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let (sandlot, attempted) = (sandlot.clone(), attempted.clone());
+                let (held, most) = (held.clone(), most.clone());
+                let backend = backend.to_string();
+                std::thread::spawn(move || {
+                    let opened = sandlot.session("python").backend(backend.as_str()).open();
+                    if opened.is_ok() {
+                        let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                    }
+                    if strategy != Exhausted::Wait {
+                        // Everyone has tried before anyone lets go.
+                        attempted.wait();
+                    }
+                    let mut session = opened?;
+                    let run = session.run(&format!("print({i})"));
+                    held.fetch_sub(1, Ordering::SeqCst);
+                    let run = run?;
+                    assert_eq!(run.stdout_text(), format!("{i}\n"), "{}", run.stderr_text());
+                    Ok::<(), Error>(())
+                })
+            })
+            .collect();
+        let results: Vec<_> = tasks.into_iter().map(|t| t.join().unwrap()).collect();
+        let ran = results.iter().filter(|r| r.is_ok()).count();
+        let refused: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+        match strategy {
+            Exhausted::Wait => {
+                assert_eq!(ran, 20, "{refused:?}");
+                assert!(most.load(Ordering::SeqCst) <= 4, "more than 4 at once");
+            }
+            Exhausted::FailFast => {
+                assert_eq!(ran, 4, "{refused:?}");
+                assert!(
+                    refused
+                        .iter()
+                        .all(|e| matches!(e, Error::PoolExhausted { max_size: 4, .. })),
+                    "{refused:?}"
+                );
+            }
+            _ => {
+                assert_eq!(ran, 20, "{refused:?}");
+                assert_eq!(most.load(Ordering::SeqCst), 20, "all at once");
+            }
+        }
+        let stats = pool.stats();
+        assert!(stats.size <= 4, "{stats:?}");
+        assert_eq!(stats.in_use, 0, "{stats:?}");
+        pool.close(Duration::from_secs(10));
+        let stats = pool.stats();
+        assert_eq!(stats.created, stats.destroyed, "{strategy:?}: {stats:?}");
+    }
+}
+
+/// Closing a pool while a session runs: the run ends as it would, then the session's
+/// sandbox is taken and destroyed, and nothing more is handed out.
+fn a_pool_closed_while_sessions_run(backend: &str) {
+    let sandlot = build(Some((backend, pool_options(1, 2, Exhausted::Wait))));
+    sandlot.session("python").backend(backend).warm().unwrap();
+    let pool = sandlot.pool(backend).unwrap();
+    let mut session = sandlot.session("python").backend(backend).open().unwrap();
+    let name = session.sandbox_name().unwrap();
+    let running = std::thread::spawn(move || {
+        let run = session
+            .run("import time\ntime.sleep(2)\nprint('done')")
+            .unwrap();
+        (session, run)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    pool.close(Duration::from_millis(200));
+    let (mut session, run) = running.join().unwrap();
+    assert_eq!(
+        run.stdout_text(),
+        "done\n",
+        "the run in progress ends as it would"
+    );
+    let after = session.run("print(1)").unwrap();
+    assert!(after.session_ended(), "{:?}", after.session);
+    assert!(!sandbox_exists(backend, &name), "{name} outlived the pool");
+    let refused = sandlot
+        .session("python")
+        .backend(backend)
+        .open()
+        .unwrap_err();
+    assert!(matches!(refused, Error::PoolClosed { .. }), "{refused}");
+    let stats = pool.stats();
+    assert_eq!((stats.size, stats.idle), (0, 0), "{stats:?}");
+    assert_eq!(stats.created, stats.destroyed, "{stats:?}");
+}
+
 macro_rules! conformance {
     ($($module:ident => $backend:literal),* $(,)?) => {$(
         mod $module {
@@ -668,6 +854,9 @@ macro_rules! conformance {
             #[test] fn plots_come_back_once() { super::plots_come_back_once($backend) }
             #[test] fn earlier_output_is_kept_or_cleared() { super::earlier_output_is_kept_or_cleared($backend) }
             #[test] fn nothing_is_left_after_close() { super::nothing_is_left_after_close($backend) }
+            #[test] fn pooled_sessions_share_nothing() { super::pooled_sessions_share_nothing($backend) }
+            #[test] fn twenty_tasks_over_a_pool_of_four() { super::twenty_tasks_over_a_pool_of_four($backend) }
+            #[test] fn a_pool_closed_while_sessions_run() { super::a_pool_closed_while_sessions_run($backend) }
         }
     )*};
 }

@@ -965,6 +965,119 @@ fn a_killed_host_leaves_nothing(engine: Engine, env: &[(&str, &str)]) {
     assert!(leaked.is_empty(), "left behind in the temp dir: {leaked:?}");
 }
 
+/// A pooled sandbox whose agent was killed while it waited is found out before it is
+/// handed out, destroyed and counted; the session gets a healthy one.
+fn an_unhealthy_pooled_sandbox_is_replaced(engine: Engine) {
+    use sandlot::backend::pool::PoolOptions;
+    // The pool opens in the background: not while `gc` is tested.
+    let _opening = OPENING.read().unwrap_or_else(|e| e.into_inner());
+    let plugins = sandlot::PluginHost::builder().load().unwrap();
+    let sandlot = Sandlot::builder(plugins)
+        .pool(
+            engine.name(),
+            PoolOptions {
+                min_idle: 1,
+                max_size: 2,
+                ..PoolOptions::default()
+            },
+        )
+        .build()
+        .unwrap();
+    sandlot
+        .session("python")
+        .backend(choice(engine))
+        .warm()
+        .unwrap();
+    let pool = sandlot.pool(engine.name()).unwrap();
+    let ready = pool.stats().ready_sandboxes[0].clone();
+    let killed = std::process::Command::new(engine.name())
+        .env("CONTAINERS_CONF", "/etc/sandlot/containers.conf")
+        .args(["kill", &ready])
+        .output()
+        .unwrap();
+    assert!(killed.status.success(), "{killed:?}");
+    let mut session = sandlot
+        .session("python")
+        .backend(choice(engine))
+        .open()
+        .unwrap();
+    assert_ne!(session.sandbox_name().unwrap(), ready);
+    assert_eq!(session.run("print(1)").unwrap().stdout_text(), "1\n");
+    let stats = pool.stats();
+    assert_eq!(stats.failed_health_checks, 1, "{stats:?}");
+    drop(session);
+    pool.close(Duration::from_secs(10));
+}
+
+/// A process with a pool (`[pool.ENGINE]` in its sandlot.toml), killed with -9 while
+/// one pooled session runs and more sandboxes wait ready, then `sandlot gc`: nothing
+/// of it is left.
+fn a_killed_pool_owner_leaves_nothing_after_gc(engine: Engine) {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("sandlot.toml");
+    std::fs::write(
+        &config,
+        format!("[pool.{}]\nmin_idle = 2\nmax_size = 4\n", engine.name()),
+    )
+    .unwrap();
+    let backend = sandlot().containers(engine).unwrap();
+    // The host opens sandboxes in the background until it dies: not while `gc` is tested.
+    let opening = OPENING.read().unwrap_or_else(|e| e.into_inner());
+    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args(["repl", "--backend", engine.name(), "-l", "python"])
+        .env("SANDLOT_CONFIG", &config)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = host.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"print('started')\n").unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(host.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "started\n");
+    let pid = host.id();
+    let owned = || {
+        backend
+            .sandboxes()
+            .unwrap()
+            .into_iter()
+            .filter(|s| s.owner_pid == Some(pid))
+            .count()
+    };
+    // One in use, two ready.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while owned() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pool never filled"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    host.kill().unwrap();
+    host.wait().unwrap();
+    drop(stdin);
+    drop(opening);
+    let gc = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args(["gc", "--engine", engine.name()])
+        .output()
+        .unwrap();
+    assert!(gc.status.success(), "{gc:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while owned() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} sandboxes of the killed pool are left",
+            owned()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// What `gc` is still for: a container whose agent never learnt that its host is
 /// gone (here: made by hand, owned by a process that has exited, never started).
 fn gc_reaps_containers_whose_owner_is_gone(engine: Engine) {
@@ -1241,6 +1354,14 @@ macro_rules! engine_tests {
             #[test]
             fn gc_reaps_containers_whose_owner_is_gone() {
                 super::gc_reaps_containers_whose_owner_is_gone(ENGINE);
+            }
+            #[test]
+            fn an_unhealthy_pooled_sandbox_is_replaced() {
+                super::an_unhealthy_pooled_sandbox_is_replaced(ENGINE);
+            }
+            #[test]
+            fn a_killed_pool_owner_leaves_nothing_after_gc() {
+                super::a_killed_pool_owner_leaves_nothing_after_gc(ENGINE);
             }
         }
     };

@@ -14,14 +14,28 @@
 //! # The image each language runs in, instead of its handler's default.
 //! [images]
 //! python = "sandlot/polyglot:latest"
+//!
+//! # A pool of pre-warmed sandboxes for a backend (see `sandlot::backend::pool`);
+//! # every key is optional. Durations are in seconds; 0 means never.
+//! [pool.docker]
+//! min_idle = 2
+//! max_size = 4
+//! idle_timeout = 600
+//! max_lifetime = 3600
+//! health_check = true
+//! acquire_timeout = 30
+//! when_exhausted = "wait"   # or "fail-fast", "overflow"
 //! ```
 
 use crate::error::{Error, Result};
+use crate::pool_options::{Exhausted, PoolOptions};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Settings read from `sandlot.toml`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Config {
     /// The file the settings came from, if any.
     pub path: Option<PathBuf>,
@@ -37,6 +51,55 @@ pub struct Config {
     pub podman_host: Option<String>,
     /// Container image per language id, instead of the handler's default image.
     pub images: std::collections::BTreeMap<String, String>,
+    /// Pools by backend name (`[pool.docker]`): sessions on that backend draw
+    /// pre-warmed sandboxes.
+    pub pools: std::collections::BTreeMap<String, PoolOptions>,
+}
+
+/// A `[pool.NAME]` section; what it leaves out is [`PoolOptions::default`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PoolSection {
+    min_idle: Option<usize>,
+    max_size: Option<usize>,
+    idle_timeout: Option<f64>,
+    max_lifetime: Option<f64>,
+    health_check: Option<bool>,
+    acquire_timeout: Option<f64>,
+    when_exhausted: Option<Exhausted>,
+}
+
+impl PoolSection {
+    fn options(self, name: &str) -> std::result::Result<PoolOptions, String> {
+        let seconds = |key: &str, value: f64| {
+            Duration::try_from_secs_f64(value)
+                .map_err(|_| format!("[pool.{name}] {key} = {value}: seconds, 0 or more"))
+        };
+        let never = |key: &str, value: Option<f64>, default: Option<Duration>| match value {
+            None => Ok(default),
+            Some(0.0) => Ok(None),
+            Some(v) => seconds(key, v).map(Some),
+        };
+        let default = PoolOptions::default();
+        let options = PoolOptions {
+            min_idle: self.min_idle.unwrap_or(default.min_idle),
+            max_size: self.max_size.unwrap_or(default.max_size),
+            idle_timeout: never("idle_timeout", self.idle_timeout, default.idle_timeout)?,
+            max_lifetime: never("max_lifetime", self.max_lifetime, default.max_lifetime)?,
+            health_check: self.health_check.unwrap_or(default.health_check),
+            acquire_timeout: match self.acquire_timeout {
+                Some(v) => seconds("acquire_timeout", v)?,
+                None => default.acquire_timeout,
+            },
+            when_exhausted: self.when_exhausted.unwrap_or(default.when_exhausted),
+        };
+        if options.max_size == 0 || options.min_idle > options.max_size {
+            return Err(format!(
+                "[pool.{name}]: max_size must be at least 1 and at least min_idle"
+            ));
+        }
+        Ok(options)
+    }
 }
 
 #[derive(Deserialize)]
@@ -50,6 +113,8 @@ struct File {
     podman_host: Option<String>,
     #[serde(default)]
     images: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pool: std::collections::BTreeMap<String, PoolSection>,
 }
 
 impl Config {
@@ -94,6 +159,14 @@ impl Config {
             reason: e.to_string(),
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
+        let mut pools = std::collections::BTreeMap::new();
+        for (name, section) in file.pool {
+            let options = section.options(&name).map_err(|reason| Error::Config {
+                path: path.to_path_buf(),
+                reason,
+            })?;
+            pools.insert(name, options);
+        }
         Ok(Config {
             path: Some(path.to_path_buf()),
             plugin_dirs: file.plugin_dirs.iter().map(|d| base.join(d)).collect(),
@@ -102,6 +175,7 @@ impl Config {
             docker_host: file.docker_host,
             podman_host: file.podman_host,
             images: file.images,
+            pools,
         })
     }
 }
@@ -132,6 +206,29 @@ mod tests {
             text.contains("/x/sandlot.toml") && text.contains("plugin_dir"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn pool_sections_fill_in_the_defaults_and_check_their_values() {
+        let config = Config::parse(
+            "[pool.docker]\nmax_size = 4\nidle_timeout = 0\nwhen_exhausted = \"fail-fast\"\n",
+            Path::new("/x/sandlot.toml"),
+        )
+        .unwrap();
+        let docker = &config.pools["docker"];
+        assert_eq!(docker.max_size, 4);
+        assert_eq!(docker.idle_timeout, None, "0 means never");
+        assert_eq!(docker.when_exhausted, Exhausted::FailFast);
+        assert_eq!(docker.min_idle, PoolOptions::default().min_idle);
+        for bad in [
+            "[pool.docker]\nwhen_exhausted = \"sometimes\"\n",
+            "[pool.docker]\nmin_idle = 5\nmax_size = 4\n",
+            "[pool.docker]\nacquire_timeout = -1\n",
+            "[pool.docker]\nmax = 4\n",
+        ] {
+            let err = Config::parse(bad, Path::new("/x/sandlot.toml")).unwrap_err();
+            assert!(err.to_string().contains("/x/sandlot.toml"), "{err}");
+        }
     }
 
     #[test]

@@ -2,13 +2,15 @@
 
 use crate::artifact::EarlierOutput;
 use crate::backend::docker::{ContainerBackend, Engine};
+use crate::backend::pool::{Pool, PoolOptions};
 use crate::backend::wasm::WasmBackend;
 use crate::backend::{Backend, BackendName, Capability, Needs, SandboxSpec};
 use crate::config::Config;
 use crate::dirs::{Dirs, Overrides};
 use crate::error::{Error, Result};
+use crate::language::KernelSpec;
 use crate::layout::Layout;
-use crate::plugin::{PluginHost, PluginHostBuilder};
+use crate::plugin::{LanguageHandler, PluginHost, PluginHostBuilder};
 use crate::policy::Policy;
 use crate::session::{AsyncSession, Limits, Session, Settings};
 use std::path::{Path, PathBuf};
@@ -19,20 +21,59 @@ use std::time::Duration;
 /// when a session asks for it).
 type Connector = Box<dyn Fn() -> Result<Arc<dyn Backend>> + Send + Sync>;
 
-/// One backend of a [`Sandlot`]: ready, or made on first use.
+/// One backend of a [`Sandlot`]: ready, or made on first use; pooled if asked.
 struct Slot {
     name: BackendName,
     ready: Mutex<Option<Arc<dyn Backend>>>,
     connect: Option<Connector>,
+    /// Wrap the backend in a pool with these options.
+    pool: Option<PoolOptions>,
+    /// That pool, once made.
+    pooled: Mutex<Option<Pool>>,
 }
 
 impl Slot {
-    fn ready(backend: Arc<dyn Backend>) -> Arc<Slot> {
-        Arc::new(Slot {
+    fn ready(backend: Arc<dyn Backend>) -> Slot {
+        Slot {
             name: backend.name(),
             ready: Mutex::new(Some(backend)),
             connect: None,
-        })
+            pool: None,
+            pooled: Mutex::new(None),
+        }
+    }
+
+    /// Puts the backend in a pool: now if it is ready, else when it is made.
+    fn pool_with(&mut self, options: PoolOptions) -> Result<()> {
+        self.pool = Some(options);
+        let ready = self
+            .ready
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(backend) = ready {
+            let pooled = self.pooled(backend)?;
+            *self.ready.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pooled);
+        }
+        Ok(())
+    }
+
+    /// The slot's pool, once made.
+    fn pool_made(&self) -> Option<Pool> {
+        self.pooled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// `backend`, in a pool if the slot asks for one.
+    fn pooled(&self, backend: Arc<dyn Backend>) -> Result<Arc<dyn Backend>> {
+        let Some(options) = &self.pool else {
+            return Ok(backend);
+        };
+        let pool = Pool::new(backend, options.clone())?;
+        *self.pooled.lock().unwrap_or_else(|e| e.into_inner()) = Some(pool.clone());
+        Ok(Arc::new(pool))
     }
 
     /// The backend, made now if it was not yet. A failure is not remembered: an
@@ -51,6 +92,7 @@ impl Slot {
                 })
             }
         };
+        let backend = self.pooled(backend)?;
         *ready = Some(backend.clone());
         Ok(backend)
     }
@@ -111,9 +153,20 @@ pub struct SandlotBuilder {
     cache_dir: Option<PathBuf>,
     builtins: bool,
     extra: Vec<Arc<dyn Backend>>,
+    pools: Vec<(String, PoolOptions)>,
 }
 
 impl SandlotBuilder {
+    /// Puts the backend called `backend` in a [`Pool`] with `options`: sessions
+    /// opened on it draw pre-warmed sandboxes, one per session (see
+    /// [`crate::backend::pool`]). A container engine's pool is made when the engine is
+    /// first connected.
+    pub fn pool(mut self, backend: &str, options: PoolOptions) -> Self {
+        self.pools.retain(|(name, _)| name != backend);
+        self.pools.push((backend.to_string(), options));
+        self
+    }
+
     /// Container settings (engine endpoints, images per language) from `config`.
     pub fn config(mut self, config: Config) -> Self {
         self.config = config;
@@ -165,7 +218,7 @@ impl SandlotBuilder {
             config: config.clone(),
             connected: Mutex::new(Vec::new()),
         });
-        let mut slots: Vec<Arc<Slot>> = Vec::new();
+        let mut slots: Vec<Slot> = Vec::new();
         if self.builtins {
             slots.push(Slot::ready(wasm.clone()));
             for (name, engine) in [
@@ -173,13 +226,15 @@ impl SandlotBuilder {
                 (BackendName::PODMAN, Engine::Podman),
             ] {
                 let engines = engines.clone();
-                slots.push(Arc::new(Slot {
+                slots.push(Slot {
                     name,
                     ready: Mutex::new(None),
                     connect: Some(Box::new(move || {
                         Ok(engines.get(engine)? as Arc<dyn Backend>)
                     })),
-                }));
+                    pool: None,
+                    pooled: Mutex::new(None),
+                });
             }
         }
         for backend in self.extra {
@@ -189,11 +244,19 @@ impl SandlotBuilder {
                 None => slots.push(slot),
             }
         }
+        for (name, options) in self.pools {
+            let known: Vec<String> = slots.iter().map(|s| s.name.to_string()).collect();
+            let slot = slots
+                .iter_mut()
+                .find(|s| s.name == name.as_str())
+                .ok_or(Error::UnknownBackend { name, known })?;
+            slot.pool_with(options)?;
+        }
         Ok(Sandlot {
             plugins: Arc::new(self.plugins),
             wasm,
             engines,
-            slots: Arc::new(slots),
+            slots: Arc::new(slots.into_iter().map(Arc::new).collect()),
             config,
         })
     }
@@ -212,11 +275,13 @@ impl Sandlot {
     pub fn from_config(config: Config, overrides: &Overrides) -> Result<Sandlot> {
         let dirs = Dirs::resolve(&config, overrides);
         let plugins = PluginHostBuilder::from_dirs(&dirs).load()?;
-        Sandlot::builder(plugins)
+        let mut builder = Sandlot::builder(plugins)
             .runtimes_dir(dirs.runtimes_dir())
-            .cache_dir(dirs.cache.value.clone())
-            .config(config)
-            .build()
+            .cache_dir(dirs.cache.value.clone());
+        for (backend, options) in &config.pools {
+            builder = builder.pool(backend, options.clone());
+        }
+        builder.config(config).build()
     }
 
     /// From loaded plugins, a runtimes directory and a cache directory, with the
@@ -241,6 +306,7 @@ impl Sandlot {
             cache_dir: None,
             builtins: true,
             extra: Vec::new(),
+            pools: Vec::new(),
         }
     }
 
@@ -267,6 +333,8 @@ impl Sandlot {
                     connect: Some(Box::new(move || {
                         Ok(engines.get(engine)? as Arc<dyn Backend>)
                     })),
+                    pool: slot.pool.clone(),
+                    pooled: Mutex::new(None),
                 })
             })
             .collect();
@@ -292,12 +360,16 @@ impl Sandlot {
             .iter()
             .map(|slot| {
                 if slot.name == BackendName::WASM && slot.connect.is_none() {
-                    Slot::ready(wasm.clone())
+                    let mut fresh = Slot::ready(wasm.clone());
+                    if let Some(options) = slot.pool.clone() {
+                        fresh.pool_with(options)?;
+                    }
+                    Ok(Arc::new(fresh))
                 } else {
-                    slot.clone()
+                    Ok(slot.clone())
                 }
             })
-            .collect();
+            .collect::<Result<Vec<_>>>()?;
         self.wasm = wasm;
         self.slots = Arc::new(slots);
         Ok(())
@@ -323,6 +395,32 @@ impl Sandlot {
     /// usually listens.
     pub fn containers(&self, engine: Engine) -> Result<Arc<ContainerBackend>> {
         self.engines.get(engine)
+    }
+
+    /// The pool of the backend called `name` (see [`SandlotBuilder::pool`]), made now
+    /// if its engine was not connected yet.
+    pub fn pool(&self, name: &str) -> Result<Pool> {
+        let slot =
+            self.slots
+                .iter()
+                .find(|s| s.name == name)
+                .ok_or_else(|| Error::UnknownBackend {
+                    name: name.to_string(),
+                    known: self.backend_names().iter().map(|n| n.to_string()).collect(),
+                })?;
+        slot.get()?;
+        slot.pool_made().ok_or_else(|| Error::NotPooled {
+            backend: name.to_string(),
+        })
+    }
+
+    /// Closes every pool this `Sandlot` made (see [`Pool::close`]): sessions in use
+    /// get until `deadline`, and every pooled sandbox is gone when this returns. A
+    /// process that ends without it leaves in-process sandboxes' workspaces behind.
+    pub fn close_pools(&self, deadline: Duration) {
+        for pool in self.slots.iter().filter_map(|slot| slot.pool_made()) {
+            pool.close(deadline);
+        }
     }
 
     /// The names of the backends, in the order `auto` tries them.
@@ -574,10 +672,18 @@ impl SessionBuilder {
             .map(AsyncSession::from)
     }
 
-    /// Opens the sandbox on the chosen backend.
-    ///
-    /// Blocking; from async code use [`SessionBuilder::open_async`].
-    pub fn open(&self) -> Result<Session> {
+    /// Keeps sandboxes of this session's kind ready in its backend's pool (see
+    /// [`SandlotBuilder::pool`]) and waits until the first is, so the next
+    /// [`SessionBuilder::open`] starts warm. The backend is chosen as `open` would
+    /// choose it; one without a pool is an error.
+    pub fn warm(&self) -> Result<()> {
+        let resolved = self.resolve()?;
+        let pool = self.sandlot.pool(resolved.chosen.backend.name().as_str())?;
+        pool.warm(&resolved.spec(&self.policy, self.limits.memory))
+    }
+
+    /// The handler, the backend and what the sandbox is fixed to.
+    fn resolve(&self) -> Result<Resolved> {
         let handler = self.sandlot.plugins.language(&self.language)?.clone();
         let language = handler.info().id.clone();
         let kernel = match self.one_shot {
@@ -589,20 +695,45 @@ impl SessionBuilder {
             .with_image(self.image.as_deref())
             .with_capabilities(&self.required)
             .with_kernel(kernel.is_some());
-        let Chosen {
-            backend,
-            passed_over,
-        } = self.sandlot.choose(&self.backend, &needs)?;
+        let chosen = self.sandlot.choose(&self.backend, &needs)?;
         let image = self
             .image
             .clone()
             .or_else(|| self.sandlot.config.images.get(&language).cloned())
             .unwrap_or_else(|| handler.info().default_image.clone());
-        let kernel = kernel.filter(|_| backend.capabilities(&language).has(Capability::Kernels));
-        let sandbox = backend.open(
-            &SandboxSpec::new(&language, &image, &self.policy, self.limits.memory)
-                .with_kernel(kernel.as_ref()),
-        )?;
+        let kernel = kernel.filter(|_| {
+            chosen
+                .backend
+                .capabilities(&language)
+                .has(Capability::Kernels)
+        });
+        Ok(Resolved {
+            handler,
+            language,
+            kernel,
+            chosen,
+            image,
+        })
+    }
+
+    /// Opens the sandbox on the chosen backend.
+    ///
+    /// Blocking; from async code use [`SessionBuilder::open_async`].
+    pub fn open(&self) -> Result<Session> {
+        let resolved = self.resolve()?;
+        let sandbox = resolved
+            .chosen
+            .backend
+            .open(&resolved.spec(&self.policy, self.limits.memory))?;
+        let Resolved {
+            handler,
+            kernel,
+            chosen: Chosen {
+                backend,
+                passed_over,
+            },
+            ..
+        } = resolved;
         Ok(Session::new(
             sandbox,
             backend,
@@ -617,5 +748,21 @@ impl SessionBuilder {
                 earlier_output: self.earlier_output,
             },
         ))
+    }
+}
+
+/// What a [`SessionBuilder`] resolves to before a sandbox is opened.
+struct Resolved {
+    handler: LanguageHandler,
+    language: String,
+    kernel: Option<KernelSpec>,
+    chosen: Chosen,
+    image: String,
+}
+
+impl Resolved {
+    fn spec<'a>(&'a self, policy: &'a Policy, memory: usize) -> SandboxSpec<'a> {
+        SandboxSpec::new(&self.language, &self.image, policy, memory)
+            .with_kernel(self.kernel.as_ref())
     }
 }

@@ -356,6 +356,64 @@ pub enum Error {
         reason: String,
     },
 
+    /// Pool options that cannot work.
+    #[error("invalid pool options: {reason}")]
+    InvalidPool {
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// Every sandbox the pool may hold is in use, and it fails fast.
+    #[error(
+        "the {backend} pool is exhausted: all {max_size} sandboxes are in use; wait and try \
+         again, raise max_size, or let the pool wait (`Exhausted::Wait`) or open extras \
+         (`Exhausted::Overflow`)"
+    )]
+    PoolExhausted {
+        /// The pooled backend.
+        backend: String,
+        /// Its `max_size`.
+        max_size: usize,
+    },
+
+    /// No sandbox of the pool came free in time.
+    #[error(
+        "no sandbox of the {backend} pool came free within {:.1} s; raise max_size or \
+         acquire_timeout", waited.as_secs_f64()
+    )]
+    PoolTimeout {
+        /// The pooled backend.
+        backend: String,
+        /// How long the caller waited.
+        waited: std::time::Duration,
+    },
+
+    /// The pool was closed.
+    #[error("the {backend} pool is closed: open the session on a new pool")]
+    PoolClosed {
+        /// The pooled backend.
+        backend: String,
+    },
+
+    /// The pool could not open or warm a sandbox.
+    #[error("the {backend} pool cannot warm a sandbox: {reason}")]
+    PoolWarm {
+        /// The pooled backend.
+        backend: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A pool was asked of a backend that has none.
+    #[error(
+        "the {backend} backend has no pool: give it one with SandlotBuilder::pool or a \
+         [pool.{backend}] section in sandlot.toml"
+    )]
+    NotPooled {
+        /// The backend.
+        backend: String,
+    },
+
     /// A blocking call handed to tokio's blocking pool did not complete.
     #[error("{what} was cancelled")]
     Cancelled {

@@ -36,6 +36,7 @@ pub mod language;
 pub mod layout;
 pub mod plugin;
 pub mod policy;
+mod pool_options;
 pub mod runtimes;
 pub mod service;
 pub mod session;

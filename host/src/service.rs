@@ -107,6 +107,17 @@ pub struct Service {
     dirs: Dirs,
 }
 
+impl Drop for Service {
+    /// Closes the pools `sandlot.toml` asked for, so that nothing they warmed outlives
+    /// the front end (a process that exits does not wait for background threads).
+    fn drop(&mut self) {
+        self.sandlot.close_pools(POOL_CLOSE_DEADLINE);
+    }
+}
+
+/// How long a closing front end waits for pooled sessions still in use.
+const POOL_CLOSE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Service {
     /// From the user's configuration file and environment.
     pub fn from_environment() -> Result<Service> {

@@ -60,6 +60,7 @@ pub mod agent;
 pub mod docker;
 mod files;
 pub(crate) mod owner;
+pub mod pool;
 pub mod wasm;
 
 use crate::error::{Error, Result};
