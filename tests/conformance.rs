@@ -834,6 +834,48 @@ fn a_pool_closed_while_sessions_run(backend: &str) {
     assert_eq!(stats.created, stats.destroyed, "{stats:?}");
 }
 
+/// A pool warms sandboxes with the session's libraries already installed (where the
+/// backend installs at all), and never hands one to a session that did not ask for
+/// them, nor one without them to a session that did.
+fn a_pooled_session_has_its_libraries_before_its_first_run(backend: &str) {
+    let sandlot = build(Some((backend, pool_options(1, 3, Exhausted::Wait))));
+    // Not in the sandlot/python image; bundled in the wasm runtime.
+    let libraries = vec!["tabulate".to_string()];
+    let mut with = sandlot.session("python");
+    with.backend(backend).libraries(&libraries);
+    with.warm().unwrap();
+    let pool = sandlot.pool(backend).unwrap();
+    let mut session = with.open().unwrap();
+    assert_eq!(pool.stats().hits, 1, "{:?}", pool.stats());
+    let installs = session.capabilities().has(Capability::InstallLibraries);
+    let shell = session.capabilities().has(Capability::Shell);
+    if installs && shell {
+        // Installed before any run of the session (where the Python handler has pip
+        // put libraries).
+        let check = session
+            .execute_command("PYTHONPATH=.sandlot/python python3 -c 'import tabulate'")
+            .unwrap();
+        assert_eq!(check.exit_code, 0, "{}", check.stderr_text());
+    }
+    let run = session
+        .run("import tabulate\nprint(tabulate.__name__)")
+        .unwrap();
+    assert_eq!(run.stdout_text(), "tabulate\n", "{}", run.stderr_text());
+    drop(session);
+
+    if installs {
+        let mut without = sandlot.session("python").backend(backend).open().unwrap();
+        let run = without.run("import tabulate").unwrap();
+        assert_eq!(
+            run.exit_code,
+            1,
+            "a sandbox of another key: {}",
+            run.stdout_text()
+        );
+    }
+    pool.close(Duration::from_secs(10));
+}
+
 macro_rules! conformance {
     ($($module:ident => $backend:literal),* $(,)?) => {$(
         mod $module {
@@ -857,6 +899,7 @@ macro_rules! conformance {
             #[test] fn pooled_sessions_share_nothing() { super::pooled_sessions_share_nothing($backend) }
             #[test] fn twenty_tasks_over_a_pool_of_four() { super::twenty_tasks_over_a_pool_of_four($backend) }
             #[test] fn a_pool_closed_while_sessions_run() { super::a_pool_closed_while_sessions_run($backend) }
+            #[test] fn a_pooled_session_has_its_libraries_before_its_first_run() { super::a_pooled_session_has_its_libraries_before_its_first_run($backend) }
         }
     )*};
 }

@@ -2,7 +2,7 @@
 
 use crate::artifact::EarlierOutput;
 use crate::backend::docker::{ContainerBackend, Engine};
-use crate::backend::pool::{Pool, PoolOptions};
+use crate::backend::pool::{Pool, PoolOptions, Preinstall};
 use crate::backend::wasm::WasmBackend;
 use crate::backend::{Backend, BackendName, Capability, Needs, SandboxSpec};
 use crate::config::Config;
@@ -414,6 +414,14 @@ impl Sandlot {
         })
     }
 
+    /// The pool of the backend called `name`, if it is pooled and made.
+    fn pool_made(&self, name: &str) -> Option<Pool> {
+        self.slots
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|slot| slot.pool_made())
+    }
+
     /// Closes every pool this `Sandlot` made (see [`Pool::close`]): sessions in use
     /// get until `deadline`, and every pooled sandbox is gone when this returns. A
     /// process that ends without it leaves in-process sandboxes' workspaces behind.
@@ -679,7 +687,34 @@ impl SessionBuilder {
     pub fn warm(&self) -> Result<()> {
         let resolved = self.resolve()?;
         let pool = self.sandlot.pool(resolved.chosen.backend.name().as_str())?;
-        pool.warm(&resolved.spec(&self.policy, self.limits.memory))
+        let preinstall = self.preinstall(&resolved)?;
+        pool.warm_with(
+            &resolved.spec(&self.policy, self.limits.memory),
+            preinstall.as_ref(),
+        )
+    }
+
+    /// What a pool installs in its sandboxes before hand-out: the session's libraries,
+    /// where its kernel keeps what is installed.
+    fn preinstall(&self, resolved: &Resolved) -> Result<Option<Preinstall>> {
+        let installs = resolved
+            .chosen
+            .backend
+            .capabilities(&resolved.language)
+            .has(Capability::InstallLibraries);
+        if self.libraries.is_empty() || resolved.kernel.is_none() || !installs {
+            return Ok(None);
+        }
+        let commands = resolved
+            .handler
+            .install(&self.libraries, Layout::WORKSPACE)?;
+        Ok(Some(Preinstall {
+            libraries: self.libraries.clone(),
+            plan: crate::language::Plan {
+                files: Vec::new(),
+                commands,
+            },
+        }))
     }
 
     /// The handler, the backend and what the sandbox is fixed to.
@@ -721,10 +756,18 @@ impl SessionBuilder {
     /// Blocking; from async code use [`SessionBuilder::open_async`].
     pub fn open(&self) -> Result<Session> {
         let resolved = self.resolve()?;
-        let sandbox = resolved
-            .chosen
-            .backend
-            .open(&resolved.spec(&self.policy, self.limits.memory))?;
+        let spec = resolved.spec(&self.policy, self.limits.memory);
+        let pool = self
+            .sandlot
+            .pool_made(resolved.chosen.backend.name().as_str());
+        let (sandbox, preinstalled) = match pool {
+            Some(pool) => {
+                let preinstall = self.preinstall(&resolved)?;
+                let sandbox = pool.open_with(&spec, preinstall.as_ref())?;
+                (sandbox, preinstall.map(|p| p.libraries).unwrap_or_default())
+            }
+            None => (resolved.chosen.backend.open(&spec)?, Vec::new()),
+        };
         let Resolved {
             handler,
             kernel,
@@ -746,6 +789,7 @@ impl SessionBuilder {
                 libraries: self.libraries.clone(),
                 kernel: kernel.is_some(),
                 earlier_output: self.earlier_output,
+                preinstalled,
             },
         ))
     }

@@ -94,6 +94,8 @@ pub(crate) struct Settings {
     pub(crate) kernel: bool,
     /// What happens to the output directory's files before each run.
     pub(crate) earlier_output: EarlierOutput,
+    /// Libraries the sandbox came with (a pool installed them while warming).
+    pub(crate) preinstalled: Vec<String>,
 }
 
 /// A sandbox for one language. State (files, and variables where the backend keeps
@@ -152,6 +154,7 @@ impl Session {
             libraries,
             kernel,
             earlier_output,
+            preinstalled,
         } = settings;
         let capabilities =
             crate::backend::effective(&backend.capabilities(&handler.info().id), kernel);
@@ -170,7 +173,7 @@ impl Session {
             earlier_output,
             plot_capture: false,
             plot_flush: None,
-            installed: Vec::new(),
+            installed: preinstalled,
             ended: None,
             // Every backend opens a sandbox with an empty output directory.
             output: Some(Snapshot::default()),

@@ -40,7 +40,7 @@ use super::{
 };
 use crate::artifact::Snapshot;
 use crate::error::{Error, Result};
-use crate::language::KernelSpec;
+use crate::language::{KernelSpec, Plan};
 use crate::policy::Policy;
 pub use crate::pool_options::{Exhausted, PoolOptions};
 use serde::Serialize;
@@ -88,7 +88,21 @@ pub struct PoolStats {
     pub acquire_p99: Option<Duration>,
 }
 
-/// A [`SandboxSpec`] the pool owns: what one sandbox is fixed to, the key.
+/// Libraries every sandbox of a key has before it is handed out, and the plan that
+/// installs them (from the language handler's `install`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preinstall {
+    /// The libraries, as the session names them.
+    pub libraries: Vec<String>,
+    /// The commands that install them in a fresh sandbox.
+    pub plan: Plan,
+}
+
+/// How long installing a key's libraries may take while warming.
+const PREINSTALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A [`SandboxSpec`] the pool owns, and what is installed beforehand: what one sandbox
+/// is fixed to, the key.
 #[derive(Debug, Clone, PartialEq)]
 struct Key {
     language: String,
@@ -96,16 +110,18 @@ struct Key {
     policy: Policy,
     memory: usize,
     kernel: Option<KernelSpec>,
+    preinstall: Option<Preinstall>,
 }
 
 impl Key {
-    fn of(spec: &SandboxSpec<'_>) -> Key {
+    fn of(spec: &SandboxSpec<'_>, preinstall: Option<&Preinstall>) -> Key {
         Key {
             language: spec.language.to_string(),
             image: spec.image.to_string(),
             policy: *spec.policy,
             memory: spec.memory,
             kernel: spec.kernel.cloned(),
+            preinstall: preinstall.cloned(),
         }
     }
 
@@ -296,7 +312,13 @@ impl Pool {
     /// waits until the first of them is (so a session opened next starts warm), or
     /// until opening one failed.
     pub fn warm(&self, spec: &SandboxSpec<'_>) -> Result<()> {
-        let key = Key::of(spec);
+        self.warm_with(spec, None)
+    }
+
+    /// [`Pool::warm`] for sandboxes that also have `preinstall`'s libraries installed
+    /// before they are handed out.
+    pub fn warm_with(&self, spec: &SandboxSpec<'_>, preinstall: Option<&Preinstall>) -> Result<()> {
+        let key = Key::of(spec, preinstall);
         let mut state = self.shared.lock();
         if state.closed {
             return Err(self.closed());
@@ -384,12 +406,18 @@ impl Pool {
         }
     }
 
-    /// A sandbox of `spec`: a ready one if there is one (checked first when health
-    /// checks are on), else one opened now while the pool has room, else what
-    /// [`PoolOptions::when_exhausted`] says.
-    fn acquire(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
+    /// A sandbox of `spec` with `preinstall`'s libraries installed: a ready one if
+    /// there is one (checked first when health checks are on), else one opened (and
+    /// its libraries installed) now while the pool has room, else what
+    /// [`PoolOptions::when_exhausted`] says. [`Backend::open`] is this without
+    /// libraries.
+    pub fn open_with(
+        &self,
+        spec: &SandboxSpec<'_>,
+        preinstall: Option<&Preinstall>,
+    ) -> Result<Box<dyn Sandbox>> {
         let started = Instant::now();
-        let key = Key::of(spec);
+        let key = Key::of(spec, preinstall);
         let options = &self.shared.options;
         let mut state = self.shared.lock();
         let index = state.bucket(&key);
@@ -467,7 +495,7 @@ impl Pool {
 
     /// Opens a sandbox on the caller's time; the slot is already counted.
     fn open_now(&self, key: &Key, started: Instant, extra: bool) -> Result<Box<dyn Sandbox>> {
-        match self.shared.inner.open(&key.spec()) {
+        match open_ready(self.shared.inner.as_ref(), key) {
             Ok(sandbox) => {
                 let mut state = self.shared.lock();
                 state.created += 1;
@@ -523,11 +551,42 @@ fn healthy(sandbox: &mut dyn Sandbox) -> bool {
     sandbox.files().list("").is_ok()
 }
 
-/// Opens a sandbox of `key` and runs an empty cell in it, off any caller's time: that
-/// starts a container's kernel, and brings an in-process interpreter's memory in, so
-/// the session's first run costs what a later one does.
-fn open_warm(backend: &dyn Backend, key: &Key) -> Result<Box<dyn Sandbox>> {
+/// Opens a sandbox of `key` and installs its libraries: what every sandbox of the key
+/// has before it is handed out.
+fn open_ready(backend: &dyn Backend, key: &Key) -> Result<Box<dyn Sandbox>> {
     let mut sandbox = backend.open(&key.spec())?;
+    if let Some(preinstall) = &key.preinstall {
+        let outcome = sandbox.run(RunRequest {
+            timeout: PREINSTALL_TIMEOUT,
+            ..RunRequest::new(Workload::Plan(&preinstall.plan))
+        })?;
+        if outcome.exit_code != 0 {
+            return Err(Error::PoolWarm {
+                backend: backend.name().to_string(),
+                reason: format!(
+                    "installing {} failed ({}): {}",
+                    preinstall.libraries.join(", "),
+                    outcome.end,
+                    tail(&outcome.stderr)
+                ),
+            });
+        }
+    }
+    Ok(sandbox)
+}
+
+/// The last lines of a command's error output, for an error message.
+fn tail(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text.trim().lines().collect();
+    lines[lines.len().saturating_sub(5)..].join("\n")
+}
+
+/// [`open_ready`], then an empty cell, off any caller's time: that starts a container's
+/// kernel, and brings an in-process interpreter's memory in, so the session's first
+/// run costs what a later one does.
+fn open_warm(backend: &dyn Backend, key: &Key) -> Result<Box<dyn Sandbox>> {
+    let mut sandbox = open_ready(backend, key)?;
     let interprets = key.kernel.is_some()
         || backend
             .capabilities(&key.language)
@@ -540,7 +599,7 @@ fn open_warm(backend: &dyn Backend, key: &Key) -> Result<Box<dyn Sandbox>> {
                 reason: format!(
                     "the kernel's first, empty cell exited with {}: {}",
                     outcome.exit_code,
-                    String::from_utf8_lossy(&outcome.stderr).trim()
+                    tail(&outcome.stderr)
                 ),
             });
         }
@@ -803,6 +862,6 @@ impl Backend for Pool {
     }
 
     fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
-        self.acquire(spec)
+        self.open_with(spec, None)
     }
 }
