@@ -705,3 +705,64 @@ fn a_pool_from_the_config_serves_the_run_and_leaves_nothing_behind() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_killed_owner_of_a_wasm_pool_leaves_nothing_after_gc() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("sandlot.toml"),
+        "[pool.wasm]\nmin_idle = 2\nmax_size = 3\n",
+    )
+    .unwrap();
+    let tmp = home.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let workspaces = || {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("sandlot-wasm-"))
+            .count()
+    };
+    let mut command = with_runtimes(sandlot(
+        home.path(),
+        &["repl", "--backend", "wasm", "-l", "python"],
+    ));
+    let mut host = command
+        .env("TMPDIR", &tmp)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = host.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"print('started')\n").unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(host.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "started\n");
+    // The session's workspace and two ready ones.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while workspaces() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pool never filled"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    host.kill().unwrap();
+    host.wait().unwrap();
+    drop(stdin);
+    assert_eq!(
+        workspaces(),
+        3,
+        "a killed process cannot clean up after itself"
+    );
+    let mut gc = sandlot(home.path(), &["gc"]);
+    let (output, stdout, stderr) = run(gc.env("TMPDIR", &tmp));
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(stdout.matches("sandlot-wasm-").count(), 3, "{stdout}");
+    assert_eq!(workspaces(), 0);
+}

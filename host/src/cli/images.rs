@@ -140,6 +140,14 @@ pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCod
 
 /// Removes what killed sandlot processes left on `engine`.
 pub(super) fn gc(global: &Global, engine: EngineArg, all: bool) -> Result<ExitCode> {
+    // The wasm backend's workspaces of killed processes, whichever engine is named.
+    let workspaces = sandlot::backend::wasm::WasmBackend::gc();
+    for path in &workspaces {
+        println!("{}", path.display());
+    }
+    if !workspaces.is_empty() {
+        eprintln!("sandlot: removed {} wasm workspace(s)", workspaces.len());
+    }
     let backend = containers(global, engine)?;
     let removed = backend.gc(all)?;
     for name in &removed {

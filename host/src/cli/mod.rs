@@ -129,7 +129,8 @@ enum Commands {
     #[command(subcommand)]
     Images(images::ImagesCommand),
     /// Remove containers left behind by sandlot processes that are gone and whose
-    /// containers did not remove themselves; with --all, every sandlot container.
+    /// containers did not remove themselves, and the wasm backend's workspaces such
+    /// processes left in the temp dir; with --all, every sandlot container.
     Gc {
         /// The engine to clean.
         #[arg(long, value_enum, default_value = "docker")]

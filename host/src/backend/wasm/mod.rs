@@ -208,6 +208,13 @@ impl WasmBackend {
         self.catalog.find(language).ok().map(|(_, d)| d)
     }
 
+    /// Removes the workspaces that killed processes left in the temp dir (a process
+    /// removes its own when its sessions close); returns their paths. The backend does
+    /// it once before its first sandbox, and `sandlot gc` on demand.
+    pub fn gc() -> Vec<PathBuf> {
+        workspace::sweep()
+    }
+
     /// Whether a runtime for `language` is installed.
     pub fn serves(&self, language: &str) -> bool {
         self.runtime_for(language).is_some()
@@ -285,6 +292,11 @@ impl Backend for WasmBackend {
     }
 
     fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
+        // What killed processes left behind goes before this process adds its own.
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| {
+            workspace::sweep();
+        });
         let (entry, description) =
             self.catalog
                 .find(spec.language)

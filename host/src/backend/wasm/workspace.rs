@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 /// Folders of the workspace that belong to the host, not to the user's files.
 const HIDDEN: [&str; 2] = [".sandlot", ".tmp"];
 
+/// Workspaces are `$TMPDIR/sandlot-wasm-<owner stamp>-<random>`: a process that is
+/// killed cannot remove its own, and the stamp tells [`sweep`] whose they were.
+const PREFIX: &str = "sandlot-wasm-";
+
 /// A workspace and its handle. Dropping it removes the directory.
 pub(crate) struct Workspace {
     /// Declared before `dir`: the handle closes before the directory is removed.
@@ -26,6 +30,31 @@ fn io_error(path: &str, source: std::io::Error) -> Error {
     }
 }
 
+/// Removes the workspaces of processes that are gone (killed before they could remove
+/// them) from the temp dir; returns their paths. A workspace of a running process is
+/// never touched, and no link inside one is followed.
+pub(crate) fn sweep() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(stamp) = name
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split('-').next())
+        else {
+            continue;
+        };
+        if !crate::backend::owner::stamp_alive(stamp)
+            && std::fs::remove_dir_all(entry.path()).is_ok()
+        {
+            removed.push(entry.path());
+        }
+    }
+    removed
+}
+
 impl Workspace {
     /// A fresh workspace with its output folder, and a temporary folder if `tmp`.
     pub(crate) fn new(tmp: bool) -> Result<Workspace> {
@@ -34,7 +63,10 @@ impl Workspace {
             move |source| Error::Io { context, source }
         };
         let dir = tempfile::Builder::new()
-            .prefix("sandlot-")
+            .prefix(&format!(
+                "{PREFIX}{}-",
+                crate::backend::owner::owner_stamp()
+            ))
             .tempdir()
             .map_err(io("cannot create the sandbox's workspace"))?;
         let root = Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority())
