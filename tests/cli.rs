@@ -727,22 +727,7 @@ fn a_killed_owner_of_a_wasm_pool_leaves_nothing_after_gc() {
         home.path(),
         &["repl", "--backend", "wasm", "-l", "python"],
     ));
-    let mut host = command
-        .env("TMPDIR", &tmp)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = host.stdin.take().unwrap();
-    std::io::Write::write_all(&mut stdin, b"print('started')\n").unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(host.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line, "started\n");
+    let (mut host, stdin) = support::start_repl(command.env("TMPDIR", &tmp));
     // The session's workspace and two ready ones.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while workspaces() < 3 {

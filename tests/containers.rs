@@ -1021,25 +1021,14 @@ fn a_killed_pool_owner_leaves_nothing_after_gc(engine: Engine) {
     )
     .unwrap();
     let backend = sandlot().containers(engine).unwrap();
-    // The host opens sandboxes in the background until it dies: not while `gc` is tested.
+    // The host opens sandboxes (and reaps orphans) until it dies, and this test runs
+    // `gc`: neither while the `gc` test runs.
     let opening = OPENING.read().unwrap_or_else(|e| e.into_inner());
-    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
-        .args(["repl", "--backend", engine.name(), "-l", "python"])
-        .env("SANDLOT_CONFIG", &config)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = host.stdin.take().unwrap();
-    std::io::Write::write_all(&mut stdin, b"print('started')\n").unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(host.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line, "started\n");
+    let (mut host, stdin) = support::start_repl(
+        std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+            .args(["repl", "--backend", engine.name(), "-l", "python"])
+            .env("SANDLOT_CONFIG", &config),
+    );
     let pid = host.id();
     let owned = || {
         backend
@@ -1061,7 +1050,7 @@ fn a_killed_pool_owner_leaves_nothing_after_gc(engine: Engine) {
     host.kill().unwrap();
     host.wait().unwrap();
     drop(stdin);
-    drop(opening);
+    // Still held: this `gc` must not take the orphan of the `gc` test.
     let gc = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
         .args(["gc", "--engine", engine.name()])
         .output()
@@ -1076,6 +1065,7 @@ fn a_killed_pool_owner_leaves_nothing_after_gc(engine: Engine) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    drop(opening);
 }
 
 /// What `gc` is still for: a container whose agent never learnt that its host is

@@ -72,3 +72,27 @@ pub fn install_echo_runtime(runtimes: &Path, language: &str, module: &[u8], clai
     )
     .unwrap();
 }
+
+/// Starts `repl` (a `sandlot repl` command), sends it one cell that prints `started`,
+/// and returns once it has: the process and its standard input, held open so that it
+/// keeps running until it is killed.
+pub fn start_repl(
+    repl: &mut std::process::Command,
+) -> (std::process::Child, std::process::ChildStdin) {
+    let mut host = repl
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = host.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"print('started')\n").unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(host.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "started\n");
+    (host, stdin)
+}
