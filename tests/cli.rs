@@ -751,3 +751,79 @@ fn a_killed_owner_of_a_wasm_pool_leaves_nothing_after_gc() {
     assert_eq!(stdout.matches("sandlot-wasm-").count(), 3, "{stdout}");
     assert_eq!(workspaces(), 0);
 }
+
+#[test]
+fn the_policy_comes_from_a_preset_a_file_or_the_config_and_flags_override_it() {
+    let home = tempfile::tempdir().unwrap();
+    let hostile = "import os\nos.system('id')";
+    let blocked = |stderr: &str| stderr.contains("blocked by the security policy");
+    // The standard policy only blocks critical findings; strict blocks high ones.
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &["-l", "python", "--policy", "strict", "-c", hostile],
+    ));
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    assert!(blocked(&stderr), "{stderr}");
+    // A flag wins over the preset.
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--policy",
+            "strict",
+            "--block-at",
+            "never",
+            "-c",
+            "print(1)",
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+
+    // The configuration's [policy], when no flag names one.
+    std::fs::write(
+        home.path().join("sandlot.toml"),
+        "[policy]\npreset = \"standard\"\nblock_at = \"high\"\n",
+    )
+    .unwrap();
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &["-l", "python", "-c", hostile],
+    ));
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    assert!(blocked(&stderr), "{stderr}");
+    std::fs::remove_file(home.path().join("sandlot.toml")).unwrap();
+
+    // A policy file: errors name the file, the key and the line.
+    let file = home.path().join("policy.toml");
+    std::fs::write(&file, "preset = \"permissive\"\nblock_at = \"sever\"\n").unwrap();
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--policy",
+            file.to_str().unwrap(),
+            "-c",
+            "print(1)",
+        ],
+    ));
+    assert_ne!(output.status.code(), Some(0));
+    assert!(
+        stderr.contains("policy.toml") && stderr.contains("sever") && stderr.contains("line 2"),
+        "{stderr}"
+    );
+    std::fs::write(&file, "preset = \"permissive\"\nblock_at = \"high\"\n").unwrap();
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--policy",
+            file.to_str().unwrap(),
+            "-c",
+            hostile,
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+}

@@ -15,6 +15,12 @@
 //! [images]
 //! python = "sandlot/polyglot:latest"
 //!
+//! # The policy sessions get unless they set their own: a preset (strict, standard,
+//! # permissive) and the fields that differ from it (see `sandlot::policy`).
+//! [policy]
+//! preset = "standard"
+//! network = "off"
+//!
 //! # A pool of pre-warmed sandboxes for a backend (see `sandlot::backend::pool`);
 //! # every key is optional. Durations are in seconds; 0 means never.
 //! [pool.docker]
@@ -28,6 +34,7 @@
 //! ```
 
 use crate::error::{Error, Result};
+use crate::policy::{Policy, PolicySettings};
 use crate::pool_options::{Exhausted, PoolOptions};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -54,6 +61,8 @@ pub struct Config {
     /// Pools by backend name (`[pool.docker]`): sessions on that backend draw
     /// pre-warmed sandboxes.
     pub pools: std::collections::BTreeMap<String, PoolOptions>,
+    /// The policy of sessions that set none (`[policy]`); `None`: [`Policy::default`].
+    pub policy: Option<Policy>,
 }
 
 /// A `[pool.NAME]` section; what it leaves out is [`PoolOptions::default`].
@@ -115,6 +124,7 @@ struct File {
     images: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     pool: std::collections::BTreeMap<String, PoolSection>,
+    policy: Option<PolicySettings>,
 }
 
 impl Config {
@@ -159,6 +169,14 @@ impl Config {
             reason: e.to_string(),
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
+        let policy = file
+            .policy
+            .map(|settings| settings.policy())
+            .transpose()
+            .map_err(|reason| Error::Config {
+                path: path.to_path_buf(),
+                reason: format!("[policy]: {reason}"),
+            })?;
         let mut pools = std::collections::BTreeMap::new();
         for (name, section) in file.pool {
             let options = section.options(&name).map_err(|reason| Error::Config {
@@ -176,6 +194,7 @@ impl Config {
             podman_host: file.podman_host,
             images: file.images,
             pools,
+            policy,
         })
     }
 }
@@ -229,6 +248,28 @@ mod tests {
             let err = Config::parse(bad, Path::new("/x/sandlot.toml")).unwrap_err();
             assert!(err.to_string().contains("/x/sandlot.toml"), "{err}");
         }
+    }
+
+    #[test]
+    fn the_policy_section_is_a_preset_with_overrides() {
+        let config = Config::parse(
+            "[policy]\npreset = \"strict\"\npids_limit = 64\n",
+            Path::new("/x/sandlot.toml"),
+        )
+        .unwrap();
+        let policy = config.policy.unwrap();
+        assert_eq!(policy.pids_limit, 64);
+        assert_eq!(policy.network, crate::policy::Network::Off);
+        let err = Config::parse(
+            "cache_dir = \"c\"\n[policy]\nuid = \"root\"\n",
+            Path::new("/x/sandlot.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("/x/sandlot.toml") && err.contains("uid") && err.contains("line 3"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -501,7 +501,7 @@ impl Sandlot {
             language: language.to_string(),
             backend: BackendChoice::Auto,
             limits: Limits::default(),
-            policy: Policy::default(),
+            policy: self.config.policy.unwrap_or_default(),
             env: Vec::new(),
             image: None,
             libraries: Vec::new(),
@@ -578,7 +578,8 @@ pub struct SessionBuilder {
 }
 
 impl SessionBuilder {
-    /// The security policy (default: [`Policy::default`]).
+    /// The security policy (default: the configuration's `[policy]`, else
+    /// [`Policy::default`]).
     pub fn policy(&mut self, policy: Policy) -> &mut Self {
         self.policy = policy;
         self

@@ -13,13 +13,26 @@
 //! assert!(policy.read_only_root && policy.drop_capabilities);
 //! ```
 //!
+//! Or written down, as `sandlot.toml`'s `[policy]` section and `sandlot run --policy
+//! FILE` take it: a [`Preset`] and the fields that differ from it.
+//!
+//! ```
+//! use sandlot::policy::{Policy, Preset};
+//! let policy = Policy::from_toml("preset = \"strict\"\npids_limit = 64\n", "inline".as_ref())?;
+//! assert_eq!(policy.pids_limit, 64);
+//! assert_eq!(policy.network, Preset::Strict.policy().network);
+//! # Ok::<(), sandlot::Error>(())
+//! ```
+//!
 //! [`Execution`]: crate::Execution
 
+use crate::error::{Error, Result};
 use crate::language::Severity;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 /// When a container sandbox may reach the network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Network {
@@ -34,7 +47,7 @@ pub enum Network {
 }
 
 /// Seccomp filtering of a container's system calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Seccomp {
@@ -49,7 +62,7 @@ pub enum Seccomp {
 /// What the host allows a sandbox. The container fields apply to the Docker and Podman
 /// backends; the wasm backend never has a network, a root filesystem or capabilities,
 /// whatever the policy says.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Policy {
     /// Refuse code with a finding at or above this severity; `None` only reports
     /// findings (they are in every [`Execution`](crate::Execution)).
@@ -103,5 +116,242 @@ impl Default for Policy {
             workdir_size: 1 << 30,
             seccomp: Seccomp::EngineDefault,
         }
+    }
+}
+
+/// A named starting point for a policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Preset {
+    /// For code nobody has looked at: no network at all, high findings block, 128
+    /// processes, half a CPU, a 256 MiB workspace.
+    Strict,
+    /// The default ([`Policy::default`]): every hardening on, the network only for
+    /// installs, only critical findings block.
+    Standard,
+    /// For code you trust: the network always on, a writable root filesystem,
+    /// findings only reported, 1,024 processes, two CPUs, a 4 GiB workspace. The
+    /// sandbox still drops capabilities, forbids new privileges and filters system
+    /// calls.
+    Permissive,
+}
+
+impl Preset {
+    /// Every preset, strictest first.
+    pub const ALL: [Preset; 3] = [Preset::Strict, Preset::Standard, Preset::Permissive];
+
+    /// The preset called `name` (`strict`, `standard`, `permissive`).
+    pub fn named(name: &str) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Strict => "strict",
+            Preset::Standard => "standard",
+            Preset::Permissive => "permissive",
+        }
+    }
+
+    /// The policy it stands for.
+    pub fn policy(self) -> Policy {
+        let standard = Policy::default();
+        match self {
+            Preset::Standard => standard,
+            Preset::Strict => Policy {
+                block_at: Some(Severity::High),
+                network: Network::Off,
+                pids_limit: 128,
+                cpu_millis: 500,
+                workdir_size: 256 << 20,
+                ..standard
+            },
+            Preset::Permissive => Policy {
+                block_at: None,
+                network: Network::On,
+                read_only_root: false,
+                pids_limit: 1024,
+                cpu_millis: 2000,
+                workdir_size: 4 << 30,
+                ..standard
+            },
+        }
+    }
+}
+
+/// The severity at which code is refused, as a policy file and `--block-at` write it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum BlockAt {
+    /// Any finding.
+    Info,
+    /// Low and above.
+    Low,
+    /// Medium and above.
+    Medium,
+    /// High and above.
+    High,
+    /// Critical findings only.
+    Critical,
+    /// Only report findings.
+    Never,
+}
+
+impl BlockAt {
+    /// Every threshold, as written.
+    pub const NAMES: [&'static str; 6] = ["info", "low", "medium", "high", "critical", "never"];
+
+    /// The threshold written `name`.
+    pub fn named(name: &str) -> Option<BlockAt> {
+        let all = [
+            BlockAt::Info,
+            BlockAt::Low,
+            BlockAt::Medium,
+            BlockAt::High,
+            BlockAt::Critical,
+            BlockAt::Never,
+        ];
+        BlockAt::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|index| all[index])
+    }
+
+    /// The severity that blocks; `None` for `never`.
+    pub fn severity(self) -> Option<Severity> {
+        match self {
+            BlockAt::Info => Some(Severity::Info),
+            BlockAt::Low => Some(Severity::Low),
+            BlockAt::Medium => Some(Severity::Medium),
+            BlockAt::High => Some(Severity::High),
+            BlockAt::Critical => Some(Severity::Critical),
+            BlockAt::Never => None,
+        }
+    }
+}
+
+/// A policy as written in `sandlot.toml`'s `[policy]` or a `--policy` file: a preset
+/// (default `standard`) and the fields that differ from it. Unknown keys are errors.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PolicySettings {
+    preset: Option<Preset>,
+    block_at: Option<BlockAt>,
+    network: Option<Network>,
+    read_only_root: Option<bool>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    drop_capabilities: Option<bool>,
+    no_new_privileges: Option<bool>,
+    pids_limit: Option<u32>,
+    cpu_millis: Option<u32>,
+    workdir_size: Option<u64>,
+    seccomp: Option<Seccomp>,
+}
+
+impl PolicySettings {
+    /// The policy: the preset with the given fields over it.
+    pub(crate) fn policy(&self) -> std::result::Result<Policy, String> {
+        let base = self.preset.unwrap_or(Preset::Standard).policy();
+        let policy = Policy {
+            block_at: self.block_at.map_or(base.block_at, BlockAt::severity),
+            network: self.network.unwrap_or(base.network),
+            read_only_root: self.read_only_root.unwrap_or(base.read_only_root),
+            uid: self.uid.unwrap_or(base.uid),
+            gid: self.gid.unwrap_or(base.gid),
+            drop_capabilities: self.drop_capabilities.unwrap_or(base.drop_capabilities),
+            no_new_privileges: self.no_new_privileges.unwrap_or(base.no_new_privileges),
+            pids_limit: self.pids_limit.unwrap_or(base.pids_limit),
+            cpu_millis: self.cpu_millis.unwrap_or(base.cpu_millis),
+            workdir_size: self.workdir_size.unwrap_or(base.workdir_size),
+            seccomp: self.seccomp.unwrap_or(base.seccomp),
+        };
+        if policy.pids_limit == 0 || policy.cpu_millis == 0 || policy.workdir_size == 0 {
+            return Err("pids_limit, cpu_millis and workdir_size must be more than 0".to_string());
+        }
+        Ok(policy)
+    }
+}
+
+impl Policy {
+    /// Reads a policy written as `sandlot.toml`'s `[policy]` section is (a `preset`
+    /// and overrides); `origin` names it in errors, which give the key and the line.
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Policy> {
+        let invalid = |reason: String| Error::Config {
+            path: origin.to_path_buf(),
+            reason,
+        };
+        let settings: PolicySettings = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        settings.policy().map_err(invalid)
+    }
+
+    /// A preset's name (`strict`, `standard`, `permissive`) or the path of a policy
+    /// file, as `--policy` takes it.
+    pub fn from_preset_or_file(value: &str) -> Result<Policy> {
+        if let Some(preset) = Preset::named(value) {
+            return Ok(preset.policy());
+        }
+        let path = Path::new(value);
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+            path: path.to_path_buf(),
+            reason: format!(
+                "{e}; --policy takes a file or one of {}",
+                Preset::ALL.map(Preset::name).join(", ")
+            ),
+        })?;
+        Policy::from_toml(&text, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_order_from_strict_to_permissive_and_standard_is_the_default() {
+        assert_eq!(Preset::Standard.policy(), Policy::default());
+        let (strict, permissive) = (Preset::Strict.policy(), Preset::Permissive.policy());
+        assert_eq!(strict.network, Network::Off);
+        assert_eq!(permissive.network, Network::On);
+        assert!(strict.pids_limit < Policy::default().pids_limit);
+        assert!(permissive.pids_limit > Policy::default().pids_limit);
+        // Even the permissive preset keeps the kernel-level hardening.
+        assert!(permissive.drop_capabilities && permissive.no_new_privileges);
+        assert_eq!(permissive.seccomp, Seccomp::EngineDefault);
+    }
+
+    #[test]
+    fn files_override_their_preset_and_errors_name_the_key_and_line() {
+        let policy = Policy::from_toml(
+            "preset = \"permissive\"\nnetwork = \"install-only\"\nblock_at = \"high\"\n",
+            "p.toml".as_ref(),
+        )
+        .unwrap();
+        assert_eq!(policy.network, Network::InstallOnly);
+        assert_eq!(policy.block_at, Some(Severity::High));
+        assert!(!policy.read_only_root, "the rest is the preset's");
+
+        let err = Policy::from_toml("\nnetwrk = \"off\"\n", "p.toml".as_ref())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("p.toml") && err.contains("netwrk") && err.contains("line 2"),
+            "{err}"
+        );
+        let err = Policy::from_toml("network = \"sometimes\"\n", "p.toml".as_ref())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sometimes") && err.contains("line 1"), "{err}");
+        let err = Policy::from_toml("pids_limit = 0\n", "p.toml".as_ref())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("pids_limit"), "{err}");
+        let err = Policy::from_preset_or_file("/nonexistent/policy.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("strict, standard, permissive"), "{err}");
     }
 }

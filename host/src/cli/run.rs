@@ -3,9 +3,11 @@
 use super::plan::CodeSource;
 use super::{plugin_notes, Global};
 use anyhow::{bail, Context, Result};
+use clap::builder::TypedValueParser;
 use clap::Args;
+use sandlot::policy::BlockAt;
 use sandlot::service::{OpenRequest, Service};
-use sandlot::{BackendChoice, EndReason, Execution, Network, Policy, RunOptions, Severity};
+use sandlot::{BackendChoice, EndReason, Execution, Network, Policy, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -49,17 +51,34 @@ pub(super) struct SandboxArgs {
     /// Memory cap in MiB.
     #[arg(long, default_value_t = 1024, value_name = "MIB")]
     pub(super) memory: usize,
-    /// Refuse code whose static analysis finds something this severe or worse.
-    #[arg(long, value_enum, default_value = "critical", value_name = "SEVERITY")]
-    block_at: BlockAt,
-    /// When a container may reach the network.
-    #[arg(long, value_enum, default_value = "install")]
-    network: NetworkArg,
+    /// The security policy: a preset (`strict`, `standard`, `permissive`) or a policy
+    /// file (a preset and overrides, as `[policy]` in sandlot.toml). Default: the
+    /// configuration's `[policy]`, else `standard`.
+    #[arg(long, value_name = "FILE|PRESET")]
+    policy: Option<String>,
+    /// Refuse code whose static analysis finds something this severe or worse
+    /// (overrides the policy's; the standard policy's is `critical`).
+    #[arg(
+        long,
+        value_name = "SEVERITY",
+        value_parser = clap::builder::PossibleValuesParser::new(BlockAt::NAMES)
+            .map(|name| BlockAt::named(&name).expect("one of the possible values")),
+    )]
+    block_at: Option<BlockAt>,
+    /// When a container may reach the network (overrides the policy's; the standard
+    /// policy's is `install`).
+    #[arg(long, value_enum)]
+    network: Option<NetworkArg>,
 }
 
 impl SandboxArgs {
-    /// The request that opens a session of `language` as the flags say.
-    pub(super) fn request(&self, language: &str) -> Result<OpenRequest> {
+    /// The request that opens a session of `language` as the flags say, over the
+    /// configuration's policy `configured`.
+    pub(super) fn request(
+        &self,
+        language: &str,
+        configured: Option<Policy>,
+    ) -> Result<OpenRequest> {
         if !(self.timeout > 0.0 && self.timeout.is_finite()) {
             bail!("--timeout must be a positive number of seconds");
         }
@@ -69,7 +88,21 @@ impl SandboxArgs {
         request.libraries = self.libraries.clone();
         request.limits.timeout = Duration::from_secs_f64(self.timeout);
         request.limits.memory = self.memory.saturating_mul(1 << 20);
-        request.policy = self.block_at.policy(self.network);
+        let mut policy = match &self.policy {
+            Some(value) => Policy::from_preset_or_file(value)?,
+            None => configured.unwrap_or_default(),
+        };
+        if let Some(block_at) = self.block_at {
+            policy.block_at = block_at.severity();
+        }
+        if let Some(network) = self.network {
+            policy.network = match network {
+                NetworkArg::Off => Network::Off,
+                NetworkArg::Install => Network::InstallOnly,
+                NetworkArg::On => Network::On,
+            };
+        }
+        request.policy = policy;
         Ok(request)
     }
 }
@@ -100,38 +133,6 @@ enum NetworkArg {
     On,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum BlockAt {
-    Info,
-    Low,
-    Medium,
-    High,
-    Critical,
-    /// Only report findings.
-    Never,
-}
-
-impl BlockAt {
-    fn policy(self, network: NetworkArg) -> Policy {
-        Policy {
-            network: match network {
-                NetworkArg::Off => Network::Off,
-                NetworkArg::Install => Network::InstallOnly,
-                NetworkArg::On => Network::On,
-            },
-            ..Policy::default()
-        }
-        .with_block_at(match self {
-            BlockAt::Info => Some(Severity::Info),
-            BlockAt::Low => Some(Severity::Low),
-            BlockAt::Medium => Some(Severity::Medium),
-            BlockAt::High => Some(Severity::High),
-            BlockAt::Critical => Some(Severity::Critical),
-            BlockAt::Never => None,
-        })
-    }
-}
-
 /// Exit status when sandlot itself fails during `run`, as `docker run` does.
 const EXIT_SANDLOT_ERROR: u8 = 125;
 
@@ -139,7 +140,8 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let mut service = Service::from_config(global.config()?, &global.overrides())?;
     plugin_notes(service.sandlot().plugins());
     let (code, handler) = args.source.load(service.sandlot().plugins())?;
-    let request = args.sandbox.request(&handler.info().id)?;
+    let configured = service.sandlot().config().policy;
+    let request = args.sandbox.request(&handler.info().id, configured)?;
     let opened = service.open(&request, |step| eprintln!("sandlot: {step}"));
     let mut session = match opened {
         Ok(session) => session,
