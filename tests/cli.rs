@@ -827,3 +827,34 @@ fn the_policy_comes_from_a_preset_a_file_or_the_config_and_flags_override_it() {
     ));
     assert_eq!(output.status.code(), Some(125), "{stderr}");
 }
+
+#[test]
+fn an_execution_says_which_policy_fields_its_backend_could_not_apply() {
+    let home = tempfile::tempdir().unwrap();
+    let (output, stdout, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "--backend",
+            "wasm",
+            "--policy",
+            "strict",
+            "-v",
+            "--json",
+            "-l",
+            "python",
+            "-c",
+            "1",
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // No disk quota on the host directory, and one thread is more than half a CPU.
+    assert_eq!(
+        json["unenforced"],
+        serde_json::json!(["workdir_size", "cpu_millis"])
+    );
+    assert!(
+        stderr.contains("wasm cannot apply the policy's workdir_size, cpu_millis"),
+        "{stderr}"
+    );
+}

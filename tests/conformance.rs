@@ -16,8 +16,8 @@ mod support;
 use sandlot::backend::docker::{ContainerBackend, Engine, TlsFiles};
 use sandlot::backend::pool::{Exhausted, PoolOptions};
 use sandlot::{
-    Capability, EndReason, Error, Execution, Limits, PluginHost, RunOptions, Sandlot, Session,
-    SessionState,
+    Capability, EndReason, Error, Execution, Limits, PluginHost, PolicyField, RunOptions, Sandlot,
+    Session, SessionState,
 };
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -115,6 +115,13 @@ fn hello(backend: &str) {
     assert!(run.success());
     assert_eq!(run.backend, backend);
     assert_eq!(run.session, SessionState::Open);
+    // What of the default policy the backend cannot apply, said with every run: the
+    // wasm workspace is a host directory without a quota.
+    let unenforced: &[PolicyField] = match backend {
+        "wasm" => &[PolicyField::WorkdirSize],
+        _ => &[],
+    };
+    assert_eq!(run.unenforced, unenforced);
 }
 
 fn exit_codes(backend: &str) {

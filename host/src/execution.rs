@@ -18,6 +18,7 @@
 //! | `artifacts` | array | files made: `path`, `size`, `mime`, `is_plot`, `base64` |
 //! | `findings` | array | the static analysis: `rule_id`, `severity`, `line`, `message` |
 //! | `policy` | object | the policy in force |
+//! | `unenforced` | array of strings | fields of the policy the backend could not apply (e.g. `workdir_size` on wasm) |
 //!
 //! A later version only adds fields; one that changes or removes any is
 //! `sandlot.execution/2`.
@@ -25,7 +26,7 @@
 use crate::artifact::Artifact;
 use crate::backend::{millis, BackendName, EndReason, SessionState};
 use crate::language::Finding;
-use crate::policy::Policy;
+use crate::policy::{Policy, PolicyField};
 use base64::Engine as _;
 use serde::ser::SerializeMap;
 use serde::Serialize;
@@ -67,6 +68,8 @@ pub struct Execution {
     pub backend: BackendName,
     /// The policy in force for the run.
     pub policy: Policy,
+    /// The policy's restrictions the backend could not apply.
+    pub unenforced: Vec<PolicyField>,
 }
 
 impl Execution {
@@ -164,6 +167,7 @@ impl Serialize for Execution {
         map.serialize_entry("artifacts", &artifacts)?;
         map.serialize_entry("findings", &self.findings)?;
         map.serialize_entry("policy", &self.policy)?;
+        map.serialize_entry("unenforced", &self.unenforced)?;
         map.end()
     }
 }
@@ -198,6 +202,7 @@ mod tests {
             findings: Vec::new(),
             backend: BackendName::WASM,
             policy: Policy::default(),
+            unenforced: vec![PolicyField::WorkdirSize],
         }
     }
 
@@ -206,6 +211,7 @@ mod tests {
         let json = execution().to_json();
         assert_eq!(json["schema"], EXECUTION_SCHEMA);
         assert_eq!(json["backend"], "wasm");
+        assert_eq!(json["unenforced"], serde_json::json!(["workdir_size"]));
         assert_eq!(json["stdout"], "ok \u{fffd}\n");
         assert_eq!(json["stdout_base64"], "b2sg/wo=");
         assert!(

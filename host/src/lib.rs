@@ -55,7 +55,7 @@ pub use language::{
     Severity, SourceFile,
 };
 pub use plugin::{HandlerLimits, LanguageHandler, PluginHost, PluginHostBuilder};
-pub use policy::{Network, Policy, Seccomp};
+pub use policy::{Network, Policy, PolicyField, Seccomp};
 pub use session::{AsyncSession, Limits, RunOptions, Session};
 
 /// The README's Rust examples, compiled and run as doc tests.

@@ -119,6 +119,54 @@ impl Default for Policy {
     }
 }
 
+/// A field of a [`Policy`]: what [`crate::Execution::unenforced`] names when a
+/// backend cannot apply a restriction the policy asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PolicyField {
+    /// [`Policy::block_at`].
+    BlockAt,
+    /// [`Policy::network`].
+    Network,
+    /// [`Policy::read_only_root`].
+    ReadOnlyRoot,
+    /// [`Policy::uid`].
+    Uid,
+    /// [`Policy::gid`].
+    Gid,
+    /// [`Policy::drop_capabilities`].
+    DropCapabilities,
+    /// [`Policy::no_new_privileges`].
+    NoNewPrivileges,
+    /// [`Policy::pids_limit`].
+    PidsLimit,
+    /// [`Policy::cpu_millis`].
+    CpuMillis,
+    /// [`Policy::workdir_size`].
+    WorkdirSize,
+    /// [`Policy::seccomp`].
+    Seccomp,
+}
+
+impl std::fmt::Display for PolicyField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PolicyField::BlockAt => "block_at",
+            PolicyField::Network => "network",
+            PolicyField::ReadOnlyRoot => "read_only_root",
+            PolicyField::Uid => "uid",
+            PolicyField::Gid => "gid",
+            PolicyField::DropCapabilities => "drop_capabilities",
+            PolicyField::NoNewPrivileges => "no_new_privileges",
+            PolicyField::PidsLimit => "pids_limit",
+            PolicyField::CpuMillis => "cpu_millis",
+            PolicyField::WorkdirSize => "workdir_size",
+            PolicyField::Seccomp => "seccomp",
+        })
+    }
+}
+
 /// A named starting point for a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -105,6 +105,8 @@ pub struct Session {
     sandbox: Option<Box<dyn Sandbox>>,
     backend: Arc<dyn Backend>,
     backend_name: BackendName,
+    /// The policy's restrictions the backend cannot apply.
+    unenforced: Vec<crate::policy::PolicyField>,
     passed_over: Vec<(BackendName, String)>,
     capabilities: Capabilities,
     handler: LanguageHandler,
@@ -161,6 +163,7 @@ impl Session {
         Session {
             sandbox: Some(sandbox),
             backend_name: backend.name(),
+            unenforced: backend.unenforced(&policy),
             passed_over,
             backend,
             capabilities,
@@ -188,6 +191,11 @@ impl Session {
     /// The backend the session runs on.
     pub fn backend(&self) -> &BackendName {
         &self.backend_name
+    }
+
+    /// The restrictions of the session's policy its backend cannot apply.
+    pub fn unenforced(&self) -> &[crate::policy::PolicyField] {
+        &self.unenforced
     }
 
     /// The backends `auto` tried before this one, and why each could not serve the
@@ -467,6 +475,7 @@ impl Session {
             session: outcome.session,
             backend: self.backend_name.clone(),
             policy: self.policy,
+            unenforced: self.unenforced.clone(),
         })
     }
 

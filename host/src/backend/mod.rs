@@ -65,7 +65,7 @@ pub mod wasm;
 
 use crate::error::{Error, Result};
 use crate::language::{KernelSpec, Plan};
-use crate::policy::Policy;
+use crate::policy::{Policy, PolicyField};
 use serde::Serialize;
 use std::borrow::Cow;
 use std::fmt;
@@ -502,4 +502,9 @@ pub trait Backend: Send + Sync {
     fn supports(&self, needs: &Needs<'_>) -> std::result::Result<(), Unsuitable>;
     /// Makes a sandbox.
     fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>>;
+    /// The restrictions of `policy` this backend does not apply (each execution says
+    /// so in [`crate::Execution::unenforced`]). Default: it applies them all.
+    fn unenforced(&self, _policy: &Policy) -> Vec<PolicyField> {
+        Vec::new()
+    }
 }

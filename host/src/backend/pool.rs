@@ -864,4 +864,8 @@ impl Backend for Pool {
     fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
         self.open_with(spec, None)
     }
+
+    fn unenforced(&self, policy: &Policy) -> Vec<crate::policy::PolicyField> {
+        self.shared.inner.unenforced(policy)
+    }
 }

@@ -158,6 +158,14 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
             Some(name) => eprintln!("sandlot: running on {} ({name})", session.backend()),
             None => eprintln!("sandlot: running on {}", session.backend()),
         }
+        if !session.unenforced().is_empty() {
+            let fields: Vec<String> = session.unenforced().iter().map(|f| f.to_string()).collect();
+            eprintln!(
+                "sandlot: {} cannot apply the policy's {}",
+                session.backend(),
+                fields.join(", ")
+            );
+        }
     }
     // Output streams as it is written, unless it all goes into one document.
     let options = if args.json {

@@ -26,6 +26,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::layout::Layout;
+use crate::policy::{Policy, PolicyField};
 use crate::wasmtime_engine::cache::ComponentCache;
 use capture::{Capture, Captured};
 use catalog::{Catalog, Prepared};
@@ -289,6 +290,18 @@ impl Backend for WasmBackend {
             )));
         }
         check_capabilities(needs, &self.capabilities(needs.language))
+    }
+
+    /// The workspace is a host directory without a quota, and an interpreter's CPU
+    /// is one host thread: less than one whole CPU is not held to. Everything else
+    /// holds by construction (no sockets, no processes, no system calls, no root
+    /// filesystem).
+    fn unenforced(&self, policy: &Policy) -> Vec<PolicyField> {
+        let mut fields = vec![PolicyField::WorkdirSize];
+        if policy.cpu_millis < 1000 {
+            fields.push(PolicyField::CpuMillis);
+        }
+        fields
     }
 
     fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
