@@ -883,6 +883,31 @@ fn a_pooled_session_has_its_libraries_before_its_first_run(backend: &str) {
     pool.close(Duration::from_secs(10));
 }
 
+/// A pool full of ready sandboxes of one kind makes room for a session of another
+/// kind (it destroys the oldest ready one) instead of refusing it or making it wait.
+fn a_full_pool_makes_room_for_another_kind(backend: &str) {
+    let sandlot = build(Some((backend, pool_options(2, 2, Exhausted::FailFast))));
+    sandlot.session("python").backend(backend).warm().unwrap();
+    let pool = sandlot.pool(backend).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pool.stats().idle < 2 {
+        assert!(Instant::now() < deadline, "{:?}", pool.stats());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Another memory cap is another kind of sandbox.
+    let mut other = sandlot
+        .session("python")
+        .backend(backend)
+        .memory(512 << 20)
+        .open()
+        .unwrap();
+    assert_eq!(other.run("print(2)").unwrap().stdout_text(), "2\n");
+    let stats = pool.stats();
+    assert!(stats.size <= 2, "{stats:?}");
+    drop(other);
+    pool.close(Duration::from_secs(10));
+}
+
 macro_rules! conformance {
     ($($module:ident => $backend:literal),* $(,)?) => {$(
         mod $module {
@@ -906,6 +931,7 @@ macro_rules! conformance {
             #[test] fn pooled_sessions_share_nothing() { super::pooled_sessions_share_nothing($backend) }
             #[test] fn twenty_tasks_over_a_pool_of_four() { super::twenty_tasks_over_a_pool_of_four($backend) }
             #[test] fn a_pool_closed_while_sessions_run() { super::a_pool_closed_while_sessions_run($backend) }
+            #[test] fn a_full_pool_makes_room_for_another_kind() { super::a_full_pool_makes_room_for_another_kind($backend) }
             #[test] fn a_pooled_session_has_its_libraries_before_its_first_run() { super::a_pooled_session_has_its_libraries_before_its_first_run($backend) }
         }
     )*};

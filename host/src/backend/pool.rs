@@ -190,6 +190,23 @@ impl State {
         }
     }
 
+    /// Takes the oldest ready sandbox of a kind other than `key`, to be destroyed; its
+    /// slot stays counted in `held`, for the caller to reuse.
+    fn evict_ready_except(&mut self, key: &Key) -> Option<Box<dyn Sandbox>> {
+        let oldest = self
+            .buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| &b.key != key)
+            .filter_map(|(index, b)| b.ready.front().map(|r| (r.idle_since, index)))
+            .min_by_key(|(since, _)| *since)?
+            .1;
+        self.buckets[oldest]
+            .ready
+            .pop_front()
+            .map(|ready| ready.sandbox)
+    }
+
     fn record_acquire(&mut self, took: Duration) {
         if self.acquire_times.len() == 4096 {
             self.acquire_times.pop_front();
@@ -452,11 +469,23 @@ impl Pool {
                 drop(state);
                 return Ok(self.lend(sandbox, false));
             }
-            if state.held < options.max_size {
-                state.held += 1;
+            // Full, but with sandboxes of other kinds waiting: the oldest of them
+            // makes room, rather than a caller waiting behind idle sandboxes.
+            let evicted = if state.held >= options.max_size {
+                state.evict_ready_except(&key)
+            } else {
+                None
+            };
+            if state.held < options.max_size || evicted.is_some() {
+                if evicted.is_none() {
+                    state.held += 1;
+                }
                 state.in_use += 1;
                 state.misses += 1;
                 drop(state);
+                if let Some(sandbox) = evicted {
+                    self.shared.destroy(sandbox);
+                }
                 return self.open_now(&key, started, false);
             }
             match options.when_exhausted {
