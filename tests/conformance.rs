@@ -836,6 +836,12 @@ fn a_pool_closed_while_sessions_run(backend: &str) {
         .open()
         .unwrap_err();
     assert!(matches!(refused, Error::PoolClosed { .. }), "{refused}");
+    let refused = sandlot
+        .session("python")
+        .backend(backend)
+        .warm()
+        .unwrap_err();
+    assert!(matches!(refused, Error::PoolClosed { .. }), "{refused}");
     let stats = pool.stats();
     assert_eq!((stats.size, stats.idle), (0, 0), "{stats:?}");
     assert_eq!(stats.created, stats.destroyed, "{stats:?}");

@@ -101,7 +101,10 @@ impl fmt::Display for Progress {
 
 /// A [`Sandlot`] with the directories it was made from, and the front ends' shared
 /// operations.
-#[derive(Debug, Clone)]
+///
+/// Not `Clone`: dropping it closes the pools it made (see its `Drop`), which copies
+/// would share.
+#[derive(Debug)]
 pub struct Service {
     sandlot: Sandlot,
     dirs: Dirs,

@@ -350,7 +350,10 @@ impl Pool {
         let deadline = Instant::now() + self.shared.options.acquire_timeout.max(WARM_WAIT);
         loop {
             let index = state.bucket(&key);
-            if !state.buckets[index].ready.is_empty() || state.closed {
+            if state.closed {
+                return Err(self.closed());
+            }
+            if !state.buckets[index].ready.is_empty() {
                 return Ok(());
             }
             if state.failed_warms > failures {
@@ -467,7 +470,7 @@ impl Pool {
                 state.hits += 1;
                 state.record_acquire(started.elapsed());
                 drop(state);
-                return Ok(self.lend(sandbox, false));
+                return self.lend(sandbox, false);
             }
             // Full, but with sandboxes of other kinds waiting: the oldest of them
             // makes room, rather than a caller waiting behind idle sandboxes.
@@ -530,7 +533,7 @@ impl Pool {
                 state.created += 1;
                 state.record_acquire(started.elapsed());
                 drop(state);
-                Ok(self.lend(sandbox, extra))
+                self.lend(sandbox, extra)
             }
             Err(error) => {
                 let mut state = self.shared.lock();
@@ -545,19 +548,31 @@ impl Pool {
         }
     }
 
-    fn lend(&self, sandbox: Box<dyn Sandbox>, extra: bool) -> Box<dyn Sandbox> {
+    /// Hands `sandbox` to a session; its slot is already counted. A pool closed while
+    /// the sandbox was being checked or opened destroys it instead.
+    fn lend(&self, sandbox: Box<dyn Sandbox>, extra: bool) -> Result<Box<dyn Sandbox>> {
         let name = sandbox.name();
-        let lent: Lent = Arc::new(Mutex::new(Some(sandbox)));
         let mut state = self.shared.lock();
+        if state.closed {
+            state.in_use -= 1;
+            if !extra {
+                state.held -= 1;
+            }
+            drop(state);
+            self.shared.destroy(sandbox);
+            self.shared.changed.notify_all();
+            return Err(self.closed());
+        }
+        let lent: Lent = Arc::new(Mutex::new(Some(sandbox)));
         state.lent.retain(|weak| weak.strong_count() > 0);
         state.lent.push(Arc::downgrade(&lent));
         drop(state);
-        Box::new(Pooled {
+        Ok(Box::new(Pooled {
             lent,
             name,
             extra,
             shared: self.shared.clone(),
-        })
+        }))
     }
 }
 
@@ -670,7 +685,8 @@ fn warm_loop(shared: Weak<Shared>) {
             bucket.ready = kept;
         }
         state.held -= expired.len();
-        let job = if state.held < options.max_size {
+        // A caller waiting for a slot gets the one that frees, not the warmer.
+        let job = if state.held < options.max_size && state.waiting == 0 {
             state.buckets.iter().position(|b| {
                 b.warm
                     && b.ready.len() + b.warming < options.min_idle
@@ -684,6 +700,7 @@ fn warm_loop(shared: Weak<Shared>) {
                 .buckets
                 .iter()
                 .filter_map(|b| b.backoff_until)
+                .filter(|t| *t > now)
                 .min()
                 .map(|t| t.saturating_duration_since(now));
             let wait = next_backoff
