@@ -324,6 +324,8 @@ mod tests {
         clear(&root, "output").unwrap();
         assert!(list(&root, "output").unwrap().is_empty());
         assert!(outside.join("kept.txt").exists());
+        fs::remove_dir_all(&dir).unwrap();
+        fs::remove_dir_all(&outside).unwrap();
     }
 
     #[test]

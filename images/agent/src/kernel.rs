@@ -534,7 +534,13 @@ while True:
             std::fs::create_dir_all(&dir).unwrap();
             let cwd = crate::beneath::Root::open(&dir).unwrap().dir("").unwrap();
             let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-            let kernel = Kernel::start(&argv, &[], &cwd, Duration::from_secs(10))?;
+            let kernel = match Kernel::start(&argv, &[], &cwd, Duration::from_secs(10)) {
+                Ok(kernel) => kernel,
+                Err(error) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(error);
+                }
+            };
             let capture = Capture::default();
             Ok(Harness {
                 kernel: Some(kernel),
