@@ -102,12 +102,10 @@ impl PoolSection {
             },
             when_exhausted: self.when_exhausted.unwrap_or(default.when_exhausted),
         };
-        if options.max_size == 0 || options.min_idle > options.max_size {
-            return Err(format!(
-                "[pool.{name}]: max_size must be at least 1 and at least min_idle"
-            ));
+        match options.problem() {
+            Some(problem) => Err(format!("[pool.{name}]: {problem}")),
+            None => Ok(options),
         }
-        Ok(options)
     }
 }
 

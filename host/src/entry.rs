@@ -400,14 +400,7 @@ impl Sandlot {
     /// The pool of the backend called `name` (see [`SandlotBuilder::pool`]), made now
     /// if its engine was not connected yet.
     pub fn pool(&self, name: &str) -> Result<Pool> {
-        let slot =
-            self.slots
-                .iter()
-                .find(|s| s.name == name)
-                .ok_or_else(|| Error::UnknownBackend {
-                    name: name.to_string(),
-                    known: self.backend_names().iter().map(|n| n.to_string()).collect(),
-                })?;
+        let slot = self.slot(name)?;
         slot.get()?;
         slot.pool_made().ok_or_else(|| Error::NotPooled {
             backend: name.to_string(),
@@ -416,10 +409,19 @@ impl Sandlot {
 
     /// The pool of the backend called `name`, if it is pooled and made.
     fn pool_made(&self, name: &str) -> Option<Pool> {
+        self.slot(name).ok()?.pool_made()
+    }
+
+    /// The slot of the backend called `name`.
+    fn slot(&self, name: &str) -> Result<&Slot> {
         self.slots
             .iter()
             .find(|s| s.name == name)
-            .and_then(|slot| slot.pool_made())
+            .map(|slot| slot.as_ref())
+            .ok_or_else(|| Error::UnknownBackend {
+                name: name.to_string(),
+                known: self.backend_names().iter().map(|n| n.to_string()).collect(),
+            })
     }
 
     /// Closes every pool this `Sandlot` made (see [`Pool::close`]): sessions in use
@@ -438,14 +440,7 @@ impl Sandlot {
 
     /// The backend called `name`, connected now if it was not yet.
     pub fn backend(&self, name: &str) -> Result<Arc<dyn Backend>> {
-        self.slots
-            .iter()
-            .find(|s| s.name == name)
-            .ok_or_else(|| Error::UnknownBackend {
-                name: name.to_string(),
-                known: self.backend_names().iter().map(|n| n.to_string()).collect(),
-            })?
-            .get()
+        self.slot(name)?.get()
     }
 
     /// The backend a session gets: the one named, checked against `needs`, or for

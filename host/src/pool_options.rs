@@ -59,3 +59,16 @@ impl Default for PoolOptions {
         }
     }
 }
+
+impl PoolOptions {
+    /// Why these options cannot work, if they cannot.
+    pub(crate) fn problem(&self) -> Option<String> {
+        (self.max_size == 0 || self.min_idle > self.max_size).then(|| {
+            format!(
+                "max_size must be at least 1 and at least min_idle (got min_idle {}, \
+                 max_size {})",
+                self.min_idle, self.max_size
+            )
+        })
+    }
+}

@@ -247,10 +247,7 @@ fn install_python_folder(
         ));
         return Ok(target);
     }
-    let staging = runtimes_dir.join(format!(".{}.partial-{}", known.name, std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging)
-        .map_err(io(format!("cannot create {}", staging.display())))?;
+    let staging = staging_dir(runtimes_dir, known)?;
     let result = install_python(&staging, progress).and_then(|()| {
         std::fs::rename(&staging, &target).map_err(io(format!(
             "cannot move the runtime into {}",
@@ -298,10 +295,7 @@ fn install_javascript_file(
             target.display()
         ));
     }
-    let staging = runtimes_dir.join(format!(".{}.partial-{}", known.name, std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging)
-        .map_err(io(format!("cannot create {}", staging.display())))?;
+    let staging = staging_dir(runtimes_dir, known)?;
     let result = install_javascript(&staging, &version, progress).and_then(|built| {
         std::fs::rename(&built, &target).map_err(io(format!(
             "cannot move the runtime to {}",
@@ -310,6 +304,16 @@ fn install_javascript_file(
     });
     let _ = std::fs::remove_dir_all(&staging);
     result.map(|()| target)
+}
+
+/// A fresh, empty directory in `runtimes_dir` to build `known` in before it is moved
+/// into place, so a failed install leaves nothing half-made where runtimes are found.
+fn staging_dir(runtimes_dir: &Path, known: &KnownRuntime) -> Result<PathBuf> {
+    let staging = runtimes_dir.join(format!(".{}.partial-{}", known.name, std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging)
+        .map_err(io(format!("cannot create {}", staging.display())))?;
+    Ok(staging)
 }
 
 /// Whether `needle` occurs in `haystack`.

@@ -74,6 +74,29 @@ pub(crate) fn stamp_alive(stamp: &str) -> bool {
     }
 }
 
+/// Removes the entries of the temp dir named `<prefix><owner stamp>-...` whose
+/// process is gone (killed before it could remove them); returns their paths. No link
+/// inside one is followed.
+pub(crate) fn sweep_temp_dirs(prefix: &str) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(stamp) = name
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split('-').next())
+        else {
+            continue;
+        };
+        if !stamp_alive(stamp) && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed.push(entry.path());
+        }
+    }
+    removed
+}
+
 /// Whether the process that made a sandbox is still running. A tag from another boot
 /// counts as dead: after a reboot none of its processes exist. (An engine shared by
 /// several machines should therefore be collected with `sandlot gc` on one of them

@@ -277,14 +277,8 @@ impl Pool {
     /// A pool over `backend`. Starts its two threads (one warms, one destroys); holds
     /// nothing until a key is warmed or opened.
     pub fn new(backend: Arc<dyn Backend>, options: PoolOptions) -> Result<Pool> {
-        if options.max_size == 0 || options.min_idle > options.max_size {
-            return Err(Error::InvalidPool {
-                reason: format!(
-                    "max_size must be at least 1 and at least min_idle (got min_idle {}, \
-                     max_size {})",
-                    options.min_idle, options.max_size
-                ),
-            });
+        if let Some(reason) = options.problem() {
+            return Err(Error::InvalidPool { reason });
         }
         let (sender, receiver) = mpsc::channel::<Box<dyn Sandbox>>();
         let shared = Arc::new(Shared {

@@ -415,25 +415,9 @@ fn open_to_container(dir: &Path, socket: &Path, uid: u32, gid: u32) -> std::io::
 }
 
 /// Removes agent socket directories that processes killed while starting a sandbox
-/// left in the temp dir. Returns how many.
-pub(super) fn sweep_ipc_dirs() -> usize {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return 0;
-    };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(stamp) = name
-            .strip_prefix(IPC_PREFIX)
-            .and_then(|rest| rest.split('-').next())
-        else {
-            continue;
-        };
-        if !owner::stamp_alive(stamp) && std::fs::remove_dir_all(entry.path()).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
+/// left in the temp dir.
+pub(super) fn sweep_ipc_dirs() {
+    owner::sweep_temp_dirs(IPC_PREFIX);
 }
 
 fn set_network(

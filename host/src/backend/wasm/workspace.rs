@@ -32,27 +32,9 @@ fn io_error(path: &str, source: std::io::Error) -> Error {
 
 /// Removes the workspaces of processes that are gone (killed before they could remove
 /// them) from the temp dir; returns their paths. A workspace of a running process is
-/// never touched, and no link inside one is followed.
+/// never touched.
 pub(crate) fn sweep() -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return Vec::new();
-    };
-    let mut removed = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(stamp) = name
-            .strip_prefix(PREFIX)
-            .and_then(|rest| rest.split('-').next())
-        else {
-            continue;
-        };
-        if !crate::backend::owner::stamp_alive(stamp)
-            && std::fs::remove_dir_all(entry.path()).is_ok()
-        {
-            removed.push(entry.path());
-        }
-    }
-    removed
+    crate::backend::owner::sweep_temp_dirs(PREFIX)
 }
 
 impl Workspace {
