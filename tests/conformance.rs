@@ -1,7 +1,7 @@
 //! One list of behaviours, run against every backend this machine has: the embedded
-//! wasm backend, Docker, Podman, and Docker reached over TCP with TLS (the path for
-//! an engine on another machine: the agent is copied in and reached over an attach
-//! stream). A backend joins by adding its name to `conformance!` at the bottom.
+//! wasm backend, Docker, Podman, Docker reached over TCP with TLS (the path for an
+//! engine on another machine: the agent is copied in and reached over an attach
+//! stream), and the local Kubernetes cluster (pods reached over the attach websocket). A backend joins by adding its name to `conformance!` at the bottom.
 //!
 //! Every behaviour runs Python, which every backend runs. A behaviour a backend lacks
 //! is declared through its capabilities, and the test then checks that the backend
@@ -117,9 +117,30 @@ fn hello(backend: &str) {
     assert_eq!(run.session, SessionState::Open);
     // What of the default policy the backend cannot apply, said with every run: the
     // wasm workspace is a host directory without a quota.
-    let unenforced: &[PolicyField] = match backend {
-        "wasm" => &[PolicyField::WorkdirSize],
-        _ => &[],
+    let unenforced: Vec<PolicyField> = match backend {
+        "wasm" => vec![PolicyField::WorkdirSize],
+        // No per-pod process limit; a memory volume without a size before 1.22; a
+        // network cut only where a plugin enforces NetworkPolicy.
+        "kubernetes" => {
+            let cluster = sandlot().kubernetes().unwrap();
+            let mut fields = Vec::new();
+            if !cluster.enforces_network_policy() {
+                fields.push(PolicyField::Network);
+            }
+            fields.push(PolicyField::PidsLimit);
+            let minor: u32 = cluster
+                .server_version()
+                .split('.')
+                .nth(1)
+                .unwrap()
+                .parse()
+                .unwrap();
+            if minor < 22 {
+                fields.push(PolicyField::WorkdirSize);
+            }
+            fields
+        }
+        _ => vec![],
     };
     assert_eq!(run.unenforced, unenforced);
 }
@@ -645,17 +666,7 @@ fn nothing_is_left_after_close(backend: &str) {
             !std::path::Path::new(&name).exists(),
             "the workspace {name} was removed"
         ),
-        _ => {
-            let engine = match backend {
-                "podman" => Engine::Podman,
-                _ => Engine::Docker,
-            };
-            let containers = sandlot().containers(engine).unwrap().sandboxes().unwrap();
-            assert!(
-                containers.iter().all(|c| c.name != name),
-                "{name} is still there"
-            );
-        }
+        _ => assert!(!sandbox_exists(backend, &name), "{name} is still there"),
     }
 }
 
@@ -673,6 +684,10 @@ fn pool_options(min_idle: usize, max_size: usize, when_exhausted: Exhausted) -> 
 fn sandbox_exists(backend: &str, name: &str) -> bool {
     let engine = match backend {
         "wasm" => return false,
+        "kubernetes" => {
+            let pods = sandlot().kubernetes().unwrap().sandboxes().unwrap();
+            return pods.iter().any(|p| p.name == name);
+        }
         "podman" => Engine::Podman,
         _ => Engine::Docker,
     };
@@ -948,4 +963,5 @@ conformance! {
     docker => "docker",
     podman => "podman",
     docker_tls => "docker-tls",
+    kubernetes => "kubernetes",
 }

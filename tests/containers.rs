@@ -909,33 +909,8 @@ fn a_killed_host_leaves_nothing(engine: Engine, env: &[(&str, &str)]) {
     let dirs_before = scratch_dirs();
     // The host opens a session, and with it reaps orphans: not while `gc` is tested.
     let opening = OPENING.read().unwrap_or_else(|e| e.into_inner());
-    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
-        .args([
-            "run",
-            "--backend",
-            engine.name(),
-            "-l",
-            "bash",
-            "-c",
-            "echo started; sleep 600",
-        ])
-        .envs(env.iter().copied())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     // Wait until the program runs, then kill the host without warning.
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(host.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    if line != "started\n" {
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut host.stderr.take().unwrap(), &mut stderr).unwrap();
-        panic!("the host process did not start the program: {line:?} {stderr}");
-    }
+    let mut host = support::start_sleeping_host(engine.name(), env);
     drop(opening);
     let name = backend
         .sandboxes()

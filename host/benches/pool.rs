@@ -1,4 +1,4 @@
-//! Pools against cold opens, in one run, on wasm (Python) and Docker (Python):
+//! Pools against cold opens, in one run, on wasm, Docker and Kubernetes (Python):
 //!
 //! - latency: acquire + `print(1)` + release from a pool that has caught up (the
 //!   timed part starts once a sandbox is ready, as for an agent that calls every few
@@ -7,8 +7,10 @@
 //!   concurrent callers, with and without a pool. Every pooled session gets a fresh
 //!   sandbox, so a pool's sustained rate is the rate at which it can make them.
 //!
-//! Needs the Python runtime installed and Docker with the images
-//! (`tests/run.sh` does both). Run with `cargo bench --bench pool`.
+//! Needs the Python runtime installed, Docker with the images and the local cluster
+//! with `KUBECONFIG` pointing at it (`tests/run.sh` sees to all three). Run with
+//! `cargo bench --bench pool`; `SANDLOT_BENCH_BACKENDS=docker,kubernetes` picks
+//! backends.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -75,9 +77,11 @@ fn main() {
         .measurement_time(Duration::from_secs(10));
     // SANDLOT_BENCH_BACKENDS=wasm measures one of them.
     let only = std::env::var("SANDLOT_BENCH_BACKENDS").unwrap_or_default();
-    for (backend, size, window) in [
-        ("wasm", 4, Duration::from_secs(5)),
-        ("docker", 4, Duration::from_secs(15)),
+    for (backend, size, window, callers) in [
+        ("wasm", 4, Duration::from_secs(5), &[1, 4, 16][..]),
+        ("docker", 4, Duration::from_secs(15), &[1, 4, 16][..]),
+        // A pod takes seconds: fewer samples, one iteration each, shorter runs.
+        ("kubernetes", 3, Duration::from_secs(30), &[1, 4][..]),
     ] {
         if !only.is_empty() && !only.split(',').any(|b| b == backend) {
             continue;
@@ -87,6 +91,12 @@ fn main() {
         pooled.session("python").backend(backend).warm().unwrap();
         let pool = pooled.pool(backend).unwrap();
         let mut group = criterion.benchmark_group(format!("python ({backend})"));
+        if backend == "kubernetes" {
+            group
+                .sample_size(10)
+                .sampling_mode(criterion::SamplingMode::Flat)
+                .measurement_time(Duration::from_secs(30));
+        }
         group.bench_function("cold open + print 1 + close", |b| {
             b.iter(|| print_one(&cold, backend))
         });
@@ -106,7 +116,7 @@ fn main() {
             })
         });
         group.finish();
-        for callers in [1, 4, 16] {
+        for &callers in callers {
             let unpooled = throughput(&cold, backend, callers, window);
             let with_pool = throughput(&pooled, backend, callers, window);
             println!(

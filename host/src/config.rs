@@ -21,6 +21,18 @@
 //! preset = "standard"
 //! network = "off"
 //!
+//! # A Kubernetes cluster (backend `kubernetes`); every key is optional.
+//! [kubernetes]
+//! kubeconfig = "/etc/sandlot/kubeconfig"   # default: KUBECONFIG, ~/.kube/config
+//! context = "sandboxes"                    # default: the kubeconfig's current one
+//! namespace = "sandlot"                    # default: the context's, else "default"
+//! image_prefix = "registry.internal:5000"  # pull images from there (default: the
+//!                                          # node's engine already has them)
+//! pod_template = "pod.yaml"                # merged under the generated pod
+//! network_policy_enforced = true           # default: detect the network plugin
+//! start_timeout = 120                      # seconds a pod may take to start
+//! pod_lifetime = 86400                     # activeDeadlineSeconds of every pod
+//!
 //! # A pool of pre-warmed sandboxes for a backend (see `sandlot::backend::pool`);
 //! # every key is optional. Durations are in seconds; 0 means never.
 //! [pool.docker]
@@ -63,6 +75,31 @@ pub struct Config {
     pub pools: std::collections::BTreeMap<String, PoolOptions>,
     /// The policy of sessions that set none (`[policy]`); `None`: [`Policy::default`].
     pub policy: Option<Policy>,
+    /// The Kubernetes backend's settings (`[kubernetes]`).
+    pub kubernetes: KubernetesConfig,
+}
+
+/// The `[kubernetes]` section: how the `kubernetes` backend reaches its cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct KubernetesConfig {
+    /// The kubeconfig file (resolved against the config file's directory).
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context.
+    pub context: Option<String>,
+    /// The namespace pods are made in.
+    pub namespace: Option<String>,
+    /// The registry images are pulled from.
+    pub image_prefix: Option<String>,
+    /// A pod template file (resolved against the config file's directory).
+    pub pod_template: Option<PathBuf>,
+    /// Whether the cluster enforces NetworkPolicy; unset: detect.
+    pub network_policy_enforced: Option<bool>,
+    /// Seconds a pod may take to start.
+    pub start_timeout: Option<u64>,
+    /// Seconds a pod may live at most.
+    pub pod_lifetime: Option<u64>,
 }
 
 /// A `[pool.NAME]` section; what it leaves out is [`PoolOptions::default`].
@@ -123,6 +160,8 @@ struct File {
     #[serde(default)]
     pool: std::collections::BTreeMap<String, PoolSection>,
     policy: Option<PolicySettings>,
+    #[serde(default)]
+    kubernetes: KubernetesConfig,
 }
 
 impl Config {
@@ -193,6 +232,11 @@ impl Config {
             images: file.images,
             pools,
             policy,
+            kubernetes: KubernetesConfig {
+                kubeconfig: file.kubernetes.kubeconfig.map(|f| base.join(f)),
+                pod_template: file.kubernetes.pod_template.map(|f| base.join(f)),
+                ..file.kubernetes
+            },
         })
     }
 }
@@ -223,6 +267,31 @@ mod tests {
             text.contains("/x/sandlot.toml") && text.contains("plugin_dir"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_kubernetes_section_resolves_its_files_and_refuses_unknown_keys() {
+        let config = Config::parse(
+            "[kubernetes]\nkubeconfig = \"kube.conf\"\nnamespace = \"sb\"\n\
+             pod_template = \"/abs/pod.yaml\"\nnetwork_policy_enforced = false\n",
+            Path::new("/etc/sandlot/sandlot.toml"),
+        )
+        .unwrap();
+        let kubernetes = &config.kubernetes;
+        assert_eq!(
+            kubernetes.kubeconfig,
+            Some(PathBuf::from("/etc/sandlot/kube.conf"))
+        );
+        assert_eq!(
+            kubernetes.pod_template,
+            Some(PathBuf::from("/abs/pod.yaml"))
+        );
+        assert_eq!(kubernetes.namespace.as_deref(), Some("sb"));
+        assert_eq!(kubernetes.network_policy_enforced, Some(false));
+        let error = Config::parse("[kubernetes]\nnamesapce = \"x\"\n", Path::new("s.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("namesapce"), "{error}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use crate::artifact::EarlierOutput;
 use crate::backend::docker::{ContainerBackend, Engine};
+use crate::backend::kubernetes::KubernetesBackend;
 use crate::backend::pool::{Pool, PoolOptions, Preinstall};
 use crate::backend::wasm::WasmBackend;
 use crate::backend::{Backend, BackendName, Capability, Needs, SandboxSpec};
@@ -98,13 +99,35 @@ impl Slot {
     }
 }
 
-/// Container engines, connected on first use and shared by every session.
+/// Container engines and the cluster, connected on first use and shared by every
+/// session.
 struct Engines {
     config: Arc<Config>,
     connected: Mutex<Vec<(Engine, Arc<ContainerBackend>)>>,
+    cluster: Mutex<Option<Arc<KubernetesBackend>>>,
 }
 
 impl Engines {
+    fn new(config: Arc<Config>) -> Engines {
+        Engines {
+            config,
+            connected: Mutex::new(Vec::new()),
+            cluster: Mutex::new(None),
+        }
+    }
+
+    /// The cluster of sandlot.toml's `[kubernetes]` section (or the environment's).
+    fn kubernetes(&self) -> Result<Arc<KubernetesBackend>> {
+        let mut cluster = self.cluster.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(backend) = &*cluster {
+            return Ok(backend.clone());
+        }
+        let builder = KubernetesBackend::configured(&self.config.kubernetes)?;
+        let backend = Arc::new(builder.connect()?);
+        *cluster = Some(backend.clone());
+        Ok(backend)
+    }
+
     fn get(&self, engine: Engine) -> Result<Arc<ContainerBackend>> {
         let mut connected = self.connected.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, backend)) = connected.iter().find(|(e, _)| *e == engine) {
@@ -126,7 +149,8 @@ impl Engines {
 /// engine connections. Clones are cheap and share everything.
 ///
 /// Backends are held by name. The built-in ones come first, in the order `auto` tries
-/// them: `wasm`, `docker`, `podman` (engines are connected on first use); more can be
+/// them: `wasm`, `docker`, `podman`, `kubernetes` (engines and the cluster are
+/// connected on first use); more can be
 /// added, from this crate or any other, with [`SandlotBuilder::backend`].
 #[derive(Clone)]
 pub struct Sandlot {
@@ -214,10 +238,7 @@ impl SandlotBuilder {
             self.cache_dir,
         ));
         let config = Arc::new(self.config);
-        let engines = Arc::new(Engines {
-            config: config.clone(),
-            connected: Mutex::new(Vec::new()),
-        });
+        let engines = Arc::new(Engines::new(config.clone()));
         let mut slots: Vec<Slot> = Vec::new();
         if self.builtins {
             slots.push(Slot::ready(wasm.clone()));
@@ -236,6 +257,16 @@ impl SandlotBuilder {
                     pooled: Mutex::new(None),
                 });
             }
+            let cluster = engines.clone();
+            slots.push(Slot {
+                name: BackendName::KUBERNETES,
+                ready: Mutex::new(None),
+                connect: Some(Box::new(move || {
+                    Ok(cluster.kubernetes()? as Arc<dyn Backend>)
+                })),
+                pool: None,
+                pooled: Mutex::new(None),
+            });
         }
         for backend in self.extra {
             let slot = Slot::ready(backend);
@@ -313,26 +344,27 @@ impl Sandlot {
     /// Uses `config`'s container settings (engine endpoints, images per language).
     pub fn with_config(mut self, config: Config) -> Sandlot {
         let config = Arc::new(config);
-        let engines = Arc::new(Engines {
-            config: config.clone(),
-            connected: Mutex::new(Vec::new()),
-        });
+        let engines = Arc::new(Engines::new(config.clone()));
         let slots = self
             .slots
             .iter()
             .map(|slot| {
-                let engine = match slot.name.as_str() {
-                    "docker" if slot.connect.is_some() => Engine::Docker,
-                    "podman" if slot.connect.is_some() => Engine::Podman,
+                let engines = engines.clone();
+                let connect: Connector = match slot.name.as_str() {
+                    _ if slot.connect.is_none() => return slot.clone(),
+                    "docker" => {
+                        Box::new(move || Ok(engines.get(Engine::Docker)? as Arc<dyn Backend>))
+                    }
+                    "podman" => {
+                        Box::new(move || Ok(engines.get(Engine::Podman)? as Arc<dyn Backend>))
+                    }
+                    "kubernetes" => Box::new(move || Ok(engines.kubernetes()? as Arc<dyn Backend>)),
                     _ => return slot.clone(),
                 };
-                let engines = engines.clone();
                 Arc::new(Slot {
                     name: slot.name.clone(),
                     ready: Mutex::new(None),
-                    connect: Some(Box::new(move || {
-                        Ok(engines.get(engine)? as Arc<dyn Backend>)
-                    })),
+                    connect: Some(connect),
                     pool: slot.pool.clone(),
                     pooled: Mutex::new(None),
                 })
@@ -395,6 +427,12 @@ impl Sandlot {
     /// usually listens.
     pub fn containers(&self, engine: Engine) -> Result<Arc<ContainerBackend>> {
         self.engines.get(engine)
+    }
+
+    /// The Kubernetes backend, connected on first use with sandlot.toml's
+    /// `[kubernetes]` settings, else the environment's kubeconfig.
+    pub fn kubernetes(&self) -> Result<Arc<KubernetesBackend>> {
+        self.engines.kubernetes()
     }
 
     /// The pool of the backend called `name` (see [`SandlotBuilder::pool`]), made now

@@ -482,10 +482,19 @@ pub enum Error {
         threshold: crate::language::Severity,
     },
 
+    /// A Kubernetes pod template is unusable.
+    #[error("invalid pod template {}: {reason}", path.display())]
+    PodTemplate {
+        /// The template file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// The container engine cannot be reached.
     #[error("cannot reach {engine} at {endpoint}: {reason}; {hint}")]
     EngineUnavailable {
-        /// `docker` or `podman`.
+        /// `docker`, `podman` or `kubernetes`.
         engine: String,
         /// Where sandlot looked for it.
         endpoint: String,
@@ -498,7 +507,7 @@ pub enum Error {
     /// The container engine refused or failed a request.
     #[error("{engine}: {context}: {source}")]
     Engine {
-        /// `docker` or `podman`.
+        /// `docker`, `podman` or `kubernetes`.
         engine: String,
         /// What sandlot asked for.
         context: String,
@@ -513,7 +522,7 @@ pub enum Error {
          or name an image that has {language} in sandlot.toml's [images] table"
     )]
     ImageMissing {
-        /// `docker` or `podman`.
+        /// `docker`, `podman` or `kubernetes`.
         engine: String,
         /// The image looked for.
         image: String,

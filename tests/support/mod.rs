@@ -96,3 +96,35 @@ pub fn start_repl(
     assert_eq!(line, "started\n");
     (host, stdin)
 }
+
+/// Starts `sandlot run --backend BACKEND -l bash -c 'echo started; sleep 600'` with
+/// `env`, and returns once the program runs in its sandbox: a host to kill.
+pub fn start_sleeping_host(backend: &str, env: &[(&str, &str)]) -> std::process::Child {
+    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args([
+            "run",
+            "--backend",
+            backend,
+            "-l",
+            "bash",
+            "-c",
+            "echo started; sleep 600",
+        ])
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(host.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    if line != "started\n" {
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut host.stderr.take().unwrap(), &mut stderr).unwrap();
+        panic!("the host process did not start the program: {line:?} {stderr}");
+    }
+    host
+}

@@ -59,6 +59,7 @@
 pub mod agent;
 pub mod docker;
 mod files;
+pub mod kubernetes;
 pub(crate) mod owner;
 pub mod pool;
 pub mod wasm;
@@ -74,6 +75,21 @@ use std::time::Duration;
 pub use crate::artifact::{FileStat, Snapshot};
 pub use crate::capability::{Capabilities, Capability};
 pub use files::{MemoryFiles, SandboxFiles};
+
+/// Runs `future` on `runtime` and waits for it: how the container backends call their
+/// async clients from the synchronous contract. Unlike `block_on`, this works from any
+/// thread, including an async task's (as when a session is dropped). `None` if the
+/// runtime shut down first.
+pub(crate) fn wait<T: Send + 'static>(
+    runtime: &tokio::runtime::Handle,
+    future: impl std::future::Future<Output = T> + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    runtime.spawn(async move {
+        let _ = tx.send(future.await);
+    });
+    rx.recv().ok()
+}
 
 /// A callback that sees a run's output as it is written, up to the run's output cap.
 pub type Sink = Box<dyn FnMut(&[u8]) + Send>;
@@ -98,6 +114,8 @@ impl BackendName {
     pub const DOCKER: BackendName = BackendName(Cow::Borrowed("docker"));
     /// Podman, through its Docker-compatible API.
     pub const PODMAN: BackendName = BackendName(Cow::Borrowed("podman"));
+    /// A Kubernetes cluster.
+    pub const KUBERNETES: BackendName = BackendName(Cow::Borrowed("kubernetes"));
 
     /// Checks and wraps `name`.
     pub fn new(name: impl Into<String>) -> Result<BackendName> {

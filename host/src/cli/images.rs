@@ -1,4 +1,5 @@
-//! `sandlot images` and `sandlot gc`: the container engines' side of sandlot.
+//! `sandlot images` and `sandlot gc`: the container engines' and the cluster's side
+//! of sandlot.
 
 use super::output::Table;
 use super::Global;
@@ -73,6 +74,11 @@ pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCod
             force,
         } => {
             let backend = containers(global, engine)?;
+            // What a Kubernetes node on this engine starts its pods' agents from.
+            let (agent, loaded) = backend.load_agent_image()?;
+            if loaded {
+                eprintln!("sandlot: loaded {agent}");
+            }
             let present = backend.images()?;
             for recipe in Recipe::select(&names)? {
                 let current = present
@@ -138,8 +144,16 @@ pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCod
     }
 }
 
-/// Removes what killed sandlot processes left on `engine`.
-pub(super) fn gc(global: &Global, engine: EngineArg, all: bool) -> Result<ExitCode> {
+/// Where `sandlot gc` cleans.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(super) enum GcTarget {
+    Docker,
+    Podman,
+    Kubernetes,
+}
+
+/// Removes what killed sandlot processes left on `target`.
+pub(super) fn gc(global: &Global, target: GcTarget, all: bool) -> Result<ExitCode> {
     // The wasm backend's workspaces of killed processes, whichever engine is named.
     let workspaces = sandlot::backend::wasm::WasmBackend::gc();
     for path in &workspaces {
@@ -148,11 +162,19 @@ pub(super) fn gc(global: &Global, engine: EngineArg, all: bool) -> Result<ExitCo
     if !workspaces.is_empty() {
         eprintln!("sandlot: removed {} wasm workspace(s)", workspaces.len());
     }
-    let backend = containers(global, engine)?;
-    let removed = backend.gc(all)?;
+    let (removed, what) = match target {
+        GcTarget::Docker => (containers(global, EngineArg::Docker)?.gc(all)?, "container"),
+        GcTarget::Podman => (containers(global, EngineArg::Podman)?.gc(all)?, "container"),
+        GcTarget::Kubernetes => {
+            let settings = global.config()?.kubernetes;
+            let cluster = sandlot::backend::kubernetes::KubernetesBackend::configured(&settings)?
+                .connect()?;
+            (cluster.gc(all)?, "pod")
+        }
+    };
     for name in &removed {
         println!("{name}");
     }
-    eprintln!("sandlot: removed {} container(s)", removed.len());
+    eprintln!("sandlot: removed {} {what}(s)", removed.len());
     Ok(ExitCode::SUCCESS)
 }

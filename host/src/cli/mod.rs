@@ -128,14 +128,14 @@ enum Commands {
     /// Build, list and pull the container images of the Docker and Podman backends.
     #[command(subcommand)]
     Images(images::ImagesCommand),
-    /// Remove containers left behind by sandlot processes that are gone and whose
-    /// containers did not remove themselves, and the wasm backend's workspaces such
-    /// processes left in the temp dir; with --all, every sandlot container.
+    /// Remove containers or pods left behind by sandlot processes that are gone and
+    /// whose sandboxes did not remove themselves, and the wasm backend's workspaces
+    /// such processes left in the temp dir; with --all, every sandlot container or pod.
     Gc {
-        /// The engine to clean.
-        #[arg(long, value_enum, default_value = "docker")]
-        engine: images::EngineArg,
-        /// Remove every sandlot container, also those of running sessions.
+        /// The engine or cluster to clean.
+        #[arg(long, alias = "backend", value_enum, default_value = "docker")]
+        engine: images::GcTarget,
+        /// Remove every sandlot container or pod, also those of running sessions.
         #[arg(long)]
         all: bool,
     },

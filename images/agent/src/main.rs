@@ -1,5 +1,7 @@
-//! `sandlot-agent serve SOCKET ROOT` or `sandlot-agent serve-stdio ROOT`: process 1 of a
-//! sandlot container.
+//! `sandlot-agent serve SOCKET ROOT`, `sandlot-agent serve-stdio ROOT` or
+//! `sandlot-agent serve-attach ROOT`: process 1 of a sandlot container; and
+//! `sandlot-agent install DEST`, which copies the agent where a container can run it
+//! (the init container of a Kubernetes pod).
 //!
 //! It speaks the protocol of the `sandlot_agent` library over a Unix socket the host
 //! listens on, or over its own standard input and output (an engine's attach or exec
@@ -34,7 +36,9 @@ fn main() {
         Some("serve") if args.len() == 4 => {
             serve_socket(Path::new(&args[2]), PathBuf::from(&args[3]))
         }
-        Some("serve-stdio") if args.len() == 3 => serve_stdio(PathBuf::from(&args[2])),
+        Some("serve-stdio") if args.len() == 3 => serve_stdio(PathBuf::from(&args[2]), false),
+        Some("serve-attach") if args.len() == 3 => serve_stdio(PathBuf::from(&args[2]), true),
+        Some("install") if args.len() == 3 => install(Path::new(&args[2])),
         Some("--version") => {
             println!(
                 "sandlot-agent {} (protocol {PROTOCOL_VERSION})",
@@ -43,7 +47,10 @@ fn main() {
             return;
         }
         _ => {
-            eprintln!("usage: sandlot-agent serve SOCKET ROOT | sandlot-agent serve-stdio ROOT");
+            eprintln!(
+                "usage: sandlot-agent serve SOCKET ROOT | sandlot-agent serve-stdio ROOT | \
+                 sandlot-agent serve-attach ROOT | sandlot-agent install DEST"
+            );
             std::process::exit(2);
         }
     };
@@ -86,9 +93,31 @@ fn serve_socket(socket: &Path, root: PathBuf) -> io::Result<()> {
 }
 
 /// Serves over standard input and output, as an attach or exec stream carries them.
-fn serve_stdio(root: PathBuf) -> io::Result<()> {
+///
+/// With `await_host`, the agent says nothing until the host has sent one byte: an
+/// engine that can attach only to a running container (Kubernetes) would otherwise
+/// lose the greeting written before the host was there to read it.
+fn serve_stdio(root: PathBuf, await_host: bool) -> io::Result<()> {
     forbid_inspection();
-    serve(io::stdin().lock(), Box::new(io::stdout()), root)
+    let mut input = io::stdin().lock();
+    if await_host {
+        let mut byte = [0u8; 1];
+        if input.read(&mut byte)? == 0 {
+            process::host_gone();
+        }
+    }
+    serve(input, Box::new(io::stdout()), root)
+}
+
+/// Copies this executable to `dest`, readable and runnable by everyone and writable by
+/// nobody: a pod's init container puts it in a volume that the sandbox container
+/// mounts read-only.
+fn install(dest: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let staged = dest.with_extension("partial");
+    std::fs::copy("/proc/self/exe", &staged)?;
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o555))?;
+    std::fs::rename(&staged, dest)
 }
 
 /// The user's code runs as the agent's user. Non-dumpable, the agent's memory and file

@@ -28,18 +28,52 @@ pub fn executable() -> &'static [u8] {
     AGENT
 }
 
+/// The agent executable's SHA-256, in hex: what tells its versions apart.
+fn digest() -> &'static str {
+    use sha2::Digest;
+    static DIGEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIGEST.get_or_init(|| hex::encode(sha2::Sha256::digest(executable())))
+}
+
+/// The image that holds only the agent, for engines that can only start containers
+/// from images (a Kubernetes pod's init container copies it out of this one):
+/// `sandlot/agent:<digest>`, so a node never runs a stale agent.
+pub fn image() -> String {
+    format!("sandlot/agent:{}", &digest()[..16])
+}
+
+/// A tar archive of the agent as the file `name`, owned by root and not writable:
+/// code in a container, which runs as another user, cannot replace it.
+pub fn archive(name: &str) -> Result<Vec<u8>> {
+    let agent = executable();
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(agent.len() as u64);
+    header.set_mode(0o555);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_cksum();
+    tar.append_data(&mut header, name, agent)
+        .and_then(|()| tar.into_inner())
+        .map_err(|e| Error::Io {
+            context: "cannot pack the agent".into(),
+            source: e,
+        })
+}
+
 /// The agent executable as a file, written once per version under the user's cache,
 /// for engines that mount it into a sandbox from the host.
 pub fn executable_file() -> Result<PathBuf> {
     use sha2::Digest;
     let agent = executable();
-    let digest = hex::encode(sha2::Sha256::digest(agent));
-    let dir = crate::dirs::user_cache().join("agent").join(&digest[..16]);
+    let dir = crate::dirs::user_cache()
+        .join("agent")
+        .join(&digest()[..16]);
     let path = dir.join("sandlot-agent");
     // It becomes process 1 of every container: use a file that is there only if it is
     // exactly ours (a shared temp dir could hold anyone's).
-    let intact =
-        std::fs::read(&path).is_ok_and(|bytes| hex::encode(sha2::Sha256::digest(&bytes)) == digest);
+    let intact = std::fs::read(&path)
+        .is_ok_and(|bytes| hex::encode(sha2::Sha256::digest(&bytes)) == digest());
     if intact {
         return Ok(path);
     }

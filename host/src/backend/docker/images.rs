@@ -289,6 +289,45 @@ impl ContainerBackend {
         Ok(())
     }
 
+    /// Puts the agent's own image ([`crate::backend::agent::image`]) into the engine
+    /// unless it is there: what a Kubernetes node running on this engine starts its
+    /// pods' init containers from. Returns the reference, and whether it was loaded
+    /// now.
+    pub fn load_agent_image(&self) -> Result<(String, bool)> {
+        let reference = crate::backend::agent::image();
+        let docker = self.docker.clone();
+        let name = reference.clone();
+        let present = wait(self.runtime.handle(), async move {
+            docker.inspect_image(&name).await
+        })
+        .ok_or_else(|| self.engine_error("inspecting an image", "the engine runtime stopped"))?;
+        if present.is_ok() {
+            return Ok((reference, false));
+        }
+        let archive = crate::backend::agent::archive("sandlot-agent")?;
+        let options = CreateImageOptions {
+            from_src: Some("-".into()),
+            // The tag goes with the repository: Podman 4.3's import ignores `tag`.
+            repo: Some(reference.clone()),
+            ..Default::default()
+        };
+        let docker = self.docker.clone();
+        wait(self.runtime.handle(), async move {
+            let mut stream = docker.create_image(
+                Some(options),
+                Some(bollard::body_full(archive.into())),
+                None,
+            );
+            while let Some(item) = stream.next().await {
+                item?;
+            }
+            Ok::<(), bollard::errors::Error>(())
+        })
+        .ok_or_else(|| self.engine_error("importing an image", "the engine runtime stopped"))?
+        .map_err(|e| self.engine_error(format!("importing {reference}"), e))?;
+        Ok((reference, true))
+    }
+
     fn import(&self, tar: &Path, recipe: &Recipe) -> Result<()> {
         let file = std::fs::File::open(tar).map_err(|e| Error::Io {
             context: format!("cannot open {}", tar.display()),

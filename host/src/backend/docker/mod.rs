@@ -27,8 +27,8 @@ pub mod images;
 mod sandbox;
 
 use crate::backend::{
-    check_capabilities, owner, Backend, BackendName, Capabilities, Capability, Needs, Sandbox,
-    SandboxSpec, Unsuitable,
+    check_capabilities, owner, wait, Backend, BackendName, Capabilities, Capability, Needs,
+    Sandbox, SandboxSpec, Unsuitable,
 };
 use crate::error::{Error, Result};
 use bollard::query_parameters::ListContainersOptions;
@@ -339,19 +339,6 @@ impl std::fmt::Debug for ContainerBackend {
             .field("delivery", &self.delivery)
             .finish_non_exhaustive()
     }
-}
-
-/// Runs `future` on `runtime` and waits for it. Unlike `block_on`, this works from any
-/// thread, including an async task's (as when a session is dropped).
-pub(crate) fn wait<T: Send + 'static>(
-    runtime: &tokio::runtime::Handle,
-    future: impl Future<Output = T> + Send + 'static,
-) -> Option<T> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    runtime.spawn(async move {
-        let _ = tx.send(future.await);
-    });
-    rx.recv().ok()
 }
 
 impl ContainerBackend {

@@ -292,24 +292,7 @@ fn deliver_and_attach(
     backend: &ContainerBackend,
     id: &str,
 ) -> Result<(Transport, Arc<Mutex<Vec<u8>>>)> {
-    let archive = {
-        let agent = crate::backend::agent::executable();
-        let mut tar = tar::Builder::new(Vec::new());
-        let mut header = tar::Header::new_gnu();
-        header.set_size(agent.len() as u64);
-        // Owned by root and not writable: the code in the container, which runs as the
-        // agent's user, cannot replace it.
-        header.set_mode(0o555);
-        header.set_uid(0);
-        header.set_gid(0);
-        header.set_cksum();
-        tar.append_data(&mut header, "agent", agent)
-            .and_then(|()| tar.into_inner())
-            .map_err(|e| Error::Io {
-                context: "cannot pack the agent".into(),
-                source: e,
-            })?
-    };
+    let archive = crate::backend::agent::archive("agent")?;
     {
         let docker = backend.docker.clone();
         let id = id.to_string();

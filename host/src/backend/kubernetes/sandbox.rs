@@ -1,0 +1,435 @@
+//! One pod: made, waited for within its deadline, attached to, cut off the network and
+//! deleted.
+
+use super::pod::{self, PodPlan, SANDBOX_CONTAINER};
+use super::{KubernetesBackend, API_DEADLINE};
+use crate::backend::agent::{AgentClient, AgentSandbox, SandboxHandle, Transport};
+use crate::backend::{owner, SandboxSpec};
+use crate::error::{Error, Result};
+use crate::policy::Network;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use kube::api::{Api, AttachParams, DeleteParams, Patch, PatchParams, PostParams};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long the agent has to answer once its container runs.
+const START_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How much of the agent's own standard error is kept, for diagnostics.
+const AGENT_STDERR: usize = 4096;
+
+/// Waiting reasons that mean an image will not come.
+const IMAGE_FAILURES: &[&str] = &[
+    "ErrImageNeverPull",
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+];
+
+/// Waiting reasons that mean the container cannot be made.
+const CREATE_FAILURES: &[&str] = &[
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+];
+
+/// The engine side of a pod: network switch and deletion.
+struct PodHandle {
+    api: Api<Pod>,
+    runtime: Arc<tokio::runtime::Runtime>,
+    name: String,
+    deleted: bool,
+}
+
+impl PodHandle {
+    fn error(&self, context: String, source: impl std::fmt::Display) -> Error {
+        Error::Engine {
+            engine: "kubernetes".into(),
+            context,
+            source: source.to_string().into(),
+        }
+    }
+
+    fn delete(&mut self) {
+        if std::mem::replace(&mut self.deleted, true) {
+            return;
+        }
+        let api = self.api.clone();
+        let name = self.name.clone();
+        // Deleted at once; if the API server does not answer in time, the pod is left
+        // to `sandlot gc` and, at the latest, to its own deadline.
+        let _ = crate::backend::wait(self.runtime.handle(), async move {
+            tokio::time::timeout(
+                API_DEADLINE,
+                api.delete(
+                    &name,
+                    &DeleteParams {
+                        grace_period_seconds: Some(0),
+                        ..DeleteParams::background()
+                    },
+                ),
+            )
+            .await
+        });
+    }
+}
+
+impl SandboxHandle for PodHandle {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn set_network(&mut self, online: bool) -> Result<()> {
+        let api = self.api.clone();
+        let name = self.name.clone();
+        let labels = serde_json::json!({
+            "metadata": { "labels": { pod::NETWORK_LABEL: if online { "install" } else { "off" } } }
+        });
+        let context = format!(
+            "{} the network of pod {}",
+            if online { "opening" } else { "cutting" },
+            self.name
+        );
+        crate::backend::wait(self.runtime.handle(), async move {
+            tokio::time::timeout(
+                API_DEADLINE,
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&labels)),
+            )
+            .await
+        })
+        .ok_or_else(|| self.error(context.clone(), "the client runtime stopped"))?
+        .map_err(|_| self.error(context.clone(), "no answer in time"))?
+        .map_err(|e| self.error(context, e))?;
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.delete();
+    }
+}
+
+impl Drop for PodHandle {
+    fn drop(&mut self) {
+        self.delete();
+    }
+}
+
+/// Makes, starts and attaches to one pod for `spec`.
+pub(super) fn open(backend: &KubernetesBackend, spec: &SandboxSpec<'_>) -> Result<AgentSandbox> {
+    let id = owner::sandbox_id();
+    let name = format!("sandlot-{id}");
+    let image = backend.image_reference(spec.image);
+    let agent_image = backend.image_reference(&crate::backend::agent::image());
+    let owner = owner::owner_tag();
+    let plan = PodPlan {
+        name: &name,
+        id: &id,
+        image: &image,
+        agent_image: &agent_image,
+        pull_policy: if backend.image_prefix.is_some() {
+            "IfNotPresent"
+        } else {
+            "Never"
+        },
+        owner: &owner,
+        deadline_seconds: backend.pod_lifetime.as_secs().max(1),
+    };
+    let manifest = pod::manifest(&plan, spec, backend.template.as_ref())?;
+    let api = backend.pods();
+    {
+        let api = api.clone();
+        backend.call(
+            &format!("creating a pod from {image}"),
+            API_DEADLINE,
+            async move { api.create(&PostParams::default(), &manifest).await },
+        )?;
+    }
+    // From here on, dropping `handle` deletes the pod: a sandbox that never became
+    // one leaves nothing behind.
+    let handle = PodHandle {
+        api: api.clone(),
+        runtime: backend.runtime.clone(),
+        name: name.clone(),
+        deleted: false,
+    };
+    wait_until_running(backend, &api, &name, spec.language, &image, &agent_image)?;
+    let (transport, stderr) = attach(backend, &api, &name)?;
+    let agent = AgentClient::connect(transport, START_DEADLINE).map_err(|e| {
+        let said = String::from_utf8_lossy(&stderr.lock().unwrap_or_else(|e| e.into_inner()))
+            .trim()
+            .to_string();
+        if said.is_empty() {
+            e
+        } else {
+            Error::Agent {
+                reason: format!("{e}; the agent said: {said}"),
+            }
+        }
+    })?;
+    let policy = *spec.policy;
+    Ok(AgentSandbox::new(
+        agent,
+        Box::new(handle),
+        policy,
+        policy.network == Network::On,
+    )
+    .with_kernel(spec.kernel.cloned()))
+}
+
+/// What became of a pod being started.
+enum Start {
+    Running,
+    Failed(Error),
+}
+
+/// Waits until the sandbox container runs, failing as soon as the pod cannot start
+/// (an image that is not there, a container that cannot be made, a pod that ended),
+/// and at the latest after the backend's start timeout.
+fn wait_until_running(
+    backend: &KubernetesBackend,
+    api: &Api<Pod>,
+    name: &str,
+    language: &str,
+    image: &str,
+    agent_image: &str,
+) -> Result<()> {
+    let deadline = backend.start_timeout;
+    let last: Arc<Mutex<Option<Pod>>> = Arc::new(Mutex::new(None));
+    let seen = last.clone();
+    let watched = {
+        let api = api.clone();
+        let name = name.to_string();
+        crate::backend::wait(backend.runtime.handle(), async move {
+            tokio::time::timeout(
+                deadline,
+                kube::runtime::wait::await_condition(api, &name, move |pod: Option<&Pod>| {
+                    *seen.lock().unwrap_or_else(|e| e.into_inner()) = pod.cloned();
+                    pod.is_some_and(|pod| classify(pod).is_some())
+                }),
+            )
+            .await
+        })
+    };
+    let pod = last.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let failure = |reason: String| Error::Engine {
+        engine: "kubernetes".into(),
+        context: format!("starting pod {name} from {image}"),
+        source: reason.into(),
+    };
+    match watched {
+        None => Err(failure("the client runtime stopped".into())),
+        Some(Err(_)) => Err(failure(format!(
+            "it did not start within {} s ({})",
+            deadline.as_secs(),
+            pod.as_ref().map_or("never seen".into(), pending_reason)
+        ))),
+        Some(Ok(Err(e))) => Err(failure(format!("watching it failed: {e}"))),
+        Some(Ok(Ok(_))) => match pod.as_ref().and_then(classify) {
+            Some(Start::Running) => Ok(()),
+            Some(Start::Failed(reason)) => Err(match reason {
+                Error::ImageMissing { image: missing, .. } if missing == agent_image => {
+                    failure(format!(
+                        "the node has no agent image `{agent_image}`: run `sandlot images build` \
+                         against the node's engine (it loads the agent image too), or push it \
+                         to the registry of the backend's image prefix"
+                    ))
+                }
+                Error::ImageMissing { .. } => Error::ImageMissing {
+                    engine: "kubernetes".into(),
+                    image: image.to_string(),
+                    language: language.to_string(),
+                },
+                other => other,
+            }),
+            None => Err(failure("the watch ended early".into())),
+        },
+    }
+}
+
+/// Whether the pod has started (or can never start), from its status.
+fn classify(pod: &Pod) -> Option<Start> {
+    let status = pod.status.as_ref()?;
+    let failed = |reason: String| Some(Start::Failed(Error::Agent { reason }));
+    let statuses = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten());
+    for container in statuses {
+        if let Some(waiting) = container.state.as_ref().and_then(|s| s.waiting.as_ref()) {
+            let reason = waiting.reason.as_deref().unwrap_or_default();
+            let message = waiting.message.clone().unwrap_or_default();
+            if IMAGE_FAILURES.contains(&reason) {
+                return Some(Start::Failed(Error::ImageMissing {
+                    engine: "kubernetes".into(),
+                    image: container.image.clone(),
+                    language: String::new(),
+                }));
+            }
+            if CREATE_FAILURES.contains(&reason) {
+                return failed(format!(
+                    "container `{}` cannot be made ({reason}): {message}",
+                    container.name
+                ));
+            }
+        }
+        if let Some(ended) = terminated_badly(container) {
+            return failed(ended);
+        }
+    }
+    match status.phase.as_deref() {
+        Some("Failed") | Some("Succeeded") => {
+            return failed(format!(
+                "the pod ended ({}) before its agent answered: {}",
+                status.phase.as_deref().unwrap_or_default(),
+                status.message.as_deref().unwrap_or("no message")
+            ))
+        }
+        _ => {}
+    }
+    let running = status.container_statuses.iter().flatten().any(|c| {
+        c.name == SANDBOX_CONTAINER && c.state.as_ref().is_some_and(|s| s.running.is_some())
+    });
+    running.then_some(Start::Running)
+}
+
+/// A container that exited with a failure, said in words.
+fn terminated_badly(container: &ContainerStatus) -> Option<String> {
+    let ended = container.state.as_ref()?.terminated.as_ref()?;
+    (ended.exit_code != 0).then(|| {
+        format!(
+            "container `{}` exited with {} ({}){}",
+            container.name,
+            ended.exit_code,
+            ended.reason.as_deref().unwrap_or("no reason"),
+            ended
+                .message
+                .as_deref()
+                .map(|m| format!(": {}", m.trim()))
+                .unwrap_or_default()
+        )
+    })
+}
+
+/// Why a pod is still pending: the scheduler's or a container's word for it.
+fn pending_reason(pod: &Pod) -> String {
+    let Some(status) = pod.status.as_ref() else {
+        return "no status yet".into();
+    };
+    let unscheduled = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False");
+    if let Some(condition) = unscheduled {
+        return format!(
+            "not scheduled: {}",
+            condition.message.as_deref().unwrap_or("no reason given")
+        );
+    }
+    let waiting = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+        .find_map(|c| {
+            let waiting = c.state.as_ref()?.waiting.as_ref()?;
+            Some(format!(
+                "container `{}` waiting: {}",
+                c.name,
+                waiting.reason.as_deref().unwrap_or("no reason")
+            ))
+        });
+    waiting.unwrap_or_else(|| format!("phase {}", status.phase.as_deref().unwrap_or("unknown")))
+}
+
+/// Attaches to the sandbox container's standard streams and wakes the agent, which
+/// says nothing until the host is there to hear it. Returns the transport and the
+/// agent's own standard error, for diagnostics.
+fn attach(
+    backend: &KubernetesBackend,
+    api: &Api<Pod>,
+    name: &str,
+) -> Result<(Transport, Arc<Mutex<Vec<u8>>>)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let params = AttachParams::default()
+        .container(SANDBOX_CONTAINER)
+        .stdin(true)
+        .stdout(true)
+        .stderr(true)
+        .max_stdout_buf_size(1 << 20)
+        .max_stdin_buf_size(1 << 20);
+    let mut attached = {
+        let api = api.clone();
+        let name = name.to_string();
+        backend.call(
+            &format!("attaching to pod {name}"),
+            API_DEADLINE,
+            async move { api.attach(&name, &params).await },
+        )?
+    };
+    let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
+        (attached.stdin(), attached.stdout(), attached.stderr())
+    else {
+        return Err(Error::Agent {
+            reason: "the attach stream came without its standard streams".into(),
+        });
+    };
+    let (to_host, from_agent) = std::sync::mpsc::channel::<Vec<u8>>();
+    let (to_agent, mut outgoing) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let said = Arc::new(Mutex::new(Vec::new()));
+    let kept = said.clone();
+    let runtime = backend.runtime.handle();
+    let reading = runtime.spawn(async move {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            match stdout.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if to_host.send(buf[..n].to_vec()).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        // Dropping `to_host` ends the agent's stream for the client.
+    });
+    let errors = runtime.spawn(async move {
+        let mut buf = vec![0u8; 4096];
+        while let Ok(n) = stderr.read(&mut buf).await {
+            if n == 0 {
+                return;
+            }
+            let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+            let room = AGENT_STDERR.saturating_sub(kept.len());
+            kept.extend_from_slice(&buf[..n.min(room)]);
+        }
+    });
+    let writing = runtime.spawn(async move {
+        // The agent's wake-up call.
+        if stdin.write_all(&[1]).await.is_err() || stdin.flush().await.is_err() {
+            return;
+        }
+        while let Some(bytes) = outgoing.recv().await {
+            if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
+                return;
+            }
+        }
+        // The client is gone. (Dropping standard input closes the whole websocket on
+        // this protocol, which is what the end of the client means anyway.)
+    });
+    let attached = Mutex::new(Some(attached));
+    let transport = Transport::channels(
+        from_agent,
+        move |bytes| to_agent.send(bytes).is_ok(),
+        move || {
+            reading.abort();
+            errors.abort();
+            writing.abort();
+            // Dropping the attached process ends its websocket: the agent's input
+            // closes and it stops everything.
+            drop(attached.lock().unwrap_or_else(|e| e.into_inner()).take());
+        },
+    );
+    Ok((transport, said))
+}
