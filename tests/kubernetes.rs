@@ -342,3 +342,47 @@ fn an_unreachable_cluster_says_how_to_point_at_one() {
         "{message}"
     );
 }
+
+/// A pod that another machine made and still runs is not this machine's to delete:
+/// `gc` leaves it (a namespace is often shared), but `gc --all` does not.
+#[test]
+fn gc_leaves_the_running_pods_of_other_machines() {
+    let _node = NODE.write().unwrap_or_else(|e| e.into_inner());
+    let kubectl = std::env::var("K8S_LOCAL_KUBECTL")
+        .unwrap_or_else(|_| "/var/cache/k8s-local/bin/kubectl".into());
+    let name = format!("sandlot-elsewhere-{}", std::process::id());
+    // Never starts (no such image on the node): Pending, as a pod of a busy machine.
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": { "sandlot.dev/managed": "true", "sandlot.dev/language": "python" },
+            "annotations": { "sandlot.dev/owner": "another-machine-boot:4242:1:pid:[1]" },
+        },
+        "spec": {
+            "automountServiceAccountToken": false,
+            "containers": [{ "name": "sandbox", "image": "sandlot/not-here:1", "imagePullPolicy": "Never" }],
+        },
+    });
+    let mut apply = std::process::Command::new(&kubectl)
+        .args(["apply", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut apply.stdin.take().unwrap(), pod.to_string().as_bytes())
+        .unwrap();
+    assert!(apply.wait().unwrap().success());
+    let found = cluster().sandboxes().unwrap();
+    let elsewhere = found.iter().find(|p| p.name == name).expect("listed");
+    assert!(
+        elsewhere.owner_alive,
+        "another machine's owner cannot be looked up"
+    );
+    assert_eq!(elsewhere.owner_pid, Some(4242));
+    let removed = cluster().gc(false).unwrap();
+    assert!(!removed.contains(&name), "{removed:?}");
+    assert!(pod_exists(&name));
+    let removed = cluster().gc(true).unwrap();
+    assert!(removed.contains(&name), "{removed:?}");
+    assert!(!pod_exists(&name));
+}

@@ -6,7 +6,7 @@ use crate::backend::kubernetes::KubernetesBackend;
 use crate::backend::pool::{Pool, PoolOptions, Preinstall};
 use crate::backend::wasm::WasmBackend;
 use crate::backend::{Backend, BackendName, Capability, Needs, SandboxSpec};
-use crate::config::Config;
+use crate::config::{Config, KubernetesConfig};
 use crate::dirs::{Dirs, Overrides};
 use crate::error::{Error, Result};
 use crate::language::KernelSpec;
@@ -31,6 +31,9 @@ struct Slot {
     pool: Option<PoolOptions>,
     /// That pool, once made.
     pooled: Mutex<Option<Pool>>,
+    /// Whether `auto` tries it: not a cluster that sandlot.toml does not name, which
+    /// would be whatever the ambient kubeconfig points at.
+    auto: bool,
 }
 
 impl Slot {
@@ -41,6 +44,7 @@ impl Slot {
             connect: None,
             pool: None,
             pooled: Mutex::new(None),
+            auto: true,
         }
     }
 
@@ -255,6 +259,7 @@ impl SandlotBuilder {
                     })),
                     pool: None,
                     pooled: Mutex::new(None),
+                    auto: true,
                 });
             }
             let cluster = engines.clone();
@@ -266,6 +271,7 @@ impl SandlotBuilder {
                 })),
                 pool: None,
                 pooled: Mutex::new(None),
+                auto: config.kubernetes != KubernetesConfig::default(),
             });
         }
         for backend in self.extra {
@@ -363,6 +369,8 @@ impl Sandlot {
                 };
                 Arc::new(Slot {
                     name: slot.name.clone(),
+                    auto: slot.name != BackendName::KUBERNETES
+                        || config.kubernetes != KubernetesConfig::default(),
                     ready: Mutex::new(None),
                     connect: Some(connect),
                     pool: slot.pool.clone(),
@@ -502,7 +510,7 @@ impl Sandlot {
             }
             BackendChoice::Auto => {
                 let mut passed_over = Vec::new();
-                for slot in self.slots.iter() {
+                for slot in self.slots.iter().filter(|slot| slot.auto) {
                     match slot.get() {
                         Ok(backend) => match backend.supports(needs) {
                             Ok(()) => {

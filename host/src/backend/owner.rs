@@ -97,6 +97,12 @@ pub(crate) fn sweep_temp_dirs(prefix: &str) -> Vec<std::path::PathBuf> {
     removed
 }
 
+/// Whether an owner tag names a process of this machine's current boot: only such an
+/// owner can be looked up here.
+pub(crate) fn this_boot(tag: &str) -> bool {
+    tag.split(':').next() == Some(boot_id().as_str())
+}
+
 /// Whether the process that made a sandbox is still running. A tag from another boot
 /// counts as dead: after a reboot none of its processes exist. (An engine shared by
 /// several machines should therefore be collected with `sandlot gc` on one of them
@@ -139,6 +145,8 @@ mod tests {
         // Another PID namespace's process cannot be looked up here: left alone.
         assert!(owner_alive(&format!("{}:{pid}:1:pid:[1]", boot_id())));
         assert!(!owner_alive("garbage"));
+        assert!(this_boot(&owner_tag()));
+        assert!(!this_boot("another-boot:1:2"));
         assert!(stamp_alive(&owner_stamp()));
         assert!(!stamp_alive(&format!("{pid}.1")));
         assert!(!stamp_alive("garbage"));

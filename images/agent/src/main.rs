@@ -96,11 +96,23 @@ fn serve_socket(socket: &Path, root: PathBuf) -> io::Result<()> {
 ///
 /// With `await_host`, the agent says nothing until the host has sent one byte: an
 /// engine that can attach only to a running container (Kubernetes) would otherwise
-/// lose the greeting written before the host was there to read it.
+/// lose the greeting written before the host was there to read it. A host that never
+/// comes (it died between making the pod and attaching) ends the sandbox after
+/// [`HOST_WAIT`] instead of leaving it waiting for its whole life.
 fn serve_stdio(root: PathBuf, await_host: bool) -> io::Result<()> {
     forbid_inspection();
     let mut input = io::stdin().lock();
     if await_host {
+        let mut poll = libc::pollfd {
+            fd: input.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let millis = HOST_WAIT.as_millis() as libc::c_int;
+        // SAFETY: poll(2) on one valid pollfd.
+        if unsafe { libc::poll(&mut poll, 1, millis) } <= 0 {
+            process::host_gone();
+        }
         let mut byte = [0u8; 1];
         if input.read(&mut byte)? == 0 {
             process::host_gone();
@@ -108,6 +120,10 @@ fn serve_stdio(root: PathBuf, await_host: bool) -> io::Result<()> {
     }
     serve(input, Box::new(io::stdout()), root)
 }
+
+/// How long `serve-attach` waits for its host: longer than any host waits for a pod to
+/// start.
+const HOST_WAIT: Duration = Duration::from_secs(15 * 60);
 
 /// Copies this executable to `dest`, readable and runnable by everyone and writable by
 /// nobody: a pod's init container puts it in a volume that the sandbox container

@@ -4,9 +4,9 @@
 //! [`PodTemplate`] for what a user may add under it). An init container copies
 //! `sandlot-agent` from its own small image into a memory volume; the sandbox
 //! container runs it as process 1, and the host speaks to it over the pod's attach
-//! stream (the websocket `v4.channel.k8s.io` protocol that every server since 1.4
-//! speaks; it cannot close standard input, and the agent's protocol never needs to).
-//! From there on everything is the agent's, exactly as on Docker
+//! stream (on 1.20 the websocket protocol `v4.channel.k8s.io`, which cannot close
+//! standard input; the agent's protocol never needs to, and kube negotiates v5 first
+//! on newer servers). From there on everything is the agent's, exactly as on Docker
 //! ([`crate::backend::agent`]).
 //!
 //! Nothing waits forever: every API call has a deadline, every request to the agent
@@ -127,16 +127,18 @@ impl KubernetesBackendBuilder {
     }
 
     /// How long a pod may take to be scheduled, pull its images and start (default:
-    /// 120 s).
+    /// 120 s; between 1 s and 10 minutes, which is less than the agent waits for its
+    /// host).
     pub fn start_timeout(&mut self, timeout: Duration) -> &mut Self {
-        self.start_timeout = Some(timeout);
+        self.start_timeout = Some(timeout.clamp(Duration::from_secs(1), Duration::from_secs(600)));
         self
     }
 
     /// The longest a pod may live (`activeDeadlineSeconds`, default: 24 hours): the
     /// backstop that ends a sandbox whatever happens to the host that made it.
     pub fn pod_lifetime(&mut self, lifetime: Duration) -> &mut Self {
-        self.pod_lifetime = Some(lifetime);
+        // At least a minute: 0 would not mean "never" to the cluster.
+        self.pod_lifetime = Some(lifetime.max(Duration::from_secs(60)));
         self
     }
 
@@ -203,8 +205,27 @@ impl KubernetesBackendBuilder {
             .namespace
             .clone()
             .unwrap_or_else(|| config.default_namespace.clone());
+        // Building the client may run the kubeconfig's credential plugin (cloud
+        // logins): never interactively, and not for ever.
+        let mut config = config;
+        if let Some(exec) = config.auth_info.exec.as_mut() {
+            exec.interactive_mode = Some(kube::config::ExecInteractiveMode::Never);
+        }
         let client = runtime
-            .block_on(async { kube::Client::try_from(config) })
+            .block_on(async {
+                tokio::time::timeout(
+                    Duration::from_secs(30),
+                    tokio::task::spawn_blocking(move || kube::Client::try_from(config)),
+                )
+                .await
+            })
+            .map_err(|_| {
+                unavailable(
+                    endpoint.clone(),
+                    "its credentials were not ready within 30 s".into(),
+                )
+            })?
+            .map_err(|e| unavailable(endpoint.clone(), e.to_string()))?
             .map_err(|e| unavailable(endpoint.clone(), e.to_string()))?;
         let version = {
             let client = client.clone();
@@ -255,7 +276,8 @@ pub struct PodInfo {
     pub language: String,
     /// Its phase: `Pending`, `Running`, `Succeeded`, `Failed`.
     pub phase: String,
-    /// Whether the process that opened it still runs.
+    /// Whether the process that opened it still runs (a process of another machine
+    /// counts as running: it cannot be looked up from here).
     pub owner_alive: bool,
     /// The process id of the host process that opened it.
     pub owner_pid: Option<u32>,
@@ -397,16 +419,29 @@ impl KubernetesBackend {
                 format!("no answer within {} s", deadline.as_secs()),
             )
         })?
-        .map_err(|e| self.api_error(context, e))
+        .map_err(|e| match &e {
+            kube::Error::Api(status) if status.code == 403 => self.api_error(
+                context,
+                format!(
+                    "{e}; sandlot needs, in namespace {}: pods create, get, list, watch, \
+                     patch and delete, pods/attach create, and networkpolicies create",
+                    self.namespace
+                ),
+            ),
+            _ => self.api_error(context, e),
+        })
     }
 
-    /// Whether a network plugin that enforces NetworkPolicy runs in `kube-system`.
+    /// Whether a network plugin that enforces NetworkPolicy runs in `kube-system`
+    /// (by the names of their usual DaemonSets), and no other NetworkPolicy of the
+    /// namespace could let traffic back in: policies add up, so any other one that
+    /// selects a sandbox would reopen what sandlot's closes.
     fn detect_network_plugin(&self) -> bool {
         const ENFORCING: &[&str] = &[
-            "calico",
+            "calico-node",
             "cilium",
-            "weave",
-            "antrea",
+            "weave-net",
+            "antrea-agent",
             "kube-router",
             "canal",
         ];
@@ -417,10 +452,24 @@ impl KubernetesBackend {
         }) else {
             return false;
         };
-        sets.items.iter().any(|set| {
+        let plugin = sets.items.iter().any(|set| {
             let name = set.metadata.name.as_deref().unwrap_or_default();
-            ENFORCING.iter().any(|plugin| name.contains(plugin))
-        })
+            ENFORCING.contains(&name)
+        });
+        if !plugin {
+            return false;
+        }
+        use k8s_openapi::api::networking::v1::NetworkPolicy;
+        let api: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), &self.namespace);
+        let Ok(policies) = self.call("listing NetworkPolicies", API_DEADLINE, async move {
+            api.list(&ListParams::default()).await
+        }) else {
+            return false;
+        };
+        policies
+            .items
+            .iter()
+            .all(|p| p.metadata.name.as_deref() == Some(NETWORK_POLICY))
     }
 
     /// Creates the namespace's NetworkPolicy for cut-off sandboxes, if it is missing.
@@ -482,19 +531,22 @@ impl KubernetesBackend {
                         .status
                         .and_then(|s| s.phase)
                         .unwrap_or_else(|| "Unknown".into()),
-                    owner_alive: owner::owner_alive(&owner),
+                    owner_alive: !owner::this_boot(&owner) || owner::owner_alive(&owner),
                     owner_pid: owner::owner_pid(&owner),
                 })
             })
             .collect())
     }
 
-    /// Deletes sandlot's pods whose host process is gone (a crashed or killed host),
-    /// or every sandlot pod of the namespace when `all` is set. Returns their names.
+    /// Deletes sandlot's pods whose host process on this machine is gone (a crashed or
+    /// killed host) and pods that have ended, whoever made them; or every sandlot pod
+    /// of the namespace when `all` is set. A namespace is often shared by several
+    /// machines: their running pods are theirs to delete. Returns the names deleted.
     pub fn gc(&self, all: bool) -> Result<Vec<String>> {
         let mut removed = Vec::new();
         for pod in self.sandboxes()? {
-            if pod.owner_alive && !all {
+            let ended = matches!(pod.phase.as_str(), "Succeeded" | "Failed");
+            if pod.owner_alive && !ended && !all {
                 continue;
             }
             self.delete_pod(&pod.name)?;

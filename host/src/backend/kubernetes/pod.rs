@@ -89,6 +89,20 @@ impl PodTemplate {
                 )));
             }
         }
+        if spec["volumes"].is_array() {
+            return Err(invalid(
+                "it adds volumes; the sandbox's volumes are sandlot's own".into(),
+            ));
+        }
+        if let Some(key) = spec
+            .as_object()
+            .and_then(|spec| spec.keys().find(|k| !SPEC_KEYS.contains(&k.as_str())))
+        {
+            return Err(invalid(format!(
+                "`spec.{key}` is not something a template may set; it may set {}",
+                SPEC_KEYS.join(", ")
+            )));
+        }
         for list in ["containers", "initContainers", "ephemeralContainers"] {
             if let Some(containers) = spec[list].as_array() {
                 if let Some(other) = containers
@@ -103,6 +117,18 @@ impl PodTemplate {
                 }
             }
         }
+        if let Some(container) = spec["containers"].as_array().and_then(|c| c.first()) {
+            if let Some(key) = container
+                .as_object()
+                .and_then(|c| c.keys().find(|k| !CONTAINER_KEYS.contains(&k.as_str())))
+            {
+                return Err(invalid(format!(
+                    "`{key}` of the `{SANDBOX_CONTAINER}` container is not something a \
+                     template may set; it may set {}",
+                    CONTAINER_KEYS.join(", ")
+                )));
+            }
+        }
         Ok(PodTemplate {
             value,
             source: source.to_path_buf(),
@@ -114,6 +140,63 @@ impl PodTemplate {
         &self.source
     }
 }
+
+/// What of a pod's spec a template may set: where and how the pod is scheduled and
+/// pulled, and (from `containers` on) keys that sandlot writes over, which a template
+/// may name but never decide. Anything else (volumes, init containers, overhead...) is
+/// refused, so that no field sandlot does not know of can weaken a sandbox.
+const SPEC_KEYS: &[&str] = &[
+    "nodeSelector",
+    "nodeName",
+    "tolerations",
+    "affinity",
+    "topologySpreadConstraints",
+    "priorityClassName",
+    "priority",
+    "preemptionPolicy",
+    "runtimeClassName",
+    "schedulerName",
+    "imagePullSecrets",
+    "serviceAccountName",
+    "dnsPolicy",
+    "dnsConfig",
+    "hostAliases",
+    "containers",
+    "hostNetwork",
+    "hostPID",
+    "hostIPC",
+    "shareProcessNamespace",
+    "securityContext",
+    "automountServiceAccountToken",
+    "enableServiceLinks",
+    "restartPolicy",
+    "activeDeadlineSeconds",
+    "terminationGracePeriodSeconds",
+];
+
+/// What of the `sandbox` container a template may set: its resources and extra
+/// environment; the rest listed here is written over by sandlot.
+const CONTAINER_KEYS: &[&str] = &[
+    "name",
+    "resources",
+    "env",
+    "image",
+    "imagePullPolicy",
+    "command",
+    "args",
+    "workingDir",
+    "securityContext",
+    "stdin",
+    "stdinOnce",
+    "tty",
+];
+
+/// Annotations that would loosen a pod's confinement on clusters that still read
+/// them (AppArmor and seccomp before their fields existed).
+const CONFINEMENT_ANNOTATIONS: &[&str] = &[
+    "apparmor.security.beta.kubernetes.io",
+    "seccomp.security.alpha.kubernetes.io",
+];
 
 /// What a pod is made of besides the sandbox's spec.
 pub(super) struct PodPlan<'a> {
@@ -242,14 +325,28 @@ pub(super) fn manifest(
             // Only the parts a template may shape are kept from it.
             if let Some(metadata) = base.get_mut("metadata").and_then(Value::as_object_mut) {
                 metadata.retain(|key, _| key == "labels" || key == "annotations");
+                if let Some(annotations) = metadata
+                    .get_mut("annotations")
+                    .and_then(Value::as_object_mut)
+                {
+                    annotations
+                        .retain(|key, _| !CONFINEMENT_ANNOTATIONS.iter().any(|a| key.contains(a)));
+                }
             }
             let theirs = base["spec"]["containers"]
                 .as_array()
-                .and_then(|c| c.first().cloned());
+                .and_then(|c| c.first().cloned())
+                .map(|mut theirs| {
+                    // Whole: a merge would keep keys of theirs that ours leaves out
+                    // (`capabilities.add`, `seLinuxOptions`, `procMount`).
+                    if let Some(container) = theirs.as_object_mut() {
+                        container.remove("securityContext");
+                    }
+                    theirs
+                });
             if let Some(spec) = base.get_mut("spec").and_then(Value::as_object_mut) {
                 spec.remove("containers");
-                spec.remove("initContainers");
-                spec.remove("ephemeralContainers");
+                spec.remove("securityContext");
             }
             merge(&mut base, ours);
             if let Some(theirs) = theirs {
@@ -396,6 +493,9 @@ mod tests {
 metadata:
   name: not-this
   labels: { team: data, sandlot.dev/network: "on" }
+  annotations:
+    owner: data-team
+    container.apparmor.security.beta.kubernetes.io/sandbox: unconfined
 spec:
   hostNetwork: true
   hostPID: true
@@ -406,7 +506,12 @@ spec:
   containers:
   - name: sandbox
     image: evil/image
-    securityContext: { privileged: true, runAsUser: 0, readOnlyRootFilesystem: false }
+    securityContext:
+      privileged: true
+      runAsUser: 0
+      readOnlyRootFilesystem: false
+      capabilities: { add: [SYS_ADMIN] }
+      seLinuxOptions: { type: spc_t }
     resources: { requests: { cpu: 250m }, limits: { memory: 100Gi } }
     env: [{ name: TEAM, value: data }, { name: PATH, value: /evil }]
 "#,
@@ -429,6 +534,14 @@ spec:
         assert_eq!(sandbox["securityContext"]["privileged"], false);
         assert_eq!(sandbox["securityContext"]["runAsUser"], 1000);
         assert_eq!(sandbox["securityContext"]["readOnlyRootFilesystem"], true);
+        assert!(sandbox["securityContext"]["capabilities"]["add"].is_null());
+        assert!(sandbox["securityContext"]["seLinuxOptions"].is_null());
+        let annotations = pod["metadata"]["annotations"].as_object().unwrap();
+        assert_eq!(annotations["owner"], "data-team");
+        assert!(
+            annotations.keys().all(|k| !k.contains("apparmor")),
+            "{annotations:?}"
+        );
         assert_eq!(
             sandbox["resources"]["limits"]["memory"],
             (256 << 20).to_string()
@@ -454,7 +567,19 @@ spec:
             ),
             (
                 "spec:\n  initContainers: [{ name: setup, image: x }]\n",
-                "`setup`",
+                "`spec.initContainers`",
+            ),
+            (
+                "spec:\n  volumes: [{ name: data, emptyDir: {} }]\n",
+                "adds volumes",
+            ),
+            (
+                "spec:\n  containers: [{ name: sandbox, envFrom: [{ secretRef: { name: s } }] }]\n",
+                "`envFrom`",
+            ),
+            (
+                "spec:\n  containers: [{ name: sandbox, volumeMounts: [{ name: x, mountPath: /x }] }]\n",
+                "`volumeMounts`",
             ),
             ("- 1\n- 2\n", "mapping"),
             ("spec:\n  containers: 3\n", "not a Pod"),

@@ -56,7 +56,9 @@ impl PodHandle {
         }
         let api = self.api.clone();
         let name = self.name.clone();
-        // Deleted at once; if the API server does not answer in time, the pod is left
+        // Deleted at once, without a grace period: the object goes now, and a kubelet
+        // that cannot be reached kills the containers of pods it no longer has when
+        // it comes back. If the API server does not answer in time, the pod is left
         // to `sandlot gc` and, at the latest, to its own deadline.
         let _ = crate::backend::wait(self.runtime.handle(), async move {
             tokio::time::timeout(
@@ -136,6 +138,14 @@ pub(super) fn open(backend: &KubernetesBackend, spec: &SandboxSpec<'_>) -> Resul
     };
     let manifest = pod::manifest(&plan, spec, backend.template.as_ref())?;
     let api = backend.pods();
+    // Made before the pod: dropping it deletes the pod, also one whose creation
+    // timed out here but went through on the server (a delete of nothing is fine).
+    let handle = PodHandle {
+        api: api.clone(),
+        runtime: backend.runtime.clone(),
+        name: name.clone(),
+        deleted: false,
+    };
     {
         let api = api.clone();
         backend.call(
@@ -144,14 +154,6 @@ pub(super) fn open(backend: &KubernetesBackend, spec: &SandboxSpec<'_>) -> Resul
             async move { api.create(&PostParams::default(), &manifest).await },
         )?;
     }
-    // From here on, dropping `handle` deletes the pod: a sandbox that never became
-    // one leaves nothing behind.
-    let handle = PodHandle {
-        api: api.clone(),
-        runtime: backend.runtime.clone(),
-        name: name.clone(),
-        deleted: false,
-    };
     wait_until_running(backend, &api, &name, spec.language, &image, &agent_image)?;
     let (transport, stderr) = attach(backend, &api, &name)?;
     let agent = AgentClient::connect(transport, START_DEADLINE).map_err(|e| {
@@ -179,7 +181,7 @@ pub(super) fn open(backend: &KubernetesBackend, spec: &SandboxSpec<'_>) -> Resul
 /// What became of a pod being started.
 enum Start {
     Running,
-    Failed(Error),
+    Failed(StartFailure),
 }
 
 /// Waits until the sandbox container runs, failing as soon as the pod cannot start
@@ -194,62 +196,103 @@ fn wait_until_running(
     agent_image: &str,
 ) -> Result<()> {
     let deadline = backend.start_timeout;
+    let started = std::time::Instant::now();
     let last: Arc<Mutex<Option<Pod>>> = Arc::new(Mutex::new(None));
-    let seen = last.clone();
-    let watched = {
-        let api = api.clone();
-        let name = name.to_string();
-        crate::backend::wait(backend.runtime.handle(), async move {
-            tokio::time::timeout(
-                deadline,
-                kube::runtime::wait::await_condition(api, &name, move |pod: Option<&Pod>| {
-                    *seen.lock().unwrap_or_else(|e| e.into_inner()) = pod.cloned();
-                    pod.is_some_and(|pod| classify(pod).is_some())
-                }),
-            )
-            .await
-        })
-    };
-    let pod = last.lock().unwrap_or_else(|e| e.into_inner()).take();
     let failure = |reason: String| Error::Engine {
         engine: "kubernetes".into(),
         context: format!("starting pod {name} from {image}"),
         source: reason.into(),
     };
-    match watched {
-        None => Err(failure("the client runtime stopped".into())),
-        Some(Err(_)) => Err(failure(format!(
-            "it did not start within {} s ({})",
-            deadline.as_secs(),
-            pod.as_ref().map_or("never seen".into(), pending_reason)
-        ))),
-        Some(Ok(Err(e))) => Err(failure(format!("watching it failed: {e}"))),
-        Some(Ok(Ok(_))) => match pod.as_ref().and_then(classify) {
-            Some(Start::Running) => Ok(()),
-            Some(Start::Failed(reason)) => Err(match reason {
-                Error::ImageMissing { image: missing, .. } if missing == agent_image => {
-                    failure(format!(
-                        "the node has no agent image `{agent_image}`: run `sandlot images build` \
-                         against the node's engine (it loads the agent image too), or push it \
-                         to the registry of the backend's image prefix"
-                    ))
-                }
-                Error::ImageMissing { .. } => Error::ImageMissing {
-                    engine: "kubernetes".into(),
-                    image: image.to_string(),
-                    language: language.to_string(),
-                },
-                other => other,
-            }),
-            None => Err(failure("the watch ended early".into())),
-        },
+    // A watch can break (an API server restart, a timeout of the connection): it is
+    // taken up again until the deadline.
+    loop {
+        let seen = last.clone();
+        let left = deadline.saturating_sub(started.elapsed());
+        let watched = {
+            let api = api.clone();
+            let name = name.to_string();
+            crate::backend::wait(backend.runtime.handle(), async move {
+                tokio::time::timeout(
+                    left,
+                    kube::runtime::wait::await_condition(api, &name, move |pod: Option<&Pod>| {
+                        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                        // Gone after it was seen: deleted, which ends the wait too.
+                        let deleted = pod.is_none() && seen.is_some();
+                        if let Some(pod) = pod {
+                            *seen = Some(pod.clone());
+                        }
+                        deleted || pod.is_some_and(|pod| classify(pod).is_some())
+                    }),
+                )
+                .await
+            })
+        };
+        let pod = last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        return match watched {
+            None => Err(failure("the client runtime stopped".into())),
+            Some(Err(_)) => Err(failure(format!(
+                "it did not start within {} s ({}); a slow image pull or a busy cluster may \
+                 need a longer `start_timeout`",
+                deadline.as_secs(),
+                pod.as_ref().map_or("never seen".into(), pending_reason)
+            ))),
+            Some(Ok(Err(_))) if started.elapsed() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                continue;
+            }
+            Some(Ok(Err(e))) => Err(failure(format!("watching it failed: {e}"))),
+            Some(Ok(Ok(None))) => Err(failure(
+                "the pod was deleted while it started (by `sandlot gc`, an eviction or an \
+                 administrator)"
+                    .into(),
+            )),
+            Some(Ok(Ok(Some(_)))) => match pod.as_ref().and_then(classify) {
+                Some(Start::Running) => Ok(()),
+                Some(Start::Failed(reason)) => Err(match reason {
+                    StartFailure::Image {
+                        image: missing,
+                        message,
+                    } => {
+                        let hint = match (&backend.image_prefix, missing == agent_image) {
+                            (Some(prefix), _) => format!(
+                                "push it to {prefix}, or give the pods pull secrets in the pod \
+                                 template"
+                            ),
+                            (None, true) => "run `sandlot images build` against the node's \
+                                             engine (it loads the agent image too)"
+                                .into(),
+                            (None, false) => {
+                                return Err(Error::ImageMissing {
+                                    engine: "kubernetes".into(),
+                                    image: image.to_string(),
+                                    language: language.to_string(),
+                                })
+                            }
+                        };
+                        failure(format!(
+                            "the node cannot get image `{missing}` ({message}); {hint}"
+                        ))
+                    }
+                    StartFailure::Other(reason) => failure(reason),
+                }),
+                None => Err(failure("the watch ended early".into())),
+            },
+        };
     }
+}
+
+/// Why a pod cannot start.
+enum StartFailure {
+    /// An image the node does not have and cannot pull.
+    Image { image: String, message: String },
+    /// Anything else, said in words.
+    Other(String),
 }
 
 /// Whether the pod has started (or can never start), from its status.
 fn classify(pod: &Pod) -> Option<Start> {
     let status = pod.status.as_ref()?;
-    let failed = |reason: String| Some(Start::Failed(Error::Agent { reason }));
+    let failed = |reason: String| Some(Start::Failed(StartFailure::Other(reason)));
     let statuses = status
         .init_container_statuses
         .iter()
@@ -260,10 +303,13 @@ fn classify(pod: &Pod) -> Option<Start> {
             let reason = waiting.reason.as_deref().unwrap_or_default();
             let message = waiting.message.clone().unwrap_or_default();
             if IMAGE_FAILURES.contains(&reason) {
-                return Some(Start::Failed(Error::ImageMissing {
-                    engine: "kubernetes".into(),
+                return Some(Start::Failed(StartFailure::Image {
                     image: container.image.clone(),
-                    language: String::new(),
+                    message: if message.is_empty() {
+                        reason.to_string()
+                    } else {
+                        message
+                    },
                 }));
             }
             if CREATE_FAILURES.contains(&reason) {
