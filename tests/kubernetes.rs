@@ -130,6 +130,69 @@ fn the_pod_is_hardened_as_the_policy_says() {
 /// The node's kubelet stops answering while a run waits on it (SIGSTOP, as a hung
 /// kubelet or a cut connection looks from the API server): the run returns an error
 /// within its deadline, and the session's pod is gone after close.
+/// The names of a pod's init containers, from the API server.
+fn init_containers(pod: &str) -> Vec<String> {
+    let namespace = cluster().namespace().to_string();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = kube::Client::try_default().await.unwrap();
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(client, &namespace);
+        let pod = pods.get(pod).await.unwrap();
+        pod.spec
+            .and_then(|s| s.init_containers)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.name)
+            .collect()
+    })
+}
+
+#[test]
+fn sandlots_images_bring_the_agent_and_other_images_get_it_copied_in() {
+    let _node = NODE.read().unwrap_or_else(|e| e.into_inner());
+    // sandlot's own image: its variant with the agent inside, no init container.
+    let mut own = open("python");
+    let pod = own.sandbox_name().unwrap();
+    assert!(init_containers(&pod).is_empty(), "{pod}");
+    assert_eq!(own.run("print('own')").unwrap().stdout_text(), "own\n");
+    own.close();
+    // The variant has no labels of sandlot's containers: the kubelet's containers made
+    // from it must not look like sandboxes to `sandlot gc --engine docker`.
+    let variant = sandlot::backend::agent::variant("sandlot/python:latest");
+    let labels = std::process::Command::new("docker")
+        .args([
+            "image",
+            "inspect",
+            "--format",
+            "{{json .Config.Labels}}",
+            &variant,
+        ])
+        .output()
+        .unwrap();
+    assert!(labels.status.success(), "{variant} is in the node's engine");
+    let labels = String::from_utf8_lossy(&labels.stdout);
+    assert!(!labels.contains("sandlot"), "{variant}: {labels}");
+
+    // Any other image: an init container copies the agent in first.
+    let foreign = "sandlot-tests/python:foreign";
+    let tagged = std::process::Command::new("docker")
+        .args(["tag", "sandlot/python:latest", foreign])
+        .status()
+        .unwrap();
+    assert!(tagged.success());
+    let mut builder = sandlot().session("python");
+    builder.backend("kubernetes").image(foreign);
+    let mut session = builder.open().unwrap();
+    let pod = session.sandbox_name().unwrap();
+    assert_eq!(init_containers(&pod), ["agent"]);
+    assert_eq!(
+        session.run("print('foreign')").unwrap().stdout_text(),
+        "foreign\n"
+    );
+    session.close();
+}
+
 #[test]
 fn a_kubelet_that_stops_answering_cannot_hang_a_run() {
     let node = NODE.write().unwrap_or_else(|e| e.into_inner());

@@ -86,21 +86,26 @@ pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCod
                     .any(|i| i.reference == recipe.image && i.current);
                 if current && !force {
                     eprintln!("sandlot: {} is up to date", recipe.image);
-                    continue;
+                } else {
+                    eprintln!(
+                        "sandlot: building {} ({})",
+                        recipe.image, recipe.description
+                    );
+                    let started = std::time::Instant::now();
+                    backend.build_image(&recipe, &default_rootfs_cache(), &mut |line| {
+                        eprintln!("  {line}")
+                    })?;
+                    eprintln!(
+                        "sandlot: {} ready in {:.0} s",
+                        recipe.image,
+                        started.elapsed().as_secs_f64()
+                    );
                 }
-                eprintln!(
-                    "sandlot: building {} ({})",
-                    recipe.image, recipe.description
-                );
-                let started = std::time::Instant::now();
-                backend.build_image(&recipe, &default_rootfs_cache(), &mut |line| {
-                    eprintln!("  {line}")
-                })?;
-                eprintln!(
-                    "sandlot: {} ready in {:.0} s",
-                    recipe.image,
-                    started.elapsed().as_secs_f64()
-                );
+                // What a Kubernetes node on this engine starts pods of this image from.
+                let (variant, made) = backend.load_agent_variant(&recipe.image)?;
+                if made {
+                    eprintln!("sandlot: made {variant}");
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

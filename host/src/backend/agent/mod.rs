@@ -42,6 +42,29 @@ pub fn image() -> String {
     format!("sandlot/agent:{}", &digest()[..16])
 }
 
+/// Where an image made by [`variant`] holds the agent.
+pub const BAKED_PATH: &str = "/.sandlot/agent";
+
+/// The image `base` with this version of the agent inside at [`BAKED_PATH`]:
+/// `sandlot/python:latest` gives `sandlot/python:latest-agent-<digest>`. `sandlot images
+/// build` makes one for each recipe's image, so that a Kubernetes pod from it starts
+/// the agent at once instead of copying it in with an init container first.
+///
+/// ```
+/// let variant = sandlot::backend::agent::variant("sandlot/python:latest");
+/// assert!(variant.starts_with("sandlot/python:latest-agent-"));
+/// let untagged = sandlot::backend::agent::variant("localhost:5000/sandlot/go");
+/// assert!(untagged.starts_with("localhost:5000/sandlot/go:latest-agent-"));
+/// ```
+pub fn variant(base: &str) -> String {
+    let name_start = base.rfind('/').map_or(0, |i| i + 1);
+    let (repository, tag) = match base[name_start..].rfind(':') {
+        Some(colon) => (&base[..name_start + colon], &base[name_start + colon + 1..]),
+        None => (base, "latest"),
+    };
+    format!("{repository}:{tag}-agent-{}", &digest()[..16])
+}
+
 /// A tar archive of the agent as the file `name`, owned by root and not writable:
 /// code in a container, which runs as another user, cannot replace it.
 pub fn archive(name: &str) -> Result<Vec<u8>> {

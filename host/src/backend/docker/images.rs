@@ -14,7 +14,8 @@
 use super::wait;
 use super::ContainerBackend;
 use crate::error::{Error, Result};
-use bollard::query_parameters::{CreateImageOptions, ListImagesOptions};
+use bollard::models::{ContainerConfig, ContainerCreateBody};
+use bollard::query_parameters::{CommitContainerOptions, CreateImageOptions, ListImagesOptions};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use sha2::Digest;
@@ -38,6 +39,10 @@ const RECIPES: &[(&str, &str)] = &[
 /// from. (An environment variable rather than a label: Podman's import API applies only
 /// one `changes` instruction, and reads `ENV A=1 B=2` as one variable.)
 pub const RECIPE_VARIABLE: &str = "SANDLOT_RECIPE";
+
+/// The variable in an agent variant's environment that names the image it was made
+/// from: a variant of an image since rebuilt is made again.
+const VARIANT_BASE_VARIABLE: &str = "SANDLOT_AGENT_BASE";
 
 /// How to build one image.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,7 +158,8 @@ pub struct ImageInfo {
 }
 
 impl ContainerBackend {
-    /// The images whose name starts with `sandlot/`, and whether each is up to date.
+    /// The images whose name starts with `sandlot/` (but for the recipes' agent
+    /// variants), and whether each is up to date.
     pub fn images(&self) -> Result<Vec<ImageInfo>> {
         let docker = self.docker.clone();
         let summaries = wait(self.runtime.handle(), async move {
@@ -175,7 +181,11 @@ impl ContainerBackend {
                     .iter()
                     .find_map(|prefix| reference.strip_prefix(prefix))
                     .unwrap_or(reference);
-                if !short.starts_with("sandlot/") {
+                // Agent variants are part of their recipe's image, made with it.
+                let variant = recipes
+                    .iter()
+                    .any(|r| crate::backend::agent::variant(&r.image) == short);
+                if !short.starts_with("sandlot/") || variant {
                     continue;
                 }
                 let recipe = recipes.iter().find(|r| r.image == short);
@@ -326,6 +336,81 @@ impl ContainerBackend {
         .ok_or_else(|| self.engine_error("importing an image", "the engine runtime stopped"))?
         .map_err(|e| self.engine_error(format!("importing {reference}"), e))?;
         Ok((reference, true))
+    }
+
+    /// Makes `base` with the agent inside ([`crate::backend::agent::variant`]) unless
+    /// the engine has it, made from this very `base`: what the Kubernetes backend
+    /// starts pods of sandlot's own images from when the node runs on this engine.
+    /// Returns the reference, and whether it was made now.
+    pub fn load_agent_variant(&self, base: &str) -> Result<(String, bool)> {
+        let reference = crate::backend::agent::variant(base);
+        let base_id = {
+            let docker = self.docker.clone();
+            let base = base.to_string();
+            self.wait(&format!("inspecting {base}"), async move {
+                docker.inspect_image(&base).await
+            })?
+            .id
+            .unwrap_or_default()
+        };
+        let marker = format!("{VARIANT_BASE_VARIABLE}={base_id}");
+        let existing = {
+            let docker = self.docker.clone();
+            let name = reference.clone();
+            wait(self.runtime.handle(), async move {
+                docker.inspect_image(&name).await
+            })
+        };
+        if let Some(Ok(existing)) = existing {
+            let env = existing.config.and_then(|c| c.env).unwrap_or_default();
+            if env.contains(&marker) {
+                return Ok((reference, false));
+            }
+        }
+        // A container that never starts, holding the agent, committed as the image.
+        // Unlabelled: the image would keep its labels, and so would every container
+        // made from it, which `sandlot gc` would then take for its own.
+        let name = format!("sandlot-variant-{}", crate::backend::owner::sandbox_id());
+        self.create_named(
+            &name,
+            ContainerCreateBody {
+                image: Some(base.to_string()),
+                cmd: Some(vec![crate::backend::agent::BAKED_PATH.to_string()]),
+                ..Default::default()
+            },
+        )?;
+        let made = self.fill_and_commit(&name, &reference, &marker);
+        let removed = super::sandbox::remove(&self.docker, self.runtime.handle(), name.clone())
+            .ok_or_else(|| self.engine_error("removing a container", "the engine runtime stopped"))?
+            .map_err(|e| self.engine_error(format!("removing container {name}"), e));
+        made.and(removed).map(|()| (reference, true))
+    }
+
+    fn fill_and_commit(&self, container: &str, reference: &str, marker: &str) -> Result<()> {
+        let archive = crate::backend::agent::archive(
+            crate::backend::agent::BAKED_PATH.trim_start_matches('/'),
+        )?;
+        self.upload(container, "/", archive, "copying the agent into the image")?;
+        let (repository, tag) = reference
+            .rsplit_once(':')
+            .expect("a variant reference has a tag");
+        let options = CommitContainerOptions {
+            container: Some(container.to_string()),
+            repo: Some(repository.to_string()),
+            tag: Some(tag.to_string()),
+            pause: false,
+            ..Default::default()
+        };
+        // The engine keeps the base's configuration and adds this variable.
+        let config = ContainerConfig {
+            env: Some(vec![marker.to_string()]),
+            ..Default::default()
+        };
+        let docker = self.docker.clone();
+        self.wait(&format!("committing {reference}"), async move {
+            docker.commit_container(options, config).await
+        })?;
+        Ok(())
     }
 
     fn import(&self, tar: &Path, recipe: &Recipe) -> Result<()> {

@@ -403,6 +403,46 @@ impl ContainerBackend {
             .map_err(|e| self.engine_error(context, e))
     }
 
+    /// Creates (without starting) a container called `name` from `body`.
+    fn create_named(
+        &self,
+        name: &str,
+        body: bollard::models::ContainerCreateBody,
+    ) -> Result<bollard::models::ContainerCreateResponse> {
+        let image = body.image.clone().unwrap_or_default();
+        let docker = self.docker.clone();
+        let name = name.to_string();
+        self.wait(&format!("creating a container from {image}"), async move {
+            docker
+                .create_container(
+                    Some(bollard::query_parameters::CreateContainerOptions {
+                        name: Some(name),
+                        ..Default::default()
+                    }),
+                    body,
+                )
+                .await
+        })
+    }
+
+    /// Unpacks the tar `archive` into directory `dir` of `container`.
+    fn upload(&self, container: &str, dir: &str, archive: Vec<u8>, context: &str) -> Result<()> {
+        let docker = self.docker.clone();
+        let (container, dir) = (container.to_string(), dir.to_string());
+        self.wait(context, async move {
+            docker
+                .upload_to_container(
+                    &container,
+                    Some(bollard::query_parameters::UploadToContainerOptions {
+                        path: dir,
+                        ..Default::default()
+                    }),
+                    bollard::body_full(archive.into()),
+                )
+                .await
+        })
+    }
+
     /// Every container sandlot made on this engine, running or not.
     pub fn sandboxes(&self) -> Result<Vec<SandboxInfo>> {
         let mut filters = HashMap::new();

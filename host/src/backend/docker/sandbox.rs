@@ -10,10 +10,7 @@ use bollard::container::LogOutput;
 use bollard::models::{
     ContainerCreateBody, HostConfig, NetworkConnectRequest, NetworkDisconnectRequest,
 };
-use bollard::query_parameters::{
-    AttachContainerOptions, CreateContainerOptions, RemoveContainerOptions,
-    UploadToContainerOptions,
-};
+use bollard::query_parameters::{AttachContainerOptions, RemoveContainerOptions};
 use bollard::Docker;
 use std::collections::HashMap;
 use std::os::unix::net::UnixListener;
@@ -195,21 +192,7 @@ pub(super) fn open(backend: &ContainerBackend, spec: &SandboxSpec<'_>) -> Result
         ipc.as_ref().map(|d| d.path()),
         &backend.install_network,
     );
-    let created = {
-        let docker = docker.clone();
-        let name = name.clone();
-        backend.wait(&format!("creating a container from {image}"), async move {
-            docker
-                .create_container(
-                    Some(CreateContainerOptions {
-                        name: Some(name),
-                        ..Default::default()
-                    }),
-                    config,
-                )
-                .await
-        })?
-    };
+    let created = backend.create_named(&name, config)?;
     // From here on, dropping `container` removes it: a sandbox that never became one
     // leaves nothing behind.
     let mut container = Container {
@@ -293,22 +276,12 @@ fn deliver_and_attach(
     id: &str,
 ) -> Result<(Transport, Arc<Mutex<Vec<u8>>>)> {
     let archive = crate::backend::agent::archive("agent")?;
-    {
-        let docker = backend.docker.clone();
-        let id = id.to_string();
-        backend.wait("copying the agent into the container", async move {
-            docker
-                .upload_to_container(
-                    &id,
-                    Some(UploadToContainerOptions {
-                        path: AGENT_DIR.into(),
-                        ..Default::default()
-                    }),
-                    bollard::body_full(archive.into()),
-                )
-                .await
-        })?;
-    }
+    backend.upload(
+        id,
+        AGENT_DIR,
+        archive,
+        "copying the agent into the container",
+    )?;
     let attached = {
         let docker = backend.docker.clone();
         let id = id.to_string();

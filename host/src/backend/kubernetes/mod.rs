@@ -420,16 +420,20 @@ impl KubernetesBackend {
             )
         })?
         .map_err(|e| match &e {
-            kube::Error::Api(status) if status.code == 403 => self.api_error(
-                context,
-                format!(
-                    "{e}; sandlot needs, in namespace {}: pods create, get, list, watch, \
-                     patch and delete, pods/attach create, and networkpolicies create",
-                    self.namespace
-                ),
-            ),
+            kube::Error::Api(status) if status.code == 403 => {
+                self.api_error(context, format!("{e}; {}", self.needed_rights()))
+            }
             _ => self.api_error(context, e),
         })
+    }
+
+    /// What sandlot needs the cluster to allow it, for the message of a refusal.
+    fn needed_rights(&self) -> String {
+        format!(
+            "sandlot needs, in namespace {}: pods create, get, list, watch, patch and delete, \
+             pods/attach create, and networkpolicies create",
+            self.namespace
+        )
     }
 
     /// Whether a network plugin that enforces NetworkPolicy runs in `kube-system`

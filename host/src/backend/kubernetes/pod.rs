@@ -15,8 +15,9 @@ pub(super) const SANDBOX_CONTAINER: &str = "sandbox";
 const AGENT_CONTAINER: &str = "agent";
 /// Where the agent's volume is mounted, read-only in the sandbox container.
 const AGENT_DIR: &str = "/.sandlot";
-/// The agent, as the sandbox container runs it.
-const AGENT_PATH: &str = "/.sandlot/agent";
+/// The agent, as the sandbox container runs it: the same path whether the init
+/// container copied it there or the image has it baked in.
+const AGENT_PATH: &str = crate::backend::agent::BAKED_PATH;
 
 /// Label on every pod sandlot makes.
 pub(super) const MANAGED: (&str, &str) = ("sandlot.dev/managed", "true");
@@ -203,7 +204,9 @@ pub(super) struct PodPlan<'a> {
     pub name: &'a str,
     pub id: &'a str,
     pub image: &'a str,
-    pub agent_image: &'a str,
+    /// The image the init container copies the agent from; `None` when `image` has
+    /// the agent inside ([`crate::backend::agent::variant`]).
+    pub agent_image: Option<&'a str>,
     /// `Never` where images are loaded into the node's engine, else `IfNotPresent`.
     pub pull_policy: &'a str,
     pub owner: &'a str,
@@ -284,7 +287,7 @@ pub(super) fn manifest(
             },
             "initContainers": [{
                 "name": AGENT_CONTAINER,
-                "image": plan.agent_image,
+                "image": plan.agent_image.unwrap_or_default(),
                 "imagePullPolicy": plan.pull_policy,
                 "command": ["/sandlot-agent", "install", format!("{AGENT_DIR}/agent")],
                 "securityContext": security.clone(),
@@ -319,6 +322,21 @@ pub(super) fn manifest(
             ],
         },
     });
+    let mut ours = ours;
+    if plan.agent_image.is_none() {
+        // The image brings the agent: no init container, no volume to copy it to.
+        let spec = &mut ours["spec"];
+        if let Some(spec) = spec.as_object_mut() {
+            spec.remove("initContainers");
+        }
+        let is_agent = |v: &Value| v["name"] == "sandlot-agent";
+        if let Some(volumes) = spec["volumes"].as_array_mut() {
+            volumes.retain(|v| !is_agent(v));
+        }
+        if let Some(mounts) = spec["containers"][0]["volumeMounts"].as_array_mut() {
+            mounts.retain(|v| !is_agent(v));
+        }
+    }
     let mut pod = match template {
         Some(template) => {
             let mut base = template.value.clone();
@@ -428,7 +446,7 @@ mod tests {
             name: "sandlot-abc",
             id: "abc",
             image: "sandlot/python:latest",
-            agent_image: "sandlot/agent:0123",
+            agent_image: Some("sandlot/agent:0123"),
             pull_policy: "Never",
             owner: "boot:1:2:pid:[3]",
             deadline_seconds: 3600,
@@ -484,6 +502,37 @@ mod tests {
             open["spec"]["containers"][0]["securityContext"]["seccompProfile"]["type"],
             "Unconfined"
         );
+    }
+
+    #[test]
+    fn an_image_with_the_agent_inside_needs_no_init_container() {
+        let baked = PodPlan {
+            agent_image: None,
+            ..plan()
+        };
+        let policy = Policy::default();
+        let pod = manifest(
+            &baked,
+            &SandboxSpec::new("python", "img", &policy, 1 << 20),
+            None,
+        )
+        .unwrap();
+        let pod = serde_json::to_value(&pod).unwrap();
+        let spec = &pod["spec"];
+        assert!(spec.get("initContainers").is_none(), "{spec}");
+        let sandbox = &spec["containers"][0];
+        assert_eq!(sandbox["command"][0], crate::backend::agent::BAKED_PATH);
+        let names = |list: &Value| -> Vec<String> {
+            list.as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(names(&spec["volumes"]), ["workspace", "tmp"]);
+        assert_eq!(names(&sandbox["volumeMounts"]), ["workspace", "tmp"]);
+        // The guarantees do not depend on where the agent comes from.
+        assert_eq!(sandbox["securityContext"]["readOnlyRootFilesystem"], true);
     }
 
     #[test]

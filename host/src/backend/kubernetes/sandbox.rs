@@ -8,12 +8,16 @@ use crate::backend::{owner, SandboxSpec};
 use crate::error::{Error, Result};
 use crate::policy::Network;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-use kube::api::{Api, AttachParams, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, AttachParams, AttachedProcess, DeleteParams, Patch, PatchParams, PostParams};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How long the agent has to answer once its container runs.
 const START_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The first pause between attach tries while the container starts, and the longest.
+const ATTACH_RETRY_FIRST: Duration = Duration::from_millis(25);
+const ATTACH_RETRY_MAX: Duration = Duration::from_millis(200);
 
 /// How much of the agent's own standard error is kept, for diagnostics.
 const AGENT_STDERR: usize = 4096;
@@ -120,14 +124,31 @@ impl Drop for PodHandle {
 pub(super) fn open(backend: &KubernetesBackend, spec: &SandboxSpec<'_>) -> Result<AgentSandbox> {
     let id = owner::sandbox_id();
     let name = format!("sandlot-{id}");
-    let image = backend.image_reference(spec.image);
-    let agent_image = backend.image_reference(&crate::backend::agent::image());
+    // Pods of sandlot's own images start from their variant with the agent inside
+    // (`sandlot images build` makes it next to the image): no init container to run
+    // and wait for first. Other images, and images from a registry, get the agent
+    // copied in by an init container from the agent's own image.
+    let baked = backend.image_prefix.is_none()
+        && crate::backend::docker::images::Recipe::all()
+            .iter()
+            .any(|r| r.image == spec.image);
+    let (image, agent_image) = if baked {
+        (
+            backend.image_reference(&crate::backend::agent::variant(spec.image)),
+            None,
+        )
+    } else {
+        (
+            backend.image_reference(spec.image),
+            Some(backend.image_reference(&crate::backend::agent::image())),
+        )
+    };
     let owner = owner::owner_tag();
     let plan = PodPlan {
         name: &name,
         id: &id,
         image: &image,
-        agent_image: &agent_image,
+        agent_image: agent_image.as_deref(),
         pull_policy: if backend.image_prefix.is_some() {
             "IfNotPresent"
         } else {
@@ -154,8 +175,15 @@ pub(super) fn open(backend: &KubernetesBackend, spec: &SandboxSpec<'_>) -> Resul
             async move { api.create(&PostParams::default(), &manifest).await },
         )?;
     }
-    wait_until_running(backend, &api, &name, spec.language, &image, &agent_image)?;
-    let (transport, stderr) = attach(backend, &api, &name)?;
+    let attached = start(
+        backend,
+        &api,
+        &name,
+        spec.language,
+        &image,
+        agent_image.as_deref(),
+    )?;
+    let (transport, stderr) = bridge(backend, attached)?;
     let agent = AgentClient::connect(transport, START_DEADLINE).map_err(|e| {
         let said = String::from_utf8_lossy(&stderr.lock().unwrap_or_else(|e| e.into_inner()))
             .trim()
@@ -178,106 +206,170 @@ pub(super) fn open(backend: &KubernetesBackend, spec: &SandboxSpec<'_>) -> Resul
     .with_kernel(spec.kernel.cloned()))
 }
 
-/// What became of a pod being started.
-enum Start {
-    Running,
+/// How a start ended before the attach went through.
+enum Stopped {
+    /// The pod can never start.
     Failed(StartFailure),
+    /// The pod went away while it started.
+    Deleted,
+    /// The API server refused the attach for good (no rights, most likely).
+    Refused(kube::Error),
 }
 
-/// Waits until the sandbox container runs, failing as soon as the pod cannot start
-/// (an image that is not there, a container that cannot be made, a pod that ended),
-/// and at the latest after the backend's start timeout.
-fn wait_until_running(
+/// Attaches to the sandbox container as soon as it runs, failing as soon as the pod
+/// cannot start (an image that is not there, a container that cannot be made, a pod
+/// that ended), and at the latest after the backend's start timeout.
+///
+/// The attach is tried without waiting for the pod's status to say the container
+/// runs: the kubelet notices a started container on its next relist (once a second)
+/// and only then reports it, while an attach reaches the container as soon as the
+/// engine has started it. Waiting for the status cost up to a second per pod.
+fn start(
     backend: &KubernetesBackend,
     api: &Api<Pod>,
     name: &str,
     language: &str,
     image: &str,
-    agent_image: &str,
-) -> Result<()> {
+    agent_image: Option<&str>,
+) -> Result<AttachedProcess> {
     let deadline = backend.start_timeout;
-    let started = std::time::Instant::now();
     let last: Arc<Mutex<Option<Pod>>> = Arc::new(Mutex::new(None));
+    let last_attach: Arc<Mutex<String>> = Arc::new(Mutex::new(String::new()));
     let failure = |reason: String| Error::Engine {
         engine: "kubernetes".into(),
         context: format!("starting pod {name} from {image}"),
         source: reason.into(),
     };
-    // A watch can break (an API server restart, a timeout of the connection): it is
-    // taken up again until the deadline.
-    loop {
-        let seen = last.clone();
-        let left = deadline.saturating_sub(started.elapsed());
-        let watched = {
-            let api = api.clone();
-            let name = name.to_string();
-            crate::backend::wait(backend.runtime.handle(), async move {
-                tokio::time::timeout(
-                    left,
-                    kube::runtime::wait::await_condition(api, &name, move |pod: Option<&Pod>| {
-                        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-                        // Gone after it was seen: deleted, which ends the wait too.
-                        let deleted = pod.is_none() && seen.is_some();
-                        if let Some(pod) = pod {
-                            *seen = Some(pod.clone());
-                        }
-                        deleted || pod.is_some_and(|pod| classify(pod).is_some())
-                    }),
-                )
-                .await
+    let outcome = {
+        let attaching = attach_when_running(api.clone(), name.to_string(), last_attach.clone());
+        let watching = watch_for_failure(api.clone(), name.to_string(), last.clone());
+        crate::backend::wait(backend.runtime.handle(), async move {
+            tokio::time::timeout(deadline, async move {
+                tokio::select! {
+                    attached = attaching => attached,
+                    stopped = watching => Err(stopped),
+                }
             })
-        };
-        let pod = last.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        return match watched {
-            None => Err(failure("the client runtime stopped".into())),
-            Some(Err(_)) => Err(failure(format!(
-                "it did not start within {} s ({}); a slow image pull or a busy cluster may \
+            .await
+        })
+    };
+    let pod = last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    match outcome {
+        None => Err(failure("the client runtime stopped".into())),
+        Some(Err(_)) => {
+            let attach = last_attach
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            Err(failure(format!(
+                "it did not start within {} s ({}{}); a slow image pull or a busy cluster may \
                  need a longer `start_timeout`",
                 deadline.as_secs(),
-                pod.as_ref().map_or("never seen".into(), pending_reason)
-            ))),
-            Some(Ok(Err(_))) if started.elapsed() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                continue;
-            }
-            Some(Ok(Err(e))) => Err(failure(format!("watching it failed: {e}"))),
-            Some(Ok(Ok(None))) => Err(failure(
-                "the pod was deleted while it started (by `sandlot gc`, an eviction or an \
-                 administrator)"
-                    .into(),
-            )),
-            Some(Ok(Ok(Some(_)))) => match pod.as_ref().and_then(classify) {
-                Some(Start::Running) => Ok(()),
-                Some(Start::Failed(reason)) => Err(match reason {
-                    StartFailure::Image {
-                        image: missing,
-                        message,
-                    } => {
-                        let hint = match (&backend.image_prefix, missing == agent_image) {
-                            (Some(prefix), _) => format!(
-                                "push it to {prefix}, or give the pods pull secrets in the pod \
-                                 template"
-                            ),
-                            (None, true) => "run `sandlot images build` against the node's \
-                                             engine (it loads the agent image too)"
-                                .into(),
-                            (None, false) => {
-                                return Err(Error::ImageMissing {
-                                    engine: "kubernetes".into(),
-                                    image: image.to_string(),
-                                    language: language.to_string(),
-                                })
-                            }
-                        };
-                        failure(format!(
-                            "the node cannot get image `{missing}` ({message}); {hint}"
-                        ))
+                pod.as_ref().map_or("never seen".into(), pending_reason),
+                if attach.is_empty() {
+                    String::new()
+                } else {
+                    format!("; the last attach said: {attach}")
+                }
+            )))
+        }
+        Some(Ok(Ok(attached))) => Ok(attached),
+        Some(Ok(Err(Stopped::Refused(e)))) => Err(failure(format!(
+            "the API server refused to attach to it: {e}; {}",
+            backend.needed_rights()
+        ))),
+        Some(Ok(Err(Stopped::Deleted))) => Err(failure(
+            "the pod was deleted while it started (by `sandlot gc`, an eviction or an \
+             administrator)"
+                .into(),
+        )),
+        Some(Ok(Err(Stopped::Failed(reason)))) => Err(match reason {
+            StartFailure::Image {
+                image: missing,
+                message,
+            } => {
+                let hint = match (&backend.image_prefix, Some(missing.as_str()) == agent_image) {
+                    (Some(prefix), _) => format!(
+                        "push it to {prefix}, or give the pods pull secrets in the pod template"
+                    ),
+                    (None, true) => "run `sandlot images build` against the node's engine (it \
+                                     loads the agent image too)"
+                        .into(),
+                    (None, false) => {
+                        return Err(Error::ImageMissing {
+                            engine: "kubernetes".into(),
+                            image: image.to_string(),
+                            language: language.to_string(),
+                        })
                     }
-                    StartFailure::Other(reason) => failure(reason),
-                }),
-                None => Err(failure("the watch ended early".into())),
-            },
-        };
+                };
+                failure(format!(
+                    "the node cannot get image `{missing}` ({message}); {hint}"
+                ))
+            }
+            StartFailure::Other(reason) => failure(reason),
+        }),
+    }
+}
+
+/// Tries to attach to the sandbox container until it runs. Until then the API server
+/// or the kubelet answers with an error (no node yet, container not found), which is
+/// kept for the timeout's message; only a refusal for good ends the tries.
+async fn attach_when_running(
+    api: Api<Pod>,
+    name: String,
+    last_error: Arc<Mutex<String>>,
+) -> std::result::Result<AttachedProcess, Stopped> {
+    let params = AttachParams::default()
+        .container(SANDBOX_CONTAINER)
+        .stdin(true)
+        .stdout(true)
+        .stderr(true)
+        .max_stdout_buf_size(1 << 20)
+        .max_stdin_buf_size(1 << 20);
+    let mut pause = ATTACH_RETRY_FIRST;
+    loop {
+        match tokio::time::timeout(API_DEADLINE, api.attach(&name, &params)).await {
+            Ok(Ok(attached)) => return Ok(attached),
+            Ok(Err(kube::Error::Api(status))) if matches!(status.code, 401 | 403) => {
+                return Err(Stopped::Refused(kube::Error::Api(status)))
+            }
+            Ok(Err(e)) => *last_error.lock().unwrap_or_else(|e| e.into_inner()) = e.to_string(),
+            Err(_) => {
+                *last_error.lock().unwrap_or_else(|e| e.into_inner()) = "no answer in time".into()
+            }
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(ATTACH_RETRY_MAX);
+    }
+}
+
+/// Watches the pod until it can never start or is deleted, keeping the last state
+/// seen for messages. A watch can break (an API server restart, a timeout of the
+/// connection): it is taken up again.
+async fn watch_for_failure(api: Api<Pod>, name: String, last: Arc<Mutex<Option<Pod>>>) -> Stopped {
+    loop {
+        let seen = last.clone();
+        let watched =
+            kube::runtime::wait::await_condition(api.clone(), &name, move |pod: Option<&Pod>| {
+                let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                // Gone after it was seen: deleted, which ends the wait too.
+                let deleted = pod.is_none() && seen.is_some();
+                if let Some(pod) = pod {
+                    *seen = Some(pod.clone());
+                }
+                deleted || pod.is_some_and(|pod| failure_of(pod).is_some())
+            })
+            .await;
+        match watched {
+            Ok(None) => return Stopped::Deleted,
+            Ok(Some(pod)) => {
+                if let Some(failure) = failure_of(&pod) {
+                    return Stopped::Failed(failure);
+                }
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
     }
 }
 
@@ -289,10 +381,9 @@ enum StartFailure {
     Other(String),
 }
 
-/// Whether the pod has started (or can never start), from its status.
-fn classify(pod: &Pod) -> Option<Start> {
+/// Why the pod can never start, from its status, if it cannot.
+fn failure_of(pod: &Pod) -> Option<StartFailure> {
     let status = pod.status.as_ref()?;
-    let failed = |reason: String| Some(Start::Failed(StartFailure::Other(reason)));
     let statuses = status
         .init_container_statuses
         .iter()
@@ -303,40 +394,33 @@ fn classify(pod: &Pod) -> Option<Start> {
             let reason = waiting.reason.as_deref().unwrap_or_default();
             let message = waiting.message.clone().unwrap_or_default();
             if IMAGE_FAILURES.contains(&reason) {
-                return Some(Start::Failed(StartFailure::Image {
+                return Some(StartFailure::Image {
                     image: container.image.clone(),
                     message: if message.is_empty() {
                         reason.to_string()
                     } else {
                         message
                     },
-                }));
+                });
             }
             if CREATE_FAILURES.contains(&reason) {
-                return failed(format!(
+                return Some(StartFailure::Other(format!(
                     "container `{}` cannot be made ({reason}): {message}",
                     container.name
-                ));
+                )));
             }
         }
         if let Some(ended) = terminated_badly(container) {
-            return failed(ended);
+            return Some(StartFailure::Other(ended));
         }
     }
     match status.phase.as_deref() {
-        Some("Failed") | Some("Succeeded") => {
-            return failed(format!(
-                "the pod ended ({}) before its agent answered: {}",
-                status.phase.as_deref().unwrap_or_default(),
-                status.message.as_deref().unwrap_or("no message")
-            ))
-        }
-        _ => {}
+        Some(phase @ ("Failed" | "Succeeded")) => Some(StartFailure::Other(format!(
+            "the pod ended ({phase}) before its agent answered: {}",
+            status.message.as_deref().unwrap_or("no message")
+        ))),
+        _ => None,
     }
-    let running = status.container_statuses.iter().flatten().any(|c| {
-        c.name == SANDBOX_CONTAINER && c.state.as_ref().is_some_and(|s| s.running.is_some())
-    });
-    running.then_some(Start::Running)
 }
 
 /// A container that exited with a failure, said in words.
@@ -389,31 +473,14 @@ fn pending_reason(pod: &Pod) -> String {
     waiting.unwrap_or_else(|| format!("phase {}", status.phase.as_deref().unwrap_or("unknown")))
 }
 
-/// Attaches to the sandbox container's standard streams and wakes the agent, which
-/// says nothing until the host is there to hear it. Returns the transport and the
-/// agent's own standard error, for diagnostics.
-fn attach(
+/// Bridges the attached sandbox container's standard streams to a transport and
+/// wakes the agent, which says nothing until the host is there to hear it. Returns
+/// the transport and the agent's own standard error, for diagnostics.
+fn bridge(
     backend: &KubernetesBackend,
-    api: &Api<Pod>,
-    name: &str,
+    mut attached: AttachedProcess,
 ) -> Result<(Transport, Arc<Mutex<Vec<u8>>>)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let params = AttachParams::default()
-        .container(SANDBOX_CONTAINER)
-        .stdin(true)
-        .stdout(true)
-        .stderr(true)
-        .max_stdout_buf_size(1 << 20)
-        .max_stdin_buf_size(1 << 20);
-    let mut attached = {
-        let api = api.clone();
-        let name = name.to_string();
-        backend.call(
-            &format!("attaching to pod {name}"),
-            API_DEADLINE,
-            async move { api.attach(&name, &params).await },
-        )?
-    };
     let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
         (attached.stdin(), attached.stdout(), attached.stderr())
     else {
