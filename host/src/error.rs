@@ -414,6 +414,42 @@ pub enum Error {
         backend: String,
     },
 
+    /// A session manager was asked for something after it shut down.
+    #[error("the server is shutting down: it opens no more sessions")]
+    ManagerClosed,
+
+    /// A client asked for a looser policy or higher limits than the server allows.
+    #[error(
+        "not allowed: the request loosens {} beyond what this server allows; ask for the \
+         server's values or stricter ones (the server's configuration sets them)",
+        fields.join(", ")
+    )]
+    NotAllowed {
+        /// The fields, as `policy.network`, `limits.timeout`, ...
+        fields: Vec<String>,
+    },
+
+    /// A client or a server has as many sessions open as it may.
+    #[error(
+        "{scope} has {limit} sessions open, its limit: close one (sessions also close after \
+         their idle timeout)"
+    )]
+    TooManySessions {
+        /// Whose limit: a client, or the whole server.
+        scope: String,
+        /// The limit.
+        limit: usize,
+    },
+
+    /// A session id that names no open session of the client.
+    #[error("no session `{id}`: {reason}; open a new session")]
+    NoSuchSession {
+        /// The id given.
+        id: String,
+        /// Why: it ended (and how), or it was never this client's.
+        reason: String,
+    },
+
     /// A blocking call handed to tokio's blocking pool did not complete.
     #[error("{what} was cancelled")]
     Cancelled {

@@ -34,6 +34,7 @@ mod error;
 pub mod execution;
 pub mod language;
 pub mod layout;
+pub mod manager;
 pub mod plugin;
 pub mod policy;
 mod pool_options;

@@ -95,6 +95,70 @@ impl Policy {
     pub fn with_block_at(self, block_at: Option<Severity>) -> Policy {
         Policy { block_at, ..self }
     }
+
+    /// The fields in which this policy allows more than `base`: empty when it is as
+    /// strict or stricter everywhere. A server uses it to let a client tighten its
+    /// policy, never loosen it.
+    ///
+    /// ```
+    /// use sandlot::{Network, Policy, PolicyField};
+    /// let server = Policy::default();
+    /// let tighter = Policy { network: Network::Off, pids_limit: 64, ..server };
+    /// assert!(tighter.looser_than(&server).is_empty());
+    /// let looser = Policy { network: Network::On, ..server };
+    /// assert_eq!(looser.looser_than(&server), [PolicyField::Network]);
+    /// ```
+    pub fn looser_than(&self, base: &Policy) -> Vec<PolicyField> {
+        fn openness(network: Network) -> u8 {
+            match network {
+                Network::Off => 0,
+                Network::InstallOnly => 1,
+                Network::On => 2,
+            }
+        }
+        // `None` blocks nothing; a lower severity blocks more.
+        let blocks_less = match (self.block_at, base.block_at) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(mine), Some(theirs)) => mine > theirs,
+        };
+        let checks = [
+            (PolicyField::BlockAt, blocks_less),
+            (
+                PolicyField::Network,
+                openness(self.network) > openness(base.network),
+            ),
+            (
+                PolicyField::ReadOnlyRoot,
+                base.read_only_root && !self.read_only_root,
+            ),
+            // Another unprivileged id is no looser; root is.
+            (PolicyField::Uid, self.uid == 0 && base.uid != 0),
+            (PolicyField::Gid, self.gid == 0 && base.gid != 0),
+            (
+                PolicyField::DropCapabilities,
+                base.drop_capabilities && !self.drop_capabilities,
+            ),
+            (
+                PolicyField::NoNewPrivileges,
+                base.no_new_privileges && !self.no_new_privileges,
+            ),
+            (PolicyField::PidsLimit, self.pids_limit > base.pids_limit),
+            (PolicyField::CpuMillis, self.cpu_millis > base.cpu_millis),
+            (
+                PolicyField::WorkdirSize,
+                self.workdir_size > base.workdir_size,
+            ),
+            (
+                PolicyField::Seccomp,
+                base.seccomp == Seccomp::EngineDefault && self.seccomp != Seccomp::EngineDefault,
+            ),
+        ];
+        checks
+            .into_iter()
+            .filter_map(|(field, looser)| looser.then_some(field))
+            .collect()
+    }
 }
 
 impl Default for Policy {
@@ -369,6 +433,39 @@ mod tests {
         // Even the permissive preset keeps the kernel-level hardening.
         assert!(permissive.drop_capabilities && permissive.no_new_privileges);
         assert_eq!(permissive.seccomp, Seccomp::EngineDefault);
+    }
+
+    #[test]
+    fn presets_are_ordered_by_looseness_and_every_loosened_field_is_named() {
+        let (strict, standard, permissive) = (
+            Preset::Strict.policy(),
+            Preset::Standard.policy(),
+            Preset::Permissive.policy(),
+        );
+        assert!(strict.looser_than(&standard).is_empty());
+        assert!(standard.looser_than(&permissive).is_empty());
+        assert!(standard.looser_than(&standard).is_empty());
+        let loosened = permissive.looser_than(&strict);
+        assert!(loosened.contains(&PolicyField::Network), "{loosened:?}");
+        assert!(
+            loosened.contains(&PolicyField::ReadOnlyRoot),
+            "{loosened:?}"
+        );
+
+        let base = Policy::default();
+        let root = Policy { uid: 0, ..base };
+        assert_eq!(root.looser_than(&base), [PolicyField::Uid]);
+        let other_user = Policy { uid: 4242, ..base };
+        assert!(other_user.looser_than(&base).is_empty());
+        let reports_only = base.with_block_at(None);
+        assert_eq!(reports_only.looser_than(&base), [PolicyField::BlockAt]);
+        let blocks_more = base.with_block_at(Some(Severity::Medium));
+        assert!(blocks_more.looser_than(&base).is_empty());
+        let unconfined = Policy {
+            seccomp: Seccomp::Unconfined,
+            ..base
+        };
+        assert_eq!(unconfined.looser_than(&base), [PolicyField::Seccomp]);
     }
 
     #[test]

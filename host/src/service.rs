@@ -151,15 +151,27 @@ impl Service {
     pub fn open(
         &mut self,
         request: &OpenRequest,
-        mut progress: impl FnMut(Progress),
+        progress: impl FnMut(Progress),
     ) -> Result<Session> {
-        let language = self
-            .sandlot
-            .plugins()
-            .language(&request.language)?
-            .info()
-            .id
-            .clone();
+        self.prepare(request, progress)?;
+        self.open_prepared(request)
+    }
+
+    /// Whether [`Service::open_prepared`] can open `request` as it is: false when the
+    /// wasm runtime it needs is yet to be installed ([`Service::prepare`] does that).
+    pub fn is_prepared(&self, request: &OpenRequest) -> Result<bool> {
+        let language = self.language_id(&request.language)?;
+        Ok(!self.wants_wasm(request, &language) || self.sandlot.wasm().serves(&language))
+    }
+
+    /// Installs (and compiles, once) the wasm runtime `request` needs, if it needs one
+    /// sandlot knows how to install.
+    pub fn prepare(
+        &mut self,
+        request: &OpenRequest,
+        mut progress: impl FnMut(Progress),
+    ) -> Result<()> {
+        let language = self.language_id(&request.language)?;
         if self.wants_wasm(request, &language) {
             // Said before the lookup: a runtime component seen for the first time is
             // compiled to learn what it serves.
@@ -185,6 +197,13 @@ impl Service {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// Opens `request` with what is installed, without installing anything: a shared
+    /// borrow, so many threads can open sessions at once.
+    pub fn open_prepared(&self, request: &OpenRequest) -> Result<Session> {
+        let language = self.language_id(&request.language)?;
         let mut builder = self.sandlot.session(&language);
         builder
             .backend(request.backend.clone())
@@ -203,6 +222,11 @@ impl Service {
             builder.env(key, value);
         }
         builder.open()
+    }
+
+    /// The language id `name` (an id or an alias) stands for.
+    fn language_id(&self, name: &str) -> Result<String> {
+        Ok(self.sandlot.plugins().language(name)?.info().id.clone())
     }
 
     /// Whether the session would run on the wasm backend once its runtime is there.

@@ -1,0 +1,792 @@
+//! Named sessions for long-lived front ends (the MCP server, the HTTP API): each owned
+//! by a client, closed when it has been idle too long, when it reaches its maximum
+//! lifetime, when its client goes away, or when the manager shuts down. The policy and
+//! limits come from the server's configuration; a client may tighten them, never loosen
+//! them.
+//!
+//! ```no_run
+//! use sandlot::manager::{ClientId, ManagerSettings, SessionManager};
+//! use sandlot::service::{OpenRequest, Service};
+//! # fn main() -> Result<(), sandlot::Error> {
+//! let manager = SessionManager::new(Service::from_environment()?, ManagerSettings::default());
+//! let client = ClientId::new("agent-7");
+//! let opened = manager.open(&client, OpenRequest::new("python"))?;
+//! manager.run(&client, &opened.id, "x = 6 * 7", Default::default())?;
+//! let run = manager.run(&client, &opened.id, "print(x)", Default::default())?;
+//! assert_eq!(run.stdout_text(), "42\n");
+//! manager.close(&client, &opened.id)?;
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::backend::BackendName;
+use crate::error::{Error, Result};
+use crate::execution::Execution;
+use crate::policy::Policy;
+use crate::service::{OpenRequest, Service};
+use crate::session::{Limits, RunOptions, Session};
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+/// How often expired sessions are looked for.
+const SWEEP_EVERY: Duration = Duration::from_millis(500);
+
+/// How many ended sessions are remembered, so that a late call on one says why it
+/// ended instead of only that it is unknown.
+const REMEMBERED_ENDS: usize = 1024;
+
+/// Who owns sessions: an MCP connection, an HTTP API token. A client sees and uses
+/// only its own sessions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ClientId(String);
+
+impl ClientId {
+    /// The client called `name`.
+    pub fn new(name: impl Into<String>) -> ClientId {
+        ClientId(name.into())
+    }
+
+    /// A client of its own, for a connection that has no name (an MCP connection).
+    pub fn unique(prefix: &str) -> ClientId {
+        ClientId(format!("{prefix}-{}", crate::backend::owner::sandbox_id()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ClientId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A session's name as clients pass it back: `s-` and 32 hexadecimal digits, from
+/// randomly keyed hashes, so that one client cannot guess another's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+impl SessionId {
+    fn fresh() -> SessionId {
+        let (a, b) = (
+            crate::backend::owner::sandbox_id(),
+            crate::backend::owner::sandbox_id(),
+        );
+        SessionId(format!("s-{a}{b}"))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for SessionId {
+    fn from(id: &str) -> SessionId {
+        SessionId(id.to_string())
+    }
+}
+
+impl From<String> for SessionId {
+    fn from(id: String) -> SessionId {
+        SessionId(id)
+    }
+}
+
+/// How a [`SessionManager`] treats sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ManagerSettings {
+    /// A session nobody has used for this long is closed (default 10 min).
+    pub idle_timeout: Duration,
+    /// A session is closed this long after it opened, used or not (default 1 h).
+    pub max_lifetime: Duration,
+    /// Most sessions one client may have open at once (default 8).
+    pub max_per_client: usize,
+    /// Most sessions open at once, over all clients (default 64).
+    pub max_sessions: usize,
+    /// The policy of every session; a client may ask for a stricter one (default: the
+    /// configuration's `[policy]`, else [`Policy::default`]).
+    pub policy: Option<Policy>,
+    /// The limits of every session; a client may ask for lower ones.
+    pub limits: Limits,
+}
+
+impl Default for ManagerSettings {
+    fn default() -> Self {
+        ManagerSettings {
+            idle_timeout: Duration::from_secs(600),
+            max_lifetime: Duration::from_secs(3600),
+            max_per_client: 8,
+            max_sessions: 64,
+            policy: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl ManagerSettings {
+    /// Sessions close after `idle` without use.
+    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = idle;
+        self
+    }
+
+    /// Sessions close `lifetime` after they opened.
+    pub fn max_lifetime(mut self, lifetime: Duration) -> Self {
+        self.max_lifetime = lifetime;
+        self
+    }
+
+    /// At most `count` sessions per client.
+    pub fn max_per_client(mut self, count: usize) -> Self {
+        self.max_per_client = count;
+        self
+    }
+
+    /// At most `count` sessions in all.
+    pub fn max_sessions(mut self, count: usize) -> Self {
+        self.max_sessions = count;
+        self
+    }
+
+    /// The policy clients may tighten.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// The limits clients may lower.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+}
+
+/// An open session, as its client sees it.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct SessionInfo {
+    /// The name to pass back.
+    pub id: SessionId,
+    /// The language id.
+    pub language: String,
+    /// The backend it runs on.
+    pub backend: BackendName,
+    /// Whether variables persist from one run to the next.
+    pub persistent: bool,
+    /// Seconds since it opened.
+    pub age_seconds: f64,
+    /// Seconds since it was last used.
+    pub idle_seconds: f64,
+    /// Seconds of idleness after which it closes.
+    pub idle_timeout_seconds: f64,
+}
+
+/// Why a session ended, for the message of a late call on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Ended {
+    /// Its client closed it.
+    Closed,
+    /// Nobody used it for the idle timeout.
+    Idle,
+    /// It reached its maximum lifetime.
+    Lifetime,
+    /// Its client went away.
+    ClientGone,
+    /// The manager shut down.
+    Shutdown,
+}
+
+impl fmt::Display for Ended {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Ended::Closed => "it was closed",
+            Ended::Idle => "it was idle for longer than the idle timeout",
+            Ended::Lifetime => "it reached its maximum lifetime",
+            Ended::ClientGone => "its client went away",
+            Ended::Shutdown => "the server shut down",
+        })
+    }
+}
+
+/// Counters since the manager started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ManagerStats {
+    /// Sessions open now.
+    pub open: usize,
+    /// Sessions opened.
+    pub opened: u64,
+    /// Sessions that could not be opened (refusals included).
+    pub open_failures: u64,
+    /// Sessions closed by their clients.
+    pub closed: u64,
+    /// Sessions closed for idleness or lifetime.
+    pub expired: u64,
+    /// Runs and commands.
+    pub runs: u64,
+    /// Runs and commands that failed (an error, not a non-zero exit).
+    pub run_failures: u64,
+}
+
+/// Named sessions shared by a server's connections. Cheap to clone; every clone is
+/// the same manager. Its calls block (a run takes as long as the code runs): async
+/// servers call them through `spawn_blocking`.
+#[derive(Clone)]
+pub struct SessionManager {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for SessionManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionManager")
+            .field("settings", &self.inner.settings)
+            .field("open", &self.inner.sessions.lock().map(|s| s.len()).ok())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    service: RwLock<Service>,
+    settings: ManagerSettings,
+    policy: Policy,
+    sessions: Mutex<HashMap<SessionId, Arc<Entry>>>,
+    ended: Mutex<VecDeque<(SessionId, ClientId, Ended)>>,
+    shut: AtomicBool,
+    /// Set (and signalled) when the sweeper should stop.
+    sweeper: Arc<(Mutex<bool>, Condvar)>,
+    counters: Counters,
+}
+
+#[derive(Default)]
+struct Counters {
+    opened: AtomicU64,
+    open_failures: AtomicU64,
+    closed: AtomicU64,
+    expired: AtomicU64,
+    runs: AtomicU64,
+    run_failures: AtomicU64,
+}
+
+struct Entry {
+    id: SessionId,
+    client: ClientId,
+    language: String,
+    backend: BackendName,
+    persistent: bool,
+    opened: Instant,
+    last_used: Mutex<Instant>,
+    /// `None` once closed; held for the length of a run, so runs of one session
+    /// take turns.
+    session: Mutex<Option<Session>>,
+}
+
+impl Entry {
+    fn info(&self, idle_timeout: Duration) -> SessionInfo {
+        let last = *self.last_used.lock().unwrap_or_else(|e| e.into_inner());
+        SessionInfo {
+            id: self.id.clone(),
+            language: self.language.clone(),
+            backend: self.backend.clone(),
+            persistent: self.persistent,
+            age_seconds: self.opened.elapsed().as_secs_f64(),
+            idle_seconds: last.elapsed().as_secs_f64(),
+            idle_timeout_seconds: idle_timeout.as_secs_f64(),
+        }
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    /// Ends the session, after a run in progress finishes (a run ends by its timeout
+    /// at the latest).
+    fn end(&self) {
+        let session = self
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        drop(session);
+    }
+}
+
+impl SessionManager {
+    /// A manager over `service`, with a background thread that closes expired
+    /// sessions.
+    pub fn new(service: Service, settings: ManagerSettings) -> SessionManager {
+        let policy = settings
+            .policy
+            .or(service.sandlot().config().policy)
+            .unwrap_or_default();
+        let inner = Arc::new(Inner {
+            service: RwLock::new(service),
+            settings,
+            policy,
+            sessions: Mutex::new(HashMap::new()),
+            ended: Mutex::new(VecDeque::new()),
+            shut: AtomicBool::new(false),
+            sweeper: Arc::new((Mutex::new(false), Condvar::new())),
+            counters: Counters::default(),
+        });
+        let (weak, stop) = (Arc::downgrade(&inner), inner.sweeper.clone());
+        let spawned = std::thread::Builder::new()
+            .name("sandlot-sessions".into())
+            .spawn(move || sweep_until_gone(weak, stop));
+        if let Err(e) = spawned {
+            // Without the thread nothing expires; the server still works, and says so.
+            eprintln!("sandlot: cannot start the session sweeper ({e}); sessions will not expire");
+        }
+        SessionManager { inner }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &ManagerSettings {
+        &self.inner.settings
+    }
+
+    /// The policy every session gets unless its client asks for a stricter one.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// Runs `f` with the service (for the languages, the configuration, ...).
+    pub fn with_service<T>(&self, f: impl FnOnce(&Service) -> T) -> T {
+        f(&self.inner.service.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// An [`OpenRequest`] for `language` with the server's policy and limits, for a
+    /// client to tighten.
+    pub fn request(&self, language: &str) -> OpenRequest {
+        let mut request = OpenRequest::new(language);
+        request.policy = self.inner.policy;
+        request.limits = self.inner.settings.limits;
+        request
+    }
+
+    /// Opens a session for `client`. Refuses a policy or limits looser than the
+    /// server's, and a client or a server at its session limit.
+    pub fn open(&self, client: &ClientId, request: OpenRequest) -> Result<SessionInfo> {
+        let opened = self.open_inner(client, request);
+        let counter = match &opened {
+            Ok(_) => &self.inner.counters.opened,
+            Err(_) => &self.inner.counters.open_failures,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        opened
+    }
+
+    fn open_inner(&self, client: &ClientId, request: OpenRequest) -> Result<SessionInfo> {
+        self.check_open()?;
+        self.check_allowed(&request)?;
+        self.check_room(client)?;
+        let session = self.open_session(&request)?;
+        let entry = Arc::new(Entry {
+            id: SessionId::fresh(),
+            client: client.clone(),
+            language: session.language().to_string(),
+            backend: session.backend().clone(),
+            persistent: session
+                .capabilities()
+                .has(crate::Capability::PersistentState),
+            opened: Instant::now(),
+            last_used: Mutex::new(Instant::now()),
+            session: Mutex::new(Some(session)),
+        });
+        {
+            let mut sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            // Checked again: other opens may have filled the room while this one ran.
+            let room = self.room(&sessions, client);
+            if let Err(e) = room.and_then(|()| self.check_open()) {
+                drop(sessions);
+                entry.end();
+                return Err(e);
+            }
+            sessions.insert(entry.id.clone(), entry.clone());
+        }
+        Ok(entry.info(self.inner.settings.idle_timeout))
+    }
+
+    fn open_session(&self, request: &OpenRequest) -> Result<Session> {
+        let prepared = self
+            .inner
+            .service
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_prepared(request)?;
+        if !prepared {
+            // Installing a runtime changes the service: the one slow step that takes
+            // it for itself (once per runtime).
+            self.inner
+                .service
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .prepare(request, |_| {})?;
+        }
+        self.inner
+            .service
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .open_prepared(request)
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.shut.load(Ordering::SeqCst) {
+            return Err(Error::ManagerClosed);
+        }
+        Ok(())
+    }
+
+    fn check_allowed(&self, request: &OpenRequest) -> Result<()> {
+        let mut looser: Vec<String> = request
+            .policy
+            .looser_than(&self.inner.policy)
+            .iter()
+            .map(|field| format!("policy.{field}"))
+            .collect();
+        let (mine, base) = (&request.limits, &self.inner.settings.limits);
+        for (name, over) in [
+            ("timeout", mine.timeout > base.timeout),
+            ("memory", mine.memory > base.memory),
+            ("max_output", mine.max_output > base.max_output),
+        ] {
+            if over {
+                looser.push(format!("limits.{name}"));
+            }
+        }
+        if looser.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::NotAllowed { fields: looser })
+        }
+    }
+
+    fn check_room(&self, client: &ClientId) -> Result<()> {
+        let sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.room(&sessions, client)
+    }
+
+    fn room(&self, sessions: &HashMap<SessionId, Arc<Entry>>, client: &ClientId) -> Result<()> {
+        let settings = &self.inner.settings;
+        let mine = sessions.values().filter(|e| e.client == *client).count();
+        if mine >= settings.max_per_client {
+            return Err(Error::TooManySessions {
+                scope: format!("client {client}"),
+                limit: settings.max_per_client,
+            });
+        }
+        if sessions.len() >= settings.max_sessions {
+            return Err(Error::TooManySessions {
+                scope: "this server".into(),
+                limit: settings.max_sessions,
+            });
+        }
+        Ok(())
+    }
+
+    /// The entry `id` of `client`, or why there is none.
+    fn entry(&self, client: &ClientId, id: &SessionId) -> Result<Arc<Entry>> {
+        let found = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .filter(|e| e.client == *client)
+            .cloned();
+        if let Some(entry) = found {
+            return Ok(entry);
+        }
+        let ended = self
+            .inner
+            .ended
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(ended, owner, _)| ended == id && owner == client)
+            .map(|(_, _, why)| *why);
+        Err(Error::NoSuchSession {
+            id: id.to_string(),
+            reason: match ended {
+                Some(why) => format!("it has ended: {why}"),
+                None => "no session of this client has this id".into(),
+            },
+        })
+    }
+
+    /// Runs `f` on session `id` of `client`, one call at a time per session.
+    pub fn with_session<T>(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        f: impl FnOnce(&mut Session) -> Result<T>,
+    ) -> Result<T> {
+        let entry = self.entry(client, id)?;
+        entry.touch();
+        let result = {
+            let mut session = entry.session.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(session) = session.as_mut() else {
+                return Err(self
+                    .entry(client, id)
+                    .err()
+                    .unwrap_or(Error::NoSuchSession {
+                        id: id.to_string(),
+                        reason: "it has ended".into(),
+                    }));
+            };
+            f(session)
+        };
+        entry.touch();
+        result
+    }
+
+    /// Runs `code` in session `id` of `client`. A time limit or an output cap of the
+    /// run's own may be lower than the server's, never higher.
+    pub fn run(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        code: &str,
+        options: RunOptions,
+    ) -> Result<Execution> {
+        let base = &self.inner.settings.limits;
+        let mut looser = Vec::new();
+        if options.timeout.is_some_and(|t| t > base.timeout) {
+            looser.push("limits.timeout".to_string());
+        }
+        if options.max_output.is_some_and(|m| m > base.max_output) {
+            looser.push("limits.max_output".to_string());
+        }
+        if !looser.is_empty() {
+            return self.count_run(Err(Error::NotAllowed { fields: looser }));
+        }
+        self.count_run(self.with_session(client, id, |s| s.run_with(code, options)))
+    }
+
+    /// Runs a shell command line in session `id` of `client`, where its backend has a
+    /// shell.
+    pub fn run_command(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        command_line: &str,
+    ) -> Result<Execution> {
+        self.count_run(self.with_session(client, id, |s| s.execute_command(command_line)))
+    }
+
+    /// Opens a session, runs `code` once and closes it: for a client that needs no
+    /// state. Counts against the client's sessions while it runs.
+    pub fn run_once(
+        &self,
+        client: &ClientId,
+        request: OpenRequest,
+        code: &str,
+        options: RunOptions,
+    ) -> Result<Execution> {
+        let opened = self.open(client, request)?;
+        let run = self.run(client, &opened.id, code, options);
+        let _ = self.end(&opened.id, Ended::Closed);
+        run
+    }
+
+    fn count_run(&self, run: Result<Execution>) -> Result<Execution> {
+        self.inner.counters.runs.fetch_add(1, Ordering::Relaxed);
+        if run.is_err() {
+            self.inner
+                .counters
+                .run_failures
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        run
+    }
+
+    /// Closes session `id` of `client`, waiting for a run in progress to finish.
+    pub fn close(&self, client: &ClientId, id: &SessionId) -> Result<()> {
+        self.entry(client, id)?;
+        self.end(id, Ended::Closed);
+        Ok(())
+    }
+
+    /// The sessions `client` has open.
+    pub fn list(&self, client: &ClientId) -> Vec<SessionInfo> {
+        let mut list: Vec<SessionInfo> = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|e| e.client == *client)
+            .map(|e| e.info(self.inner.settings.idle_timeout))
+            .collect();
+        list.sort_by(|a, b| b.age_seconds.total_cmp(&a.age_seconds));
+        list
+    }
+
+    /// Closes every session of `client`, which has gone away.
+    pub fn client_gone(&self, client: &ClientId) {
+        let ids: Vec<SessionId> = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|e| e.client == *client)
+            .map(|e| e.id.clone())
+            .collect();
+        for id in ids {
+            self.end(&id, Ended::ClientGone);
+        }
+    }
+
+    /// Counters since the manager started.
+    pub fn stats(&self) -> ManagerStats {
+        let c = &self.inner.counters;
+        ManagerStats {
+            open: self.inner.sessions.lock().map(|s| s.len()).unwrap_or(0),
+            opened: c.opened.load(Ordering::Relaxed),
+            open_failures: c.open_failures.load(Ordering::Relaxed),
+            closed: c.closed.load(Ordering::Relaxed),
+            expired: c.expired.load(Ordering::Relaxed),
+            runs: c.runs.load(Ordering::Relaxed),
+            run_failures: c.run_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Refuses new sessions and closes every open one, each after its run in
+    /// progress (bounded by the run's timeout). Returns how many were closed.
+    pub fn shutdown(&self) -> usize {
+        self.inner.shutdown()
+    }
+
+    /// Removes session `id` and closes it; `false` if it was not open.
+    fn end(&self, id: &SessionId, why: Ended) -> bool {
+        self.inner.end(id, why)
+    }
+}
+
+impl Inner {
+    fn end(&self, id: &SessionId, why: Ended) -> bool {
+        let entry = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+        let Some(entry) = entry else {
+            return false;
+        };
+        {
+            let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+            if ended.len() == REMEMBERED_ENDS {
+                ended.pop_front();
+            }
+            ended.push_back((entry.id.clone(), entry.client.clone(), why));
+        }
+        let counter = match why {
+            Ended::Idle | Ended::Lifetime => &self.counters.expired,
+            _ => &self.counters.closed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        entry.end();
+        true
+    }
+
+    /// Closes sessions past their idle timeout or lifetime. A session in the middle of
+    /// a run is not idle.
+    fn sweep(&self) {
+        let now = Instant::now();
+        let expired: Vec<(SessionId, Ended)> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter_map(|entry| {
+                if now.duration_since(entry.opened) >= self.settings.max_lifetime {
+                    return Some((entry.id.clone(), Ended::Lifetime));
+                }
+                let busy = entry.session.try_lock().is_err();
+                let last = *entry.last_used.lock().unwrap_or_else(|e| e.into_inner());
+                (!busy && now.duration_since(last) >= self.settings.idle_timeout)
+                    .then(|| (entry.id.clone(), Ended::Idle))
+            })
+            .collect();
+        for (id, why) in expired {
+            self.end(&id, why);
+        }
+    }
+
+    fn shutdown(&self) -> usize {
+        self.shut.store(true, Ordering::SeqCst);
+        {
+            let (stop, wake) = &*self.sweeper;
+            *stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            wake.notify_all();
+        }
+        let ids: Vec<SessionId> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        // In parallel: each close waits for its session's run and removes a sandbox.
+        std::thread::scope(|scope| {
+            for id in &ids {
+                scope.spawn(move || self.end(id, Ended::Shutdown));
+            }
+        });
+        ids.len()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The sweeper's loop: ends when the manager shuts down or is gone. It holds the
+/// manager only while it sweeps, so that the last handle's drop closes the sessions
+/// on the caller's thread.
+fn sweep_until_gone(inner: Weak<Inner>, stop: Arc<(Mutex<bool>, Condvar)>) {
+    loop {
+        {
+            let (stopped, wake) = &*stop;
+            let stopped = stopped.lock().unwrap_or_else(|e| e.into_inner());
+            let (stopped, _) = wake
+                .wait_timeout_while(stopped, SWEEP_EVERY, |stopped| !*stopped)
+                .unwrap_or_else(|e| e.into_inner());
+            if *stopped {
+                return;
+            }
+        }
+        match inner.upgrade() {
+            Some(inner) => inner.sweep(),
+            None => return,
+        }
+    }
+}
