@@ -153,6 +153,11 @@ impl Snapshot {
 }
 
 /// Media type and whether it is an image, from the file name.
+/// The media type of a file, from its name's extension.
+pub(crate) fn mime_of(name: &str) -> &'static str {
+    media_type(name).0
+}
+
 fn media_type(name: &str) -> (&'static str, bool) {
     let extension = name
         .rsplit_once('.')

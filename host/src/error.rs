@@ -450,6 +450,13 @@ pub enum Error {
         reason: String,
     },
 
+    /// A server could not start or serve.
+    #[error("cannot serve: {reason}")]
+    Serve {
+        /// What went wrong, and what to do.
+        reason: String,
+    },
+
     /// A blocking call handed to tokio's blocking pool did not complete.
     #[error("{what} was cancelled")]
     Cancelled {

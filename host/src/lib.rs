@@ -35,6 +35,7 @@ pub mod execution;
 pub mod language;
 pub mod layout;
 pub mod manager;
+pub mod mcp;
 pub mod plugin;
 pub mod policy;
 mod pool_options;

@@ -2,6 +2,7 @@
 //! own module and is a thin client of the library's service layer.
 
 mod images;
+mod mcp;
 mod output;
 mod plan;
 mod plugins;
@@ -122,6 +123,9 @@ enum Commands {
     /// sharing state. At a terminal: line editing, history and multi-line input; from
     /// a pipe: one cell per line. Exits with the last cell's status.
     Repl(repl::ReplArgs),
+    /// Serve MCP: tools for an AI assistant to run code once or in sessions, over
+    /// stdio (the default) or streamable HTTP on a loopback address.
+    Mcp(mcp::McpArgs),
     /// Manage the WebAssembly runtimes of the embedded backend.
     #[command(subcommand)]
     Runtimes(runtimes::RuntimesCommand),
@@ -161,6 +165,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Commands::Plan(args) => plan::command(&global.plugins(true)?, args),
         Commands::Run(args) => run::command(global, args),
         Commands::Repl(args) => repl::command(global, args),
+        Commands::Mcp(args) => mcp::command(global, args),
         Commands::Runtimes(command) => runtimes::command(global, command),
         Commands::Images(command) => images::command(global, command),
         Commands::Gc { engine, all } => images::gc(global, engine, all),

@@ -1,0 +1,657 @@
+//! The MCP server (`sandlot mcp`): tools for an AI assistant to run code once or in
+//! sessions that keep their variables and files, over stdio or streamable HTTP on a
+//! loopback address. A thin layer over the [`SessionManager`]: every connection is a
+//! client of its own, whose sessions close when it goes away; the policy is the
+//! server's, and a tool call can only tighten it.
+//!
+//! ```no_run
+//! use sandlot::manager::{ManagerSettings, SessionManager};
+//! use sandlot::service::Service;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let manager = SessionManager::new(Service::from_environment()?, ManagerSettings::default());
+//! let runtime = tokio::runtime::Runtime::new()?;
+//! runtime.block_on(sandlot::mcp::serve_stdio(manager))?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod content;
+
+use crate::error::Error;
+use crate::manager::{ClientId, SessionId, SessionManager};
+use crate::session::RunOptions;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ListResourcesResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler, ServiceExt};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The resource that lists the languages.
+const LANGUAGES_URI: &str = "sandlot://languages";
+
+/// What the server tells a model about itself when a client connects.
+const INSTRUCTIONS: &str = "sandlot runs code in sandboxes: WebAssembly in-process \
+(Python, JavaScript) or containers (every language). Use `execute_code` for a one-off \
+program. For work in steps, `open_session` once, then `run_in_session` as many times as \
+needed: variables, imports and files persist between runs of one session, never between \
+sessions. Files the code writes under `output/` come back: plots as images, other files as \
+resources. Close sessions you no longer need; idle ones close by themselves.";
+
+/// Any failure of a tool, as a result the model reads (not a protocol error, which
+/// clients tend to hide from it).
+fn refused(error: impl std::fmt::Display) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!("error: {error}"))])
+}
+
+/// A JSON answer.
+fn answer(value: serde_json::Value) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(value.to_string())])
+}
+
+/// When a session may reach the network, as a tool call names it.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+enum NetworkChoice {
+    /// Never.
+    Off,
+    /// Only while installing the libraries asked for.
+    InstallOnly,
+    /// Always (only where the server's policy allows it).
+    On,
+}
+
+impl From<NetworkChoice> for crate::Network {
+    fn from(choice: NetworkChoice) -> Self {
+        match choice {
+            NetworkChoice::Off => crate::Network::Off,
+            NetworkChoice::InstallOnly => crate::Network::InstallOnly,
+            NetworkChoice::On => crate::Network::On,
+        }
+    }
+}
+
+/// Arguments of `execute_code`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct ExecuteCode {
+    /// Language id or alias: python, javascript, typescript, bash, java, cpp, go, r,
+    /// ruby (`list_languages` has the full list).
+    language: String,
+    /// The program. For Python and JavaScript, statements run top to bottom; for
+    /// compiled languages, a whole program with its main function.
+    code: String,
+    /// Packages the code needs (pip, npm, ... names). The WebAssembly runtimes bundle
+    /// the common ones (numpy, pandas, matplotlib, scipy, scikit-learn, ...).
+    #[serde(default)]
+    libraries: Vec<String>,
+    /// Wall-clock limit in seconds; at most the server's (30 s unless configured).
+    timeout_seconds: Option<f64>,
+    /// Where to run: `auto` (the default: WebAssembly when it can, else a container),
+    /// `wasm`, `docker`, `podman` or `kubernetes`.
+    backend: Option<String>,
+}
+
+/// Arguments of `open_session`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct OpenSession {
+    /// Language id or alias, as for `execute_code`.
+    language: String,
+    /// Where to run, as for `execute_code`.
+    backend: Option<String>,
+    /// Packages every run of the session needs.
+    #[serde(default)]
+    libraries: Vec<String>,
+    /// Network access: `off`, `install-only` (only while installing libraries) or
+    /// `on`. Only as open as the server's policy; the default is the server's.
+    network: Option<NetworkChoice>,
+    /// Wall-clock limit of each run, in seconds; at most the server's.
+    timeout_seconds: Option<f64>,
+    /// Memory cap in MiB; at most the server's.
+    memory_mb: Option<u64>,
+}
+
+/// Arguments of `run_in_session`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct RunInSession {
+    /// The id `open_session` returned.
+    session_id: String,
+    /// Code to run; it sees the variables and files earlier runs left.
+    code: String,
+    /// Wall-clock limit of this run in seconds; at most the session's.
+    timeout_seconds: Option<f64>,
+}
+
+/// Arguments naming a session.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct SessionRef {
+    /// The id `open_session` returned.
+    session_id: String,
+}
+
+/// Arguments of `upload_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct UploadFile {
+    /// The id `open_session` returned.
+    session_id: String,
+    /// Path relative to the session's working directory, e.g. `data/input.csv`.
+    path: String,
+    /// The contents as text.
+    text: Option<String>,
+    /// The contents as base64, for binary files (instead of `text`).
+    base64: Option<String>,
+}
+
+/// Arguments of `download_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct DownloadFile {
+    /// The id `open_session` returned.
+    session_id: String,
+    /// Path relative to the session's working directory, e.g. `output/result.csv`.
+    path: String,
+}
+
+/// Arguments of `run_shell`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct RunShell {
+    /// The id `open_session` returned.
+    session_id: String,
+    /// A shell command line, e.g. `ls -la output && head -5 data.csv`.
+    command: String,
+}
+
+/// Arguments of `language_details`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct LanguageRef {
+    /// Language id or alias.
+    language: String,
+}
+
+/// Closes a connection's sessions when the connection's server goes.
+struct ClientGuard {
+    manager: SessionManager,
+    client: ClientId,
+}
+
+impl Drop for ClientGuard {
+    fn drop(&mut self) {
+        let (manager, client) = (self.manager.clone(), self.client.clone());
+        // Closing removes sandboxes, which blocks: not on an async worker.
+        let _ = std::thread::Builder::new()
+            .name("sandlot-client-gone".into())
+            .spawn(move || manager.client_gone(&client));
+    }
+}
+
+/// The MCP server of one connection.
+#[derive(Clone)]
+pub struct McpServer {
+    manager: SessionManager,
+    guard: Arc<ClientGuard>,
+    #[allow(dead_code, reason = "read through the tool_handler macro")]
+    tool_router: ToolRouter<McpServer>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("client", &self.guard.client)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// A server for one connection, a client of `manager` of its own.
+    pub fn new(manager: SessionManager) -> McpServer {
+        let client = ClientId::unique("mcp");
+        McpServer {
+            guard: Arc::new(ClientGuard {
+                manager: manager.clone(),
+                client,
+            }),
+            manager,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    fn client(&self) -> ClientId {
+        self.guard.client.clone()
+    }
+
+    /// Runs blocking manager work off the async workers.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(SessionManager, ClientId) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, String> {
+        let (manager, client) = (self.manager.clone(), self.client());
+        match tokio::task::spawn_blocking(move || work(manager, client)).await {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(e) => Err(format!("the call failed inside the server: {e}")),
+        }
+    }
+
+    fn languages_json(&self) -> serde_json::Value {
+        self.manager.with_service(|service| {
+            let languages: Vec<_> = service
+                .sandlot()
+                .plugins()
+                .languages()
+                .iter()
+                .map(|handler| {
+                    let info = handler.info();
+                    json!({
+                        "id": info.id,
+                        "name": info.display_name,
+                        "aliases": info.aliases,
+                        "extension": info.file_extension,
+                        "capabilities": info.capabilities,
+                    })
+                })
+                .collect();
+            json!({
+                "languages": languages,
+                "backends": service.sandlot().backend_names(),
+            })
+        })
+    }
+}
+
+/// Seconds as a duration, refusing what is not a positive number.
+fn seconds(value: Option<f64>) -> Result<Option<Duration>, String> {
+    match value {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) => Err(format!(
+            "timeout_seconds must be a positive number of seconds, not {s}"
+        )),
+    }
+}
+
+/// Sends what a run prints as progress notifications, when the client asked for
+/// progress; returns the options that do it.
+fn progress_options(context: &RequestContext<RoleServer>) -> RunOptions {
+    let mut options = RunOptions::default();
+    let Some(token) = context.meta.get_progress_token() else {
+        return options;
+    };
+    let peer = context.peer.clone();
+    let (sender, mut received) = tokio::sync::mpsc::unbounded_channel::<(String, Vec<u8>)>();
+    tokio::spawn(async move {
+        let mut step = 0.0;
+        while let Some((stream, bytes)) = received.recv().await {
+            step += 1.0;
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let note = ProgressNotificationParam::new(token.clone(), step)
+                .with_message(format!("{stream}: {text}"));
+            if peer.notify_progress(note).await.is_err() {
+                return;
+            }
+        }
+    });
+    let stderr = sender.clone();
+    options.on_stdout = Some(Box::new(move |bytes: &[u8]| {
+        let _ = sender.send(("stdout".into(), bytes.to_vec()));
+    }));
+    options.on_stderr = Some(Box::new(move |bytes: &[u8]| {
+        let _ = stderr.send(("stderr".into(), bytes.to_vec()));
+    }));
+    options
+}
+
+#[tool_router]
+impl McpServer {
+    #[tool(
+        description = "Run a program once in a fresh sandbox and return its stdout, stderr, \
+        exit code and end reason (completed, timeout, memory, ...). Plots and files the code \
+        writes under `output/` come back as images and resources. Nothing persists after \
+        the call: for work in steps use open_session and run_in_session."
+    )]
+    async fn execute_code(
+        &self,
+        Parameters(args): Parameters<ExecuteCode>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let timeout = match seconds(args.timeout_seconds) {
+            Ok(t) => t,
+            Err(e) => return refused(e),
+        };
+        let mut request = self.manager.request(&args.language);
+        request.libraries = args.libraries;
+        request.one_shot = true;
+        if let Some(backend) = args.backend {
+            request.backend = backend.into();
+        }
+        if let Some(timeout) = timeout {
+            request.limits.timeout = timeout;
+        }
+        let options = progress_options(&context);
+        let code = args.code;
+        match self
+            .blocking(move |manager, client| manager.run_once(&client, request, &code, options))
+            .await
+        {
+            Ok(run) => content::execution(&run, "sandlot://run/output"),
+            Err(e) => refused(e),
+        }
+    }
+
+    #[tool(
+        description = "List the languages sandlot runs (ids, aliases, whether each can install \
+        libraries, capture plots and keep state between runs) and the backends of this server."
+    )]
+    async fn list_languages(&self) -> CallToolResult {
+        answer(self.languages_json())
+    }
+
+    #[tool(
+        description = "Details of one language: its id, aliases, version, file extension, \
+        default container image and capabilities."
+    )]
+    async fn language_details(&self, Parameters(args): Parameters<LanguageRef>) -> CallToolResult {
+        self.manager.with_service(|service| {
+            match service.sandlot().plugins().language(&args.language) {
+                Ok(handler) => answer(json!({
+                    "info": handler.info(),
+                    "source": handler.source().to_string(),
+                })),
+                Err(e) => refused(e),
+            }
+        })
+    }
+
+    #[tool(
+        description = "Open a session: a sandbox of one language that keeps variables, imports \
+        and files from one run to the next. Returns its session_id for run_in_session, \
+        upload_file, download_file, run_shell and close_session. It closes by itself after \
+        an idle timeout."
+    )]
+    async fn open_session(&self, Parameters(args): Parameters<OpenSession>) -> CallToolResult {
+        let timeout = match seconds(args.timeout_seconds) {
+            Ok(t) => t,
+            Err(e) => return refused(e),
+        };
+        let mut request = self.manager.request(&args.language);
+        request.libraries = args.libraries;
+        if let Some(backend) = args.backend {
+            request.backend = backend.into();
+        }
+        if let Some(network) = args.network {
+            request.policy.network = network.into();
+        }
+        if let Some(timeout) = timeout {
+            request.limits.timeout = timeout;
+        }
+        if let Some(mb) = args.memory_mb {
+            request.limits.memory =
+                usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        }
+        match self
+            .blocking(move |manager, client| manager.open(&client, request))
+            .await
+        {
+            Ok(info) => answer(json!({
+                "session_id": info.id,
+                "language": info.language,
+                "backend": info.backend,
+                "keeps_variables": info.persistent,
+                "idle_timeout_seconds": info.idle_timeout_seconds,
+            })),
+            Err(e) => refused(e),
+        }
+    }
+
+    #[tool(
+        description = "Run code in an open session. It sees the variables and files earlier \
+        runs left; returns stdout, stderr, exit code, end reason, plots as images and other \
+        files under `output/` as resources."
+    )]
+    async fn run_in_session(
+        &self,
+        Parameters(args): Parameters<RunInSession>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let mut options = progress_options(&context);
+        options.timeout = match seconds(args.timeout_seconds) {
+            Ok(t) => t,
+            Err(e) => return refused(e),
+        };
+        let id = SessionId::from(args.session_id);
+        let uri = format!("sandlot://session/{id}/output");
+        let code = args.code;
+        match self
+            .blocking(move |manager, client| manager.run(&client, &id, &code, options))
+            .await
+        {
+            Ok(run) => content::execution(&run, &uri),
+            Err(e) => refused(e),
+        }
+    }
+
+    #[tool(
+        description = "Run a shell command line in an open session's sandbox (container \
+        backends; the WebAssembly backend has no shell), e.g. to list files or inspect data."
+    )]
+    async fn run_shell(&self, Parameters(args): Parameters<RunShell>) -> CallToolResult {
+        let id = SessionId::from(args.session_id);
+        let uri = format!("sandlot://session/{id}/output");
+        let command = args.command;
+        match self
+            .blocking(move |manager, client| manager.run_command(&client, &id, &command))
+            .await
+        {
+            Ok(run) => content::execution(&run, &uri),
+            Err(e) => refused(e),
+        }
+    }
+
+    #[tool(
+        description = "Write a file into an open session, relative to its working directory: \
+        give `text`, or `base64` for binary contents. Later runs can read it."
+    )]
+    async fn upload_file(&self, Parameters(args): Parameters<UploadFile>) -> CallToolResult {
+        use base64::Engine as _;
+        let bytes = match (args.text, args.base64) {
+            (Some(text), None) => text.into_bytes(),
+            (None, Some(encoded)) => {
+                match base64::engine::general_purpose::STANDARD.decode(encoded.trim()) {
+                    Ok(bytes) => bytes,
+                    Err(e) => return refused(format!("`base64` is not valid base64: {e}")),
+                }
+            }
+            _ => return refused("give exactly one of `text` and `base64`"),
+        };
+        let id = SessionId::from(args.session_id);
+        let path = args.path;
+        let size = bytes.len();
+        let written = path.clone();
+        match self
+            .blocking(move |manager, client| {
+                manager.with_session(&client, &id, |s| s.write_file(&path, &bytes))
+            })
+            .await
+        {
+            Ok(()) => answer(json!({ "written": written, "size": size })),
+            Err(e) => refused(e),
+        }
+    }
+
+    #[tool(
+        description = "Read a file from an open session, relative to its working directory; \
+        text comes back as text, anything else as base64."
+    )]
+    async fn download_file(&self, Parameters(args): Parameters<DownloadFile>) -> CallToolResult {
+        let id = SessionId::from(args.session_id);
+        let uri = format!("sandlot://session/{id}/{}", args.path);
+        let path = args.path;
+        let read = path.clone();
+        match self
+            .blocking(move |manager, client| {
+                manager.with_session(&client, &id, |s| s.read_file(&read))
+            })
+            .await
+        {
+            Ok(bytes) => content::file(&path, &bytes, uri),
+            Err(e) => refused(e),
+        }
+    }
+
+    #[tool(description = "List this connection's open sessions.")]
+    async fn list_sessions(&self) -> CallToolResult {
+        let sessions = self.manager.list(&self.client());
+        answer(json!({ "sessions": sessions }))
+    }
+
+    #[tool(description = "Close a session and remove its sandbox.")]
+    async fn close_session(&self, Parameters(args): Parameters<SessionRef>) -> CallToolResult {
+        let id = SessionId::from(args.session_id);
+        let closed = id.clone();
+        match self
+            .blocking(move |manager, client| manager.close(&client, &id))
+            .await
+        {
+            Ok(()) => answer(json!({ "closed": closed })),
+            Err(e) => refused(e),
+        }
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            env!("CARGO_PKG_NAME"),
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(vec![Resource::new(
+            LANGUAGES_URI,
+            "languages",
+        )
+        .with_mime_type("application/json")
+        .with_description(
+            "The languages and backends this server runs code with",
+        )]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri != LANGUAGES_URI {
+            return Err(ErrorData::resource_not_found(
+                format!(
+                    "no resource {}; the server has {LANGUAGES_URI}",
+                    request.uri
+                ),
+                None,
+            ));
+        }
+        let text = serde_json::to_string_pretty(&self.languages_json()).unwrap_or_default();
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, LANGUAGES_URI).with_mime_type("application/json")
+        ])
+        .into())
+    }
+}
+
+/// Serves one client over standard input and output until it closes its end, then
+/// shuts the manager down (every session closed, every sandbox removed).
+pub async fn serve_stdio(manager: SessionManager) -> Result<(), Error> {
+    let server = McpServer::new(manager.clone());
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| Error::Serve {
+            reason: format!("the MCP client did not initialize: {e}"),
+        })?;
+    let _ = running.waiting().await;
+    let _ = tokio::task::spawn_blocking(move || manager.shutdown()).await;
+    Ok(())
+}
+
+/// A streamable-HTTP MCP server bound to a loopback address, until `shutdown`.
+#[derive(Debug)]
+pub struct HttpServer {
+    address: SocketAddr,
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HttpServer {
+    /// Binds `address` (loopback only: the MCP endpoint has no authentication) and
+    /// serves `/mcp` on the current tokio runtime. Port 0 picks a free port.
+    pub async fn bind(manager: SessionManager, address: SocketAddr) -> Result<HttpServer, Error> {
+        use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+        use rmcp::transport::streamable_http_server::{
+            StreamableHttpServerConfig, StreamableHttpService,
+        };
+        if !address.ip().is_loopback() {
+            return Err(Error::Serve {
+                reason: format!(
+                    "{address} is not a loopback address: the MCP endpoint has no \
+                     authentication, so it listens on 127.0.0.1 or ::1 only"
+                ),
+            });
+        }
+        let stop = tokio_util::sync::CancellationToken::new();
+        let service = StreamableHttpService::new(
+            move || Ok(McpServer::new(manager.clone())),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token()),
+        );
+        let router = axum::Router::new().nest_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| Error::Serve {
+                reason: format!("cannot listen on {address}: {e}"),
+            })?;
+        let address = listener.local_addr().map_err(|e| Error::Serve {
+            reason: format!("cannot read the bound address: {e}"),
+        })?;
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stopped.cancelled_owned().await })
+                .await;
+        });
+        Ok(HttpServer {
+            address,
+            stop,
+            task,
+        })
+    }
+
+    /// The address it listens on (with the port picked, if 0 was asked for).
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Stops listening and ends every MCP session (their sandboxes close as their
+    /// connections' servers go).
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}

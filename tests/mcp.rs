@@ -1,0 +1,485 @@
+//! `sandlot mcp` driven by a real MCP client (the official Rust SDK's), over stdio
+//! and over streamable HTTP: the same exercise on both. Python runs on wasm (plots
+//! included) and in Docker (a session's variables, a shell, files up and down).
+//!
+//! A third-party client checks the same over both transports: the official Python SDK
+//! (`tests/mcp_client.py`).
+//!
+//! Needs the Python runtime installed, Docker with sandlot's images and the Python
+//! SDK in its virtual environment (`tests/run.sh` does all three).
+
+use base64::Engine as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, ReadResourceRequestParams,
+    ResourceContents,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::time::{Duration, Instant};
+
+type Client = RunningService<RoleClient, ()>;
+
+fn sandlot() -> tokio::process::Command {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+}
+
+async fn call(client: &Client, tool: &'static str, arguments: Value) -> CallToolResult {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments are an object");
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
+        .await
+        .unwrap_or_else(|e| panic!("calling {tool}: {e}"))
+}
+
+/// The JSON of a result's first (text) block.
+fn json_of(result: &CallToolResult) -> Value {
+    let text = &result.content[0]
+        .as_text()
+        .unwrap_or_else(|| panic!("a text block first: {result:?}"))
+        .text;
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
+}
+
+fn text_of(result: &CallToolResult) -> String {
+    result.content[0]
+        .as_text()
+        .map(|t| t.text.clone())
+        .unwrap_or_default()
+}
+
+/// Whether Docker has containers with these names.
+fn containers_named(prefix: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-a", "--format", "{{.Names}}"])
+        .output()
+        .expect("the docker CLI");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+/// What every transport must do; returns the Docker session's container name.
+async fn exercise(client: &Client) -> String {
+    let tools: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for tool in [
+        "execute_code",
+        "list_languages",
+        "language_details",
+        "open_session",
+        "run_in_session",
+        "close_session",
+        "upload_file",
+        "download_file",
+        "run_shell",
+        "list_sessions",
+    ] {
+        assert!(
+            tools.iter().any(|t| t == tool),
+            "{tool} missing from {tools:?}"
+        );
+    }
+
+    // A plot comes back as an image a model can see.
+    let plotted = call(
+        client,
+        "execute_code",
+        json!({
+            "language": "python",
+            "backend": "wasm",
+            "code": "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()\nprint('plotted')",
+        }),
+    )
+    .await;
+    assert_ne!(plotted.is_error, Some(true), "{plotted:?}");
+    let summary = json_of(&plotted);
+    assert_eq!(summary["stdout"], "plotted\n");
+    assert_eq!(summary["exit_code"], 0);
+    let image = plotted
+        .content
+        .iter()
+        .find_map(|c| c.as_image())
+        .unwrap_or_else(|| panic!("no image in {plotted:?}"));
+    assert_eq!(image.mime_type, "image/png");
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(&image.data)
+        .unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+
+    // A failing program is a tool error the model sees, with what it printed.
+    let failed = call(
+        client,
+        "execute_code",
+        json!({ "language": "python", "backend": "wasm", "code": "raise SystemExit(3)" }),
+    )
+    .await;
+    assert_eq!(failed.is_error, Some(true));
+    assert_eq!(json_of(&failed)["exit_code"], 3);
+
+    // More than the policy allows is refused, naming what.
+    let refused = call(
+        client,
+        "open_session",
+        json!({ "language": "python", "backend": "docker", "network": "on" }),
+    )
+    .await;
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert!(
+        text_of(&refused).contains("policy.network"),
+        "{}",
+        text_of(&refused)
+    );
+    let too_long = call(
+        client,
+        "execute_code",
+        json!({ "language": "python", "code": "print(1)", "timeout_seconds": 86400 }),
+    )
+    .await;
+    assert!(
+        text_of(&too_long).contains("limits.timeout"),
+        "{}",
+        text_of(&too_long)
+    );
+
+    // A session keeps its variables and files across calls.
+    let opened = call(
+        client,
+        "open_session",
+        json!({ "language": "python", "backend": "docker", "network": "off" }),
+    )
+    .await;
+    assert_ne!(opened.is_error, Some(true), "{opened:?}");
+    let opened = json_of(&opened);
+    assert_eq!(opened["backend"], "docker");
+    assert_eq!(opened["keeps_variables"], true);
+    let id = opened["session_id"].as_str().unwrap().to_string();
+    let set = call(
+        client,
+        "run_in_session",
+        json!({ "session_id": id, "code": "answer = 41" }),
+    )
+    .await;
+    assert_ne!(set.is_error, Some(true), "{set:?}");
+    let uploaded = call(
+        client,
+        "upload_file",
+        json!({ "session_id": id, "path": "data/in.txt", "text": "from the client" }),
+    )
+    .await;
+    assert_ne!(uploaded.is_error, Some(true), "{uploaded:?}");
+    let read = call(
+        client,
+        "run_in_session",
+        json!({
+            "session_id": id,
+            "code": "print(answer + 1)\nprint(open('data/in.txt').read())\n_ = open('output/result.csv', 'w').write('a,b\\n1,2\\n')",
+        }),
+    )
+    .await;
+    assert_eq!(
+        json_of(&read)["stdout"],
+        "42\nfrom the client\n",
+        "{read:?}"
+    );
+    let csv = read
+        .content
+        .iter()
+        .find_map(|c| match c {
+            ContentBlock::Resource(r) => Some(r.resource.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no resource in {read:?}"));
+    let ResourceContents::TextResourceContents { text, uri, .. } = csv else {
+        panic!("the CSV as text: {csv:?}");
+    };
+    assert_eq!(text, "a,b\n1,2\n");
+    assert!(uri.ends_with("output/result.csv"), "{uri}");
+    let shell = call(
+        client,
+        "run_shell",
+        json!({ "session_id": id, "command": "cat data/in.txt | wc -c" }),
+    )
+    .await;
+    assert_eq!(json_of(&shell)["stdout"].as_str().unwrap().trim(), "15");
+    let downloaded = call(
+        client,
+        "download_file",
+        json!({ "session_id": id, "path": "output/result.csv" }),
+    )
+    .await;
+    assert!(
+        matches!(&downloaded.content[1], ContentBlock::Resource(r)
+            if matches!(&r.resource, ResourceContents::TextResourceContents { text, .. } if text == "a,b\n1,2\n")),
+        "{downloaded:?}"
+    );
+
+    let languages = client
+        .read_resource(ReadResourceRequestParams::new("sandlot://languages"))
+        .await
+        .unwrap();
+    let ResourceContents::TextResourceContents { text, .. } = &languages.contents[0] else {
+        panic!("languages as text");
+    };
+    assert!(text.contains("\"python\""), "{text}");
+
+    let listed = json_of(&call(client, "list_sessions", json!({})).await);
+    assert_eq!(listed["sessions"][0]["id"], id.as_str());
+    assert!(
+        !containers_named("sandlot-").is_empty(),
+        "the session's container is there"
+    );
+    id
+}
+
+/// Waits until no container of the given names is left.
+fn assert_gone(before: &[String]) {
+    let started = Instant::now();
+    loop {
+        let left: Vec<String> = containers_named("sandlot-")
+            .into_iter()
+            .filter(|n| !before.contains(n))
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "containers left behind: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_over_stdio_runs_code_keeps_sessions_and_is_refused_more() {
+    let before = containers_named("sandlot-");
+    let mut command = sandlot();
+    command.arg("mcp");
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    let info = client.peer_info().expect("the server introduced itself");
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("sandlot")
+    );
+    let id = exercise(&client).await;
+    let closed = call(&client, "close_session", json!({ "session_id": id })).await;
+    assert_ne!(closed.is_error, Some(true), "{closed:?}");
+    let late = call(
+        &client,
+        "run_in_session",
+        json!({ "session_id": id, "code": "print(1)" }),
+    )
+    .await;
+    assert!(
+        text_of(&late).contains("it was closed"),
+        "{}",
+        text_of(&late)
+    );
+    // A session left open when the client goes is closed by the server on its way out.
+    let open = json_of(
+        &call(
+            &client,
+            "open_session",
+            json!({ "language": "python", "backend": "docker" }),
+        )
+        .await,
+    );
+    assert!(open["session_id"].is_string(), "{open}");
+    client.cancel().await.unwrap();
+    assert_gone(&before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_over_streamable_http_does_the_same() {
+    let before = containers_named("sandlot-");
+    let (mut server, url) = start_http_server();
+
+    let client = ().serve(StreamableHttpClientTransport::from_uri(url.clone())).await.unwrap();
+    let id = exercise(&client).await;
+    // Another connection is another client: it cannot reach this session.
+    let other = ().serve(StreamableHttpClientTransport::from_uri(url)).await.unwrap();
+    let stolen = call(
+        &other,
+        "run_in_session",
+        json!({ "session_id": id, "code": "print(answer)" }),
+    )
+    .await;
+    assert_eq!(stolen.is_error, Some(true));
+    assert!(
+        text_of(&stolen).contains("no session"),
+        "{}",
+        text_of(&stolen)
+    );
+    other.cancel().await.unwrap();
+    client.cancel().await.unwrap();
+
+    // Stopped with a session open: it closes it and leaves nothing.
+    stop(&mut server);
+    assert_gone(&before);
+}
+
+/// Starts `sandlot mcp --http` on a free loopback port; returns it and its URL.
+fn start_http_server() -> (std::process::Child, String) {
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args(["mcp", "--http", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    said.read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{url}"
+    );
+    (server, url)
+}
+
+/// SIGTERM, then a clean exit within 30 s.
+fn stop(server: &mut std::process::Child) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    loop {
+        if let Some(exit) = server.try_wait().unwrap() {
+            assert!(exit.success(), "{exit}");
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the server did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The Python of the virtual environment `tests/run.sh` installs the MCP SDK into.
+fn sdk_python() -> String {
+    let python = std::env::var("SANDLOT_TEST_MCP_PYTHON")
+        .unwrap_or_else(|_| "/var/tmp/sandlot-ci/mcp-venv/bin/python".into());
+    assert!(
+        std::path::Path::new(&python).exists(),
+        "no Python MCP SDK at {python}: run tests/run.sh, or point SANDLOT_TEST_MCP_PYTHON at \
+         a Python with `mcp` installed"
+    );
+    python
+}
+
+/// Runs `tests/mcp_client.py` with `args`; fails with what it printed.
+fn python_client(args: &[&str]) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp_client.py");
+    let out = std::process::Command::new(sdk_python())
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "the Python SDK client failed:\n{said}"
+    );
+    assert!(said.contains("ok: a looser policy is refused"), "{said}");
+}
+
+#[test]
+fn the_python_sdk_as_a_client_over_stdio_and_streamable_http() {
+    python_client(&["stdio", env!("CARGO_BIN_EXE_sandlot")]);
+    let (mut server, url) = start_http_server();
+    python_client(&["http", &url]);
+    stop(&mut server);
+}
+
+/// A client that keeps the progress notifications it hears.
+#[derive(Clone, Default)]
+struct Listener {
+    heard: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Listener {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.heard
+            .lock()
+            .unwrap()
+            .push(params.message.unwrap_or_default());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_reports_what_it_prints_as_progress() {
+    let listener = Listener::default();
+    let mut command = sandlot();
+    command.arg("mcp");
+    let client = listener
+        .clone()
+        .serve(TokioChildProcess::new(command).unwrap())
+        .await
+        .unwrap();
+    let Value::Object(arguments) = json!({
+        "language": "python",
+        "backend": "docker",
+        "code": "import sys, time\nfor i in range(3):\n    print('step', i, flush=True)\n    time.sleep(0.3)\nprint('oops', file=sys.stderr)",
+    }) else {
+        unreachable!()
+    };
+    let run = client
+        .call_tool(CallToolRequestParams::new("execute_code").with_arguments(arguments))
+        .await
+        .unwrap();
+    assert_eq!(json_of(&run)["stdout"], "step 0\nstep 1\nstep 2\n");
+    // Notifications may trail the result by a moment.
+    let started = Instant::now();
+    loop {
+        let heard = listener.heard.lock().unwrap().join("");
+        if heard.contains("stdout: step 2") && heard.contains("stderr: oops") {
+            assert!(heard.contains("stdout: step 0"), "{heard}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "progress heard: {heard:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.cancel().await.unwrap();
+}
+
+#[test]
+fn the_http_server_refuses_to_listen_beyond_loopback() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args(["mcp", "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("not a loopback address"), "{said}");
+}
