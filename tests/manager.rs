@@ -82,6 +82,13 @@ fn a_client_may_tighten_the_servers_policy_but_never_loosen_it() {
         panic!("a looser policy was accepted");
     };
     assert_eq!(fields, ["policy.network", "limits.timeout"]);
+    // A memory limit of 0 is no limit: refused as the loosest of all.
+    let mut unlimited = python(&manager, "wasm");
+    unlimited.limits.memory = 0;
+    let Err(Error::NotAllowed { fields }) = manager.open(&client, unlimited) else {
+        panic!("a session without a memory limit was accepted");
+    };
+    assert_eq!(fields, ["limits.memory"]);
 
     let mut stricter = python(&manager, "wasm");
     stricter.policy = Policy {
@@ -102,7 +109,7 @@ fn a_client_may_tighten_the_servers_policy_but_never_loosen_it() {
         panic!("a run longer than the server allows");
     };
     assert_eq!(fields, ["limits.timeout"]);
-    assert_eq!(manager.stats().open_failures, 1);
+    assert_eq!(manager.stats().open_failures, 2);
 }
 
 #[test]
@@ -252,4 +259,41 @@ fn dropping_the_last_handle_closes_every_session() {
             .unwrap()
     };
     assert!(!container_exists(&name), "{name} outlived its manager");
+}
+
+#[test]
+fn a_backend_that_cannot_enforce_the_network_policy_is_refused() {
+    let cluster = sandlot::Sandlot::from_environment()
+        .unwrap()
+        .kubernetes()
+        .expect("the local cluster (tests/run.sh starts it)");
+    let manager = manager(ManagerSettings::default());
+    let client = ClientId::new("pods");
+    let opened = manager.open(&client, python(&manager, "kubernetes"));
+    if cluster.enforces_network_policy() {
+        opened.expect("a cluster that enforces NetworkPolicy serves the session");
+    } else {
+        let Err(Error::BackendUnsuitable {
+            backend, reason, ..
+        }) = opened
+        else {
+            panic!("a session whose network cut nobody enforces: {opened:?}");
+        };
+        assert_eq!(backend, "kubernetes");
+        assert!(reason.contains("network policy"), "{reason}");
+    }
+    assert_eq!(manager.stats().open, 0);
+
+    // A server whose policy lets the network on asks nothing the cluster cannot do.
+    let open = manager_with_network_on();
+    let opened = open.open(&client, python(&open, "kubernetes")).unwrap();
+    assert_eq!(run(&open, &client, &opened.id, "print('pod')"), "pod\n");
+    open.shutdown();
+}
+
+fn manager_with_network_on() -> SessionManager {
+    manager(ManagerSettings::default().policy(Policy {
+        network: Network::On,
+        ..Policy::default()
+    }))
 }

@@ -342,6 +342,12 @@ fn start_http_server() -> (std::process::Child, String) {
     let mut said = std::io::BufReader::new(server.stderr.take().unwrap());
     let mut line = String::new();
     said.read_line(&mut line).unwrap();
+    // The rest of what it says goes to the test's output, so its writes never fail.
+    std::thread::spawn(move || {
+        for line in said.lines().map_while(Result::ok) {
+            eprintln!("mcp: {line}");
+        }
+    });
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
@@ -459,9 +465,14 @@ async fn a_run_reports_what_it_prints_as_progress() {
     // Notifications may trail the result by a moment.
     let started = Instant::now();
     loop {
-        let heard = listener.heard.lock().unwrap().join("");
+        let heard = listener.heard.lock().unwrap().join("\n");
         if heard.contains("stdout: step 2") && heard.contains("stderr: oops") {
-            assert!(heard.contains("stdout: step 0"), "{heard}");
+            // Whole lines, in order, one notification each.
+            let stdout: Vec<&str> = heard.lines().filter(|l| l.starts_with("stdout")).collect();
+            assert_eq!(
+                stdout,
+                ["stdout: step 0", "stdout: step 1", "stdout: step 2"]
+            );
             break;
         }
         assert!(

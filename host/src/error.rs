@@ -450,6 +450,13 @@ pub enum Error {
         reason: String,
     },
 
+    /// A client's request to a server is malformed.
+    #[error("invalid request: {reason}")]
+    InvalidRequest {
+        /// What is wrong.
+        reason: String,
+    },
+
     /// A server could not start or serve.
     #[error("cannot serve: {reason}")]
     Serve {

@@ -34,6 +34,7 @@ mod error;
 pub mod execution;
 pub mod language;
 pub mod layout;
+mod listener;
 pub mod manager;
 pub mod mcp;
 pub mod plugin;

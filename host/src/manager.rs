@@ -197,6 +197,51 @@ pub struct SessionInfo {
     pub idle_timeout_seconds: f64,
 }
 
+/// What a client of a server may ask of a session, as the MCP tools and the HTTP API
+/// take it: everything but the language may be left to the server.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Ask {
+    /// Language id or alias.
+    pub language: String,
+    /// `auto` or a backend's name.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// Libraries every run needs.
+    #[serde(default)]
+    pub libraries: Vec<String>,
+    /// Network access, at most the server's.
+    #[serde(default)]
+    pub network: Option<crate::Network>,
+    /// Time limit of a run in seconds, at most the server's.
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+    /// Memory cap in MiB, at most the server's.
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+}
+
+impl Ask {
+    /// Asks for a session of `language`, the rest left to the server.
+    pub fn new(language: &str) -> Ask {
+        Ask {
+            language: language.to_string(),
+            ..Ask::default()
+        }
+    }
+}
+
+/// `value` seconds as a duration: a positive number, or an error naming `field`.
+pub fn seconds(field: &str, value: Option<f64>) -> Result<Option<Duration>> {
+    match value {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) => Err(Error::InvalidRequest {
+            reason: format!("{field} must be a positive number of seconds, not {s}"),
+        }),
+    }
+}
+
 /// Why a session ended, for the message of a late call on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -227,7 +272,7 @@ impl fmt::Display for Ended {
 }
 
 /// Counters since the manager started.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct ManagerStats {
     /// Sessions open now.
@@ -244,6 +289,8 @@ pub struct ManagerStats {
     pub runs: u64,
     /// Runs and commands that failed (an error, not a non-zero exit).
     pub run_failures: u64,
+    /// Seconds spent running code, over every run that came back.
+    pub run_seconds: f64,
 }
 
 /// Named sessions shared by a server's connections. Cheap to clone; every clone is
@@ -268,11 +315,55 @@ struct Inner {
     settings: ManagerSettings,
     policy: Policy,
     sessions: Mutex<HashMap<SessionId, Arc<Entry>>>,
+    /// Opens and closes in progress; locked after `sessions` when both are.
+    pending: Mutex<Pending>,
+    /// Signalled when `pending.in_flight` drops.
+    settled: Condvar,
     ended: Mutex<VecDeque<(SessionId, ClientId, Ended)>>,
     shut: AtomicBool,
     /// Set (and signalled) when the sweeper should stop.
     sweeper: Arc<(Mutex<bool>, Condvar)>,
     counters: Counters,
+}
+
+/// What is on its way in or out.
+#[derive(Default)]
+struct Pending {
+    /// Opens in progress per client: they count against the limits.
+    opening: HashMap<ClientId, usize>,
+    /// Opens and closes in progress, which a shutdown waits for.
+    in_flight: usize,
+    /// Clients that went away: an open of theirs that ends after is closed at once.
+    gone: VecDeque<ClientId>,
+}
+
+/// How many gone clients are remembered.
+const REMEMBERED_GONE: usize = 4096;
+
+/// How long a shutdown waits for opens and closes in progress (a Kubernetes pod may
+/// take its start timeout to come up, then to be deleted).
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(300);
+
+/// One open or close in progress; its end is counted when it drops.
+struct InFlight<'a> {
+    inner: &'a Inner,
+    opening: Option<ClientId>,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(client) = &self.opening {
+            if let Some(count) = pending.opening.get_mut(client) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    pending.opening.remove(client);
+                }
+            }
+        }
+        pending.in_flight = pending.in_flight.saturating_sub(1);
+        self.inner.settled.notify_all();
+    }
 }
 
 #[derive(Default)]
@@ -283,6 +374,7 @@ struct Counters {
     expired: AtomicU64,
     runs: AtomicU64,
     run_failures: AtomicU64,
+    run_micros: AtomicU64,
 }
 
 struct Entry {
@@ -341,6 +433,8 @@ impl SessionManager {
             settings,
             policy,
             sessions: Mutex::new(HashMap::new()),
+            pending: Mutex::new(Pending::default()),
+            settled: Condvar::new(),
             ended: Mutex::new(VecDeque::new()),
             shut: AtomicBool::new(false),
             sweeper: Arc::new((Mutex::new(false), Condvar::new())),
@@ -381,6 +475,33 @@ impl SessionManager {
         request
     }
 
+    /// The [`OpenRequest`] for what a client asked, over the server's policy and
+    /// limits: refused here if a number is not one, and by [`SessionManager::open`]
+    /// if it loosens anything.
+    pub fn request_for(&self, ask: &Ask) -> Result<OpenRequest> {
+        let mut request = self.request(&ask.language);
+        request.libraries = ask.libraries.clone();
+        if let Some(backend) = &ask.backend {
+            request.backend = backend.as_str().into();
+        }
+        if let Some(network) = ask.network {
+            request.policy.network = network;
+        }
+        if let Some(timeout) = seconds("timeout_seconds", ask.timeout_seconds)? {
+            request.limits.timeout = timeout;
+        }
+        if let Some(mb) = ask.memory_mb {
+            if mb == 0 {
+                return Err(Error::InvalidRequest {
+                    reason: "memory_mb must be at least 1".into(),
+                });
+            }
+            request.limits.memory =
+                usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        }
+        Ok(request)
+    }
+
     /// Opens a session for `client`. Refuses a policy or limits looser than the
     /// server's, and a client or a server at its session limit.
     pub fn open(&self, client: &ClientId, request: OpenRequest) -> Result<SessionInfo> {
@@ -396,8 +517,22 @@ impl SessionManager {
     fn open_inner(&self, client: &ClientId, request: OpenRequest) -> Result<SessionInfo> {
         self.check_open()?;
         self.check_allowed(&request)?;
-        self.check_room(client)?;
+        // The slot is taken before the slow open, so that concurrent opens cannot
+        // together pass a limit; a shutdown waits for it.
+        let slot = self.reserve(client)?;
         let session = self.open_session(&request)?;
+        if request.policy.network != crate::Network::On
+            && session.unenforced().contains(&crate::PolicyField::Network)
+        {
+            // The server's network policy would be a label nobody enforces there.
+            return Err(Error::BackendUnsuitable {
+                backend: session.backend().to_string(),
+                language: session.language().to_string(),
+                reason: "it cannot enforce this server's network policy here (network is not \
+                         `on`); choose another backend"
+                    .into(),
+            });
+        }
         let entry = Arc::new(Entry {
             id: SessionId::fresh(),
             client: client.clone(),
@@ -416,16 +551,63 @@ impl SessionManager {
                 .sessions
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            // Checked again: other opens may have filled the room while this one ran.
-            let room = self.room(&sessions, client);
-            if let Err(e) = room.and_then(|()| self.check_open()) {
+            let gone = self
+                .inner
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .gone
+                .contains(client);
+            let refusal = if gone {
+                Some(Error::SessionEnded {
+                    reason: "its client went away while it opened".into(),
+                })
+            } else {
+                self.check_open().err()
+            };
+            if let Some(e) = refusal {
                 drop(sessions);
                 entry.end();
                 return Err(e);
             }
             sessions.insert(entry.id.clone(), entry.clone());
         }
+        drop(slot);
         Ok(entry.info(self.inner.settings.idle_timeout))
+    }
+
+    /// Takes a slot for an open of `client`, or says which limit is reached.
+    fn reserve(&self, client: &ClientId) -> Result<InFlight<'_>> {
+        let sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let settings = &self.inner.settings;
+        let opening_mine = pending.opening.get(client).copied().unwrap_or(0);
+        let opening_all: usize = pending.opening.values().sum();
+        let mine = sessions.values().filter(|e| e.client == *client).count() + opening_mine;
+        if mine >= settings.max_per_client {
+            return Err(Error::TooManySessions {
+                scope: format!("client {client}"),
+                limit: settings.max_per_client,
+            });
+        }
+        if sessions.len() + opening_all >= settings.max_sessions {
+            return Err(Error::TooManySessions {
+                scope: "this server".into(),
+                limit: settings.max_sessions,
+            });
+        }
+        // A client that opens again is back.
+        pending.gone.retain(|c| c != client);
+        *pending.opening.entry(client.clone()).or_default() += 1;
+        pending.in_flight += 1;
+        Ok(InFlight {
+            inner: &self.inner,
+            opening: Some(client.clone()),
+        })
     }
 
     fn open_session(&self, request: &OpenRequest) -> Result<Session> {
@@ -444,11 +626,15 @@ impl SessionManager {
                 .unwrap_or_else(|e| e.into_inner())
                 .prepare(request, |_| {})?;
         }
-        self.inner
+        // The builder has its own handle to the backends: the service is not held
+        // while the sandbox starts, which can take a Kubernetes start timeout.
+        let builder = self
+            .inner
             .service
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .open_prepared(request)
+            .builder_for(request)?;
+        builder.open()
     }
 
     fn check_open(&self) -> Result<()> {
@@ -466,10 +652,20 @@ impl SessionManager {
             .map(|field| format!("policy.{field}"))
             .collect();
         let (mine, base) = (&request.limits, &self.inner.settings.limits);
+        // A memory limit of 0 is none at all.
+        let more_memory = base.memory != 0 && (mine.memory == 0 || mine.memory > base.memory);
         for (name, over) in [
             ("timeout", mine.timeout > base.timeout),
-            ("memory", mine.memory > base.memory),
+            ("memory", more_memory),
             ("max_output", mine.max_output > base.max_output),
+            (
+                "artifacts.max_files",
+                mine.artifacts.max_files > base.artifacts.max_files,
+            ),
+            (
+                "artifacts.max_bytes",
+                mine.artifacts.max_bytes > base.artifacts.max_bytes,
+            ),
         ] {
             if over {
                 looser.push(format!("limits.{name}"));
@@ -480,33 +676,6 @@ impl SessionManager {
         } else {
             Err(Error::NotAllowed { fields: looser })
         }
-    }
-
-    fn check_room(&self, client: &ClientId) -> Result<()> {
-        let sessions = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        self.room(&sessions, client)
-    }
-
-    fn room(&self, sessions: &HashMap<SessionId, Arc<Entry>>, client: &ClientId) -> Result<()> {
-        let settings = &self.inner.settings;
-        let mine = sessions.values().filter(|e| e.client == *client).count();
-        if mine >= settings.max_per_client {
-            return Err(Error::TooManySessions {
-                scope: format!("client {client}"),
-                limit: settings.max_per_client,
-            });
-        }
-        if sessions.len() >= settings.max_sessions {
-            return Err(Error::TooManySessions {
-                scope: "this server".into(),
-                limit: settings.max_sessions,
-            });
-        }
-        Ok(())
     }
 
     /// The entry `id` of `client`, or why there is none.
@@ -615,12 +784,16 @@ impl SessionManager {
     }
 
     fn count_run(&self, run: Result<Execution>) -> Result<Execution> {
-        self.inner.counters.runs.fetch_add(1, Ordering::Relaxed);
-        if run.is_err() {
-            self.inner
-                .counters
-                .run_failures
-                .fetch_add(1, Ordering::Relaxed);
+        let counters = &self.inner.counters;
+        counters.runs.fetch_add(1, Ordering::Relaxed);
+        match &run {
+            Ok(execution) => {
+                let micros = u64::try_from(execution.duration.as_micros()).unwrap_or(u64::MAX);
+                counters.run_micros.fetch_add(micros, Ordering::Relaxed);
+            }
+            Err(_) => {
+                counters.run_failures.fetch_add(1, Ordering::Relaxed);
+            }
         }
         run
     }
@@ -647,8 +820,16 @@ impl SessionManager {
         list
     }
 
-    /// Closes every session of `client`, which has gone away.
+    /// Closes every session of `client`, which has gone away, and any its opens in
+    /// progress bring.
     pub fn client_gone(&self, client: &ClientId) {
+        {
+            let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if pending.gone.len() == REMEMBERED_GONE {
+                pending.gone.pop_front();
+            }
+            pending.gone.push_back(client.clone());
+        }
         let ids: Vec<SessionId> = self
             .inner
             .sessions
@@ -674,6 +855,7 @@ impl SessionManager {
             expired: c.expired.load(Ordering::Relaxed),
             runs: c.runs.load(Ordering::Relaxed),
             run_failures: c.run_failures.load(Ordering::Relaxed),
+            run_seconds: c.run_micros.load(Ordering::Relaxed) as f64 / 1e6,
         }
     }
 
@@ -691,13 +873,23 @@ impl SessionManager {
 
 impl Inner {
     fn end(&self, id: &SessionId, why: Ended) -> bool {
-        let entry = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
-        let Some(entry) = entry else {
-            return false;
+        let (entry, _closing) = {
+            let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(entry) = sessions.remove(id) else {
+                return false;
+            };
+            // Counted before the entry leaves the table, so a shutdown never misses it.
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .in_flight += 1;
+            (
+                entry,
+                InFlight {
+                    inner: self,
+                    opening: None,
+                },
+            )
         };
         {
             let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
@@ -717,7 +909,7 @@ impl Inner {
 
     /// Closes sessions past their idle timeout or lifetime. A session in the middle of
     /// a run is not idle.
-    fn sweep(&self) {
+    fn sweep(self: &Arc<Self>) {
         let now = Instant::now();
         let expired: Vec<(SessionId, Ended)> = self
             .sessions
@@ -728,14 +920,26 @@ impl Inner {
                 if now.duration_since(entry.opened) >= self.settings.max_lifetime {
                     return Some((entry.id.clone(), Ended::Lifetime));
                 }
-                let busy = entry.session.try_lock().is_err();
+                let busy = matches!(
+                    entry.session.try_lock(),
+                    Err(std::sync::TryLockError::WouldBlock)
+                );
                 let last = *entry.last_used.lock().unwrap_or_else(|e| e.into_inner());
                 (!busy && now.duration_since(last) >= self.settings.idle_timeout)
                     .then(|| (entry.id.clone(), Ended::Idle))
             })
             .collect();
         for (id, why) in expired {
-            self.end(&id, why);
+            // Each on its own: a session past its lifetime in the middle of a run
+            // ends after the run, and must not hold up the others.
+            let inner = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("sandlot-expire".into())
+                .spawn(move || inner.end(&id, why));
+            if spawned.is_err() {
+                // No thread to spare: the next sweep tries again.
+                continue;
+            }
         }
     }
 
@@ -759,6 +963,13 @@ impl Inner {
                 scope.spawn(move || self.end(id, Ended::Shutdown));
             }
         });
+        // Opens and closes that started before, on other threads (a client that
+        // went away, the sweeper): their sandboxes go before this returns.
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = self
+            .settled
+            .wait_timeout_while(pending, SHUTDOWN_WAIT, |p| p.in_flight > 0)
+            .unwrap_or_else(|e| e.into_inner());
         ids.len()
     }
 }

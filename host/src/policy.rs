@@ -116,6 +116,10 @@ impl Policy {
                 Network::On => 2,
             }
         }
+        // Engines read a limit of 0 as none at all.
+        fn more(mine: u64, base: u64) -> bool {
+            base != 0 && (mine == 0 || mine > base)
+        }
         // `None` blocks nothing; a lower severity blocks more.
         let blocks_less = match (self.block_at, base.block_at) {
             (_, None) => false,
@@ -143,11 +147,17 @@ impl Policy {
                 PolicyField::NoNewPrivileges,
                 base.no_new_privileges && !self.no_new_privileges,
             ),
-            (PolicyField::PidsLimit, self.pids_limit > base.pids_limit),
-            (PolicyField::CpuMillis, self.cpu_millis > base.cpu_millis),
+            (
+                PolicyField::PidsLimit,
+                more(self.pids_limit.into(), base.pids_limit.into()),
+            ),
+            (
+                PolicyField::CpuMillis,
+                more(self.cpu_millis.into(), base.cpu_millis.into()),
+            ),
             (
                 PolicyField::WorkdirSize,
-                self.workdir_size > base.workdir_size,
+                more(self.workdir_size, base.workdir_size),
             ),
             (
                 PolicyField::Seccomp,
@@ -466,6 +476,21 @@ mod tests {
             ..base
         };
         assert_eq!(unconfined.looser_than(&base), [PolicyField::Seccomp]);
+        // 0 is no limit to the engines, so it is the loosest of all.
+        let unlimited = Policy {
+            pids_limit: 0,
+            cpu_millis: 0,
+            workdir_size: 0,
+            ..base
+        };
+        assert_eq!(
+            unlimited.looser_than(&base),
+            [
+                PolicyField::PidsLimit,
+                PolicyField::CpuMillis,
+                PolicyField::WorkdirSize
+            ]
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@
 use crate::backend::{BackendName, Capability};
 use crate::config::Config;
 use crate::dirs::{Dirs, Overrides};
-use crate::entry::{BackendChoice, Sandlot};
+use crate::entry::{BackendChoice, Sandlot, SessionBuilder};
 use crate::error::Result;
 use crate::policy::Policy;
 use crate::session::{Limits, Session};
@@ -203,6 +203,12 @@ impl Service {
     /// Opens `request` with what is installed, without installing anything: a shared
     /// borrow, so many threads can open sessions at once.
     pub fn open_prepared(&self, request: &OpenRequest) -> Result<Session> {
+        self.builder_for(request)?.open()
+    }
+
+    /// The [`SessionBuilder`] for `request`: it holds a handle of its own to the
+    /// backends, so a caller may let go of the service before the slow open.
+    pub fn builder_for(&self, request: &OpenRequest) -> Result<SessionBuilder> {
         let language = self.language_id(&request.language)?;
         let mut builder = self.sandlot.session(&language);
         builder
@@ -221,7 +227,32 @@ impl Service {
         for (key, value) in &request.env {
             builder.env(key, value);
         }
-        builder.open()
+        Ok(builder)
+    }
+
+    /// The languages and backends, as the servers describe them: id, name, aliases,
+    /// extension and capabilities of each language, and the backends' names.
+    pub fn languages_json(&self) -> serde_json::Value {
+        let languages: Vec<_> = self
+            .sandlot
+            .plugins()
+            .languages()
+            .iter()
+            .map(|handler| {
+                let info = handler.info();
+                serde_json::json!({
+                    "id": info.id,
+                    "name": info.display_name,
+                    "aliases": info.aliases,
+                    "extension": info.file_extension,
+                    "capabilities": info.capabilities,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "languages": languages,
+            "backends": self.sandlot.backend_names(),
+        })
     }
 
     /// The language id `name` (an id or an alias) stands for.

@@ -18,7 +18,8 @@
 mod content;
 
 use crate::error::Error;
-use crate::manager::{ClientId, SessionId, SessionManager};
+use crate::manager::{Ask, ClientId, SessionId, SessionManager};
+use crate::service::Service;
 use crate::session::RunOptions;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -126,7 +127,8 @@ struct RunInSession {
     session_id: String,
     /// Code to run; it sees the variables and files earlier runs left.
     code: String,
-    /// Wall-clock limit of this run in seconds; at most the session's.
+    /// Wall-clock limit of this run in seconds; at most the server's (instead of the
+    /// session's).
     timeout_seconds: Option<f64>,
 }
 
@@ -238,60 +240,55 @@ impl McpServer {
         }
     }
 
-    fn languages_json(&self) -> serde_json::Value {
-        self.manager.with_service(|service| {
-            let languages: Vec<_> = service
-                .sandlot()
-                .plugins()
-                .languages()
-                .iter()
-                .map(|handler| {
-                    let info = handler.info();
-                    json!({
-                        "id": info.id,
-                        "name": info.display_name,
-                        "aliases": info.aliases,
-                        "extension": info.file_extension,
-                        "capabilities": info.capabilities,
-                    })
-                })
-                .collect();
-            json!({
-                "languages": languages,
-                "backends": service.sandlot().backend_names(),
-            })
-        })
-    }
-}
-
-/// Seconds as a duration, refusing what is not a positive number.
-fn seconds(value: Option<f64>) -> Result<Option<Duration>, String> {
-    match value {
-        None => Ok(None),
-        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
-        Some(s) => Err(format!(
-            "timeout_seconds must be a positive number of seconds, not {s}"
-        )),
+    /// The languages, read off the async workers: the service may be taken for a
+    /// while by a runtime install.
+    async fn languages_json(&self) -> Result<serde_json::Value, String> {
+        self.blocking(|manager, _| Ok(manager.with_service(Service::languages_json)))
+            .await
     }
 }
 
 /// Sends what a run prints as progress notifications, when the client asked for
-/// progress; returns the options that do it.
-fn progress_options(context: &RequestContext<RoleServer>) -> RunOptions {
+/// progress. Returns the options that do it, and the sender's task: awaited before the
+/// tool answers, since no notification may follow the result.
+fn progress_options(
+    context: &RequestContext<RoleServer>,
+) -> (RunOptions, Option<tokio::task::JoinHandle<()>>) {
     let mut options = RunOptions::default();
     let Some(token) = context.meta.get_progress_token() else {
-        return options;
+        return (options, None);
     };
     let peer = context.peer.clone();
     let (sender, mut received) = tokio::sync::mpsc::unbounded_channel::<(String, Vec<u8>)>();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
+        // Whole lines, one notification each: a program's writes come in pieces.
         let mut step = 0.0;
-        while let Some((stream, bytes)) = received.recv().await {
-            step += 1.0;
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            let note = ProgressNotificationParam::new(token.clone(), step)
-                .with_message(format!("{stream}: {text}"));
-            if peer.notify_progress(note).await.is_err() {
+        let mut partial: std::collections::HashMap<String, Vec<u8>> = Default::default();
+        let mut notes = Vec::new();
+        loop {
+            let received = received.recv().await;
+            let ended = received.is_none();
+            match received {
+                Some((stream, bytes)) => {
+                    let buffer = partial.entry(stream.clone()).or_default();
+                    buffer.extend_from_slice(&bytes);
+                    while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = buffer.drain(..=end).collect();
+                        notes.push((stream.clone(), line));
+                    }
+                }
+                None => notes.extend(partial.drain().filter(|(_, rest)| !rest.is_empty())),
+            }
+            for (stream, line) in notes.drain(..) {
+                step += 1.0;
+                let text = String::from_utf8_lossy(&line);
+                let note = ProgressNotificationParam::new(token.clone(), step)
+                    .with_message(format!("{stream}: {}", text.trim_end_matches('\n')));
+                if peer.notify_progress(note).await.is_err() {
+                    return;
+                }
+            }
+            if ended {
                 return;
             }
         }
@@ -303,7 +300,15 @@ fn progress_options(context: &RequestContext<RoleServer>) -> RunOptions {
     options.on_stderr = Some(Box::new(move |bytes: &[u8]| {
         let _ = stderr.send(("stderr".into(), bytes.to_vec()));
     }));
-    options
+    (options, Some(task))
+}
+
+/// Waits (briefly) for the progress a run sent to go out; the run's options, and with
+/// them the senders, are gone once it returned.
+async fn progress_sent(task: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(task) = task {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
 }
 
 #[tool_router]
@@ -319,25 +324,24 @@ impl McpServer {
         Parameters(args): Parameters<ExecuteCode>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let timeout = match seconds(args.timeout_seconds) {
-            Ok(t) => t,
+        let ask = Ask {
+            backend: args.backend,
+            libraries: args.libraries,
+            timeout_seconds: args.timeout_seconds,
+            ..Ask::new(&args.language)
+        };
+        let mut request = match self.manager.request_for(&ask) {
+            Ok(request) => request,
             Err(e) => return refused(e),
         };
-        let mut request = self.manager.request(&args.language);
-        request.libraries = args.libraries;
         request.one_shot = true;
-        if let Some(backend) = args.backend {
-            request.backend = backend.into();
-        }
-        if let Some(timeout) = timeout {
-            request.limits.timeout = timeout;
-        }
-        let options = progress_options(&context);
+        let (options, progress) = progress_options(&context);
         let code = args.code;
-        match self
+        let run = self
             .blocking(move |manager, client| manager.run_once(&client, request, &code, options))
-            .await
-        {
+            .await;
+        progress_sent(progress).await;
+        match run {
             Ok(run) => content::execution(&run, "sandlot://run/output"),
             Err(e) => refused(e),
         }
@@ -348,7 +352,10 @@ impl McpServer {
         libraries, capture plots and keep state between runs) and the backends of this server."
     )]
     async fn list_languages(&self) -> CallToolResult {
-        answer(self.languages_json())
+        match self.languages_json().await {
+            Ok(languages) => answer(languages),
+            Err(e) => refused(e),
+        }
     }
 
     #[tool(
@@ -356,15 +363,21 @@ impl McpServer {
         default container image and capabilities."
     )]
     async fn language_details(&self, Parameters(args): Parameters<LanguageRef>) -> CallToolResult {
-        self.manager.with_service(|service| {
-            match service.sandlot().plugins().language(&args.language) {
-                Ok(handler) => answer(json!({
-                    "info": handler.info(),
-                    "source": handler.source().to_string(),
-                })),
-                Err(e) => refused(e),
-            }
-        })
+        let details = self
+            .blocking(move |manager, _| {
+                manager.with_service(|service| {
+                    let handler = service.sandlot().plugins().language(&args.language)?;
+                    Ok(json!({
+                        "info": handler.info(),
+                        "source": handler.source().to_string(),
+                    }))
+                })
+            })
+            .await;
+        match details {
+            Ok(details) => answer(details),
+            Err(e) => refused(e),
+        }
     }
 
     #[tool(
@@ -374,25 +387,18 @@ impl McpServer {
         an idle timeout."
     )]
     async fn open_session(&self, Parameters(args): Parameters<OpenSession>) -> CallToolResult {
-        let timeout = match seconds(args.timeout_seconds) {
-            Ok(t) => t,
+        let ask = Ask {
+            backend: args.backend,
+            libraries: args.libraries,
+            network: args.network.map(Into::into),
+            timeout_seconds: args.timeout_seconds,
+            memory_mb: args.memory_mb,
+            ..Ask::new(&args.language)
+        };
+        let request = match self.manager.request_for(&ask) {
+            Ok(request) => request,
             Err(e) => return refused(e),
         };
-        let mut request = self.manager.request(&args.language);
-        request.libraries = args.libraries;
-        if let Some(backend) = args.backend {
-            request.backend = backend.into();
-        }
-        if let Some(network) = args.network {
-            request.policy.network = network.into();
-        }
-        if let Some(timeout) = timeout {
-            request.limits.timeout = timeout;
-        }
-        if let Some(mb) = args.memory_mb {
-            request.limits.memory =
-                usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-        }
         match self
             .blocking(move |manager, client| manager.open(&client, request))
             .await
@@ -418,18 +424,20 @@ impl McpServer {
         Parameters(args): Parameters<RunInSession>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let mut options = progress_options(&context);
-        options.timeout = match seconds(args.timeout_seconds) {
+        let timeout = match crate::manager::seconds("timeout_seconds", args.timeout_seconds) {
             Ok(t) => t,
             Err(e) => return refused(e),
         };
+        let (mut options, progress) = progress_options(&context);
+        options.timeout = timeout;
         let id = SessionId::from(args.session_id);
         let uri = format!("sandlot://session/{id}/output");
         let code = args.code;
-        match self
+        let run = self
             .blocking(move |manager, client| manager.run(&client, &id, &code, options))
-            .await
-        {
+            .await;
+        progress_sent(progress).await;
+        match run {
             Ok(run) => content::execution(&run, &uri),
             Err(e) => refused(e),
         }
@@ -568,7 +576,11 @@ impl ServerHandler for McpServer {
                 None,
             ));
         }
-        let text = serde_json::to_string_pretty(&self.languages_json()).unwrap_or_default();
+        let languages = self
+            .languages_json()
+            .await
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        let text = serde_json::to_string_pretty(&languages).unwrap_or_default();
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(text, LANGUAGES_URI).with_mime_type("application/json")
         ])
@@ -594,9 +606,7 @@ pub async fn serve_stdio(manager: SessionManager) -> Result<(), Error> {
 /// A streamable-HTTP MCP server bound to a loopback address, until `shutdown`.
 #[derive(Debug)]
 pub struct HttpServer {
-    address: SocketAddr,
-    stop: tokio_util::sync::CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    listener: crate::listener::Listener,
 }
 
 impl HttpServer {
@@ -616,42 +626,31 @@ impl HttpServer {
             });
         }
         let stop = tokio_util::sync::CancellationToken::new();
+        // An MCP session's connection is taken for dead after this long without a
+        // message; its sandlot sessions go with it, so it must outlast their idle
+        // timeout (rmcp's default is 5 minutes).
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive =
+            Some(manager.settings().idle_timeout + Duration::from_secs(60));
         let service = StreamableHttpService::new(
             move || Ok(McpServer::new(manager.clone())),
-            Arc::new(LocalSessionManager::default()),
+            Arc::new(sessions),
             StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token()),
         );
         let router = axum::Router::new().nest_service("/mcp", service);
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
-            .map_err(|e| Error::Serve {
-                reason: format!("cannot listen on {address}: {e}"),
-            })?;
-        let address = listener.local_addr().map_err(|e| Error::Serve {
-            reason: format!("cannot read the bound address: {e}"),
-        })?;
-        let stopped = stop.clone();
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, router)
-                .with_graceful_shutdown(async move { stopped.cancelled_owned().await })
-                .await;
-        });
         Ok(HttpServer {
-            address,
-            stop,
-            task,
+            listener: crate::listener::Listener::serve(router, address, stop).await?,
         })
     }
 
     /// The address it listens on (with the port picked, if 0 was asked for).
     pub fn address(&self) -> SocketAddr {
-        self.address
+        self.listener.address()
     }
 
     /// Stops listening and ends every MCP session (their sandboxes close as their
     /// connections' servers go).
     pub async fn shutdown(self) {
-        self.stop.cancel();
-        let _ = self.task.await;
+        self.listener.shutdown().await;
     }
 }

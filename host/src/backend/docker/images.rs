@@ -370,7 +370,15 @@ impl ContainerBackend {
         // A container that never starts, holding the agent, committed as the image.
         // Unlabelled: the image would keep its labels, and so would every container
         // made from it, which `sandlot gc` would then take for its own.
-        let name = format!("sandlot-variant-{}", crate::backend::owner::sandbox_id());
+        // Named after the variant: one left by a build that was killed is removed
+        // here, by the next build of the same variant.
+        let name = format!(
+            "sandlot-variant-{}",
+            &hex::encode(sha2::Sha256::digest(reference.as_bytes()))[..16]
+        );
+        super::sandbox::remove(&self.docker, self.runtime.handle(), name.clone())
+            .ok_or_else(|| self.engine_error("removing a container", "the engine runtime stopped"))?
+            .map_err(|e| self.engine_error(format!("removing container {name}"), e))?;
         self.create_named(
             &name,
             ContainerCreateBody {

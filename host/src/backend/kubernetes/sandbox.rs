@@ -15,9 +15,12 @@ use std::time::Duration;
 /// How long the agent has to answer once its container runs.
 const START_DEADLINE: Duration = Duration::from_secs(30);
 
-/// The first pause between attach tries while the container starts, and the longest.
-const ATTACH_RETRY_FIRST: Duration = Duration::from_millis(25);
-const ATTACH_RETRY_MAX: Duration = Duration::from_millis(200);
+/// The pause between attach tries while the container starts: short while a pod
+/// normally comes up, then longer, so a pod that waits for an image or a node does not
+/// send the API server ten requests a second for minutes.
+const ATTACH_RETRY_SOON: Duration = Duration::from_millis(100);
+const ATTACH_RETRY_LATER: Duration = Duration::from_secs(1);
+const ATTACH_SOON_FOR: Duration = Duration::from_secs(5);
 
 /// How much of the agent's own standard error is kept, for diagnostics.
 const AGENT_STDERR: usize = 4096;
@@ -327,7 +330,7 @@ async fn attach_when_running(
         .stderr(true)
         .max_stdout_buf_size(1 << 20)
         .max_stdin_buf_size(1 << 20);
-    let mut pause = ATTACH_RETRY_FIRST;
+    let started = std::time::Instant::now();
     loop {
         match tokio::time::timeout(API_DEADLINE, api.attach(&name, &params)).await {
             Ok(Ok(attached)) => return Ok(attached),
@@ -339,8 +342,12 @@ async fn attach_when_running(
                 *last_error.lock().unwrap_or_else(|e| e.into_inner()) = "no answer in time".into()
             }
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(ATTACH_RETRY_MAX);
+        tokio::time::sleep(if started.elapsed() < ATTACH_SOON_FOR {
+            ATTACH_RETRY_SOON
+        } else {
+            ATTACH_RETRY_LATER
+        })
+        .await;
     }
 }
 
