@@ -9,6 +9,7 @@ mod plugins;
 mod repl;
 mod run;
 mod runtimes;
+mod serve;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
@@ -126,6 +127,9 @@ enum Commands {
     /// Serve MCP: tools for an AI assistant to run code once or in sessions, over
     /// stdio (the default) or streamable HTTP on a loopback address.
     Mcp(mcp::McpArgs),
+    /// Serve the HTTP/JSON API: sessions, runs (streamed as server-sent events), files;
+    /// bearer tokens from SANDLOT_API_TOKENS, or loopback only without.
+    Serve(serve::ServeArgs),
     /// Manage the WebAssembly runtimes of the embedded backend.
     #[command(subcommand)]
     Runtimes(runtimes::RuntimesCommand),
@@ -166,6 +170,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Commands::Run(args) => run::command(global, args),
         Commands::Repl(args) => repl::command(global, args),
         Commands::Mcp(args) => mcp::command(global, args),
+        Commands::Serve(args) => serve::command(global, args),
         Commands::Runtimes(command) => runtimes::command(global, command),
         Commands::Images(command) => images::command(global, command),
         Commands::Gc { engine, all } => images::gc(global, engine, all),

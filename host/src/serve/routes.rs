@@ -1,0 +1,428 @@
+//! The routes of the HTTP API, its authentication and its errors.
+
+use super::Token;
+use crate::error::Error;
+use crate::execution::Execution;
+use crate::manager::{seconds, Ask, ClientId, SessionId, SessionManager};
+use crate::session::RunOptions;
+use axum::body::Bytes;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// What every handler shares.
+#[derive(Clone)]
+struct Api {
+    manager: SessionManager,
+    tokens: Arc<Vec<Token>>,
+}
+
+/// The client of a request without tokens configured (loopback only).
+const LOCAL_CLIENT: &str = "local";
+
+pub(super) fn router(manager: SessionManager, tokens: Vec<Token>, max_body: usize) -> Router {
+    let api = Api {
+        manager,
+        tokens: Arc::new(tokens),
+    };
+    let protected = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/v1/languages", get(languages))
+        .route("/v1/run", post(run_once))
+        .route("/v1/sessions", post(open).get(list))
+        .route("/v1/sessions/{id}", axum::routing::delete(close))
+        .route("/v1/sessions/{id}/run", post(run))
+        .route("/v1/sessions/{id}/shell", post(shell))
+        .route(
+            "/v1/sessions/{id}/files/{*path}",
+            axum::routing::put(upload).get(download),
+        )
+        .route_layer(middleware::from_fn_with_state(api.clone(), authenticate));
+    Router::new()
+        .route("/health", get(health))
+        .merge(protected)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(api)
+}
+
+/// An error as the API answers it: a status and `{"error": {"kind", "message"}}`.
+struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        let (status, kind) = match &error {
+            Error::NoSuchSession { .. } => (StatusCode::NOT_FOUND, "no_such_session"),
+            Error::NotAllowed { .. } => (StatusCode::FORBIDDEN, "not_allowed"),
+            Error::TooManySessions { .. } => (StatusCode::TOO_MANY_REQUESTS, "too_many_sessions"),
+            Error::ManagerClosed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+            Error::InvalidRequest { .. } | Error::InvalidPath { .. } => {
+                (StatusCode::BAD_REQUEST, "invalid_request")
+            }
+            Error::UnknownLanguage { .. } | Error::UnknownBackend { .. } => {
+                (StatusCode::BAD_REQUEST, "unknown_name")
+            }
+            Error::SessionEnded { .. } => (StatusCode::GONE, "session_ended"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "failed"),
+        };
+        ApiError::new(status, kind, error.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Json(json!({ "error": { "kind": self.kind, "message": self.message } }));
+        let mut response = (self.status, body).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}
+
+type Answer<T> = Result<T, ApiError>;
+
+/// A JSON body, or a 400 that says what is wrong with it.
+fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Answer<T> {
+    parsed
+        .map(|Json(value)| value)
+        .map_err(|e| ApiError::new(e.status(), "invalid_request", e.body_text()))
+}
+
+/// Runs blocking manager work on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Answer<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "failed",
+                format!("the call failed inside the server: {e}"),
+            )
+        })?
+        .map_err(ApiError::from)
+}
+
+/// Finds the client of the request's bearer token, or answers 401.
+async fn authenticate(State(api): State<Api>, mut request: Request, next: Next) -> Response {
+    let client = if api.tokens.is_empty() {
+        Some(ClientId::new(LOCAL_CLIENT))
+    } else {
+        request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                // The scheme's name is case-insensitive (RFC 9110).
+                let (scheme, token) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then_some(token)
+            })
+            .and_then(|given| api.tokens.iter().find(|t| t.matches(given.trim())))
+            .map(|t| t.client.clone())
+    };
+    match client {
+        Some(client) => {
+            request.extensions_mut().insert(client);
+            next.run(request).await
+        }
+        None => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this API needs `Authorization: Bearer TOKEN` with one of the server's tokens",
+        )
+        .into_response(),
+    }
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such route; the API is under /v1 (see the sandlot README)",
+    )
+}
+
+async fn metrics(State(api): State<Api>) -> Response {
+    let stats = api.manager.stats();
+    let mut text = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
+        text.push_str(&format!(
+            "# HELP sandlot_{name} {help}\n# TYPE sandlot_{name} {kind}\nsandlot_{name} {value}\n"
+        ));
+    };
+    metric(
+        "sessions_open",
+        "gauge",
+        "Sessions open now.",
+        stats.open as f64,
+    );
+    metric(
+        "sessions_opened_total",
+        "counter",
+        "Sessions opened.",
+        stats.opened as f64,
+    );
+    metric(
+        "session_open_failures_total",
+        "counter",
+        "Sessions that could not be opened, refusals included.",
+        stats.open_failures as f64,
+    );
+    metric(
+        "sessions_closed_total",
+        "counter",
+        "Sessions closed by clients.",
+        stats.closed as f64,
+    );
+    metric(
+        "sessions_expired_total",
+        "counter",
+        "Sessions closed for idleness or lifetime.",
+        stats.expired as f64,
+    );
+    metric(
+        "runs_total",
+        "counter",
+        "Runs and commands.",
+        stats.runs as f64,
+    );
+    metric(
+        "run_failures_total",
+        "counter",
+        "Runs that failed with an error (not a non-zero exit).",
+        stats.run_failures as f64,
+    );
+    metric(
+        "run_seconds_total",
+        "counter",
+        "Seconds spent running code.",
+        stats.run_seconds,
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn languages(State(api): State<Api>) -> Answer<Json<Value>> {
+    let manager = api.manager.clone();
+    // Off the async workers: a runtime install may hold the service for a while.
+    let languages =
+        blocking(move || Ok(manager.with_service(crate::service::Service::languages_json))).await?;
+    Ok(Json(languages))
+}
+
+/// `POST /v1/run`: an [`Ask`] and the code.
+#[derive(Deserialize)]
+struct RunOnce {
+    #[serde(flatten)]
+    ask: Ask,
+    code: String,
+}
+
+async fn run_once(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    parsed: Result<Json<RunOnce>, JsonRejection>,
+) -> Answer<Json<Value>> {
+    let RunOnce { ask, code } = body(parsed)?;
+    let mut request = api.manager.request_for(&ask)?;
+    request.one_shot = true;
+    let manager = api.manager.clone();
+    let run =
+        blocking(move || manager.run_once(&client, request, &code, RunOptions::default())).await?;
+    Ok(Json(run.to_json()))
+}
+
+async fn open(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    parsed: Result<Json<Ask>, JsonRejection>,
+) -> Answer<(StatusCode, Json<Value>)> {
+    let ask = body(parsed)?;
+    let request = api.manager.request_for(&ask)?;
+    let manager = api.manager.clone();
+    let info = blocking(move || manager.open(&client, request)).await?;
+    Ok((StatusCode::CREATED, Json(json!(info))))
+}
+
+async fn list(State(api): State<Api>, Extension(client): Extension<ClientId>) -> Json<Value> {
+    Json(json!({ "sessions": api.manager.list(&client) }))
+}
+
+async fn close(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+) -> Answer<StatusCode> {
+    let manager = api.manager.clone();
+    let id = SessionId::from(id);
+    blocking(move || manager.close(&client, &id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /v1/sessions/{id}/run`.
+#[derive(Deserialize)]
+struct SessionRun {
+    code: String,
+    #[serde(default)]
+    timeout_seconds: Option<f64>,
+    /// Standard input of the run, as text.
+    #[serde(default)]
+    stdin: Option<String>,
+}
+
+async fn run(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    parsed: Result<Json<SessionRun>, JsonRejection>,
+) -> Answer<Response> {
+    let SessionRun {
+        code,
+        timeout_seconds,
+        stdin,
+    } = body(parsed)?;
+    let options = RunOptions {
+        timeout: seconds("timeout_seconds", timeout_seconds)?,
+        stdin: stdin.map(String::into_bytes).unwrap_or_default(),
+        ..RunOptions::default()
+    };
+    let id = SessionId::from(id);
+    let streams = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    let manager = api.manager.clone();
+    if !streams {
+        let run = blocking(move || manager.run(&client, &id, &code, options)).await?;
+        return Ok(Json(run.to_json()).into_response());
+    }
+    Ok(streamed(
+        move |options| manager.run(&client, &id, &code, options),
+        options,
+    )
+    .into_response())
+}
+
+/// A run whose output goes out as server-sent events while it runs: `stdout` and
+/// `stderr` events (`{"text": ...}`), then one `result` (the execution's JSON) or
+/// `error` (as the API's errors).
+fn streamed(
+    work: impl FnOnce(RunOptions) -> Result<Execution, Error> + Send + 'static,
+    mut options: RunOptions,
+) -> impl IntoResponse {
+    let (events, received) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let sink = |name: &'static str| {
+        let events = events.clone();
+        Box::new(move |bytes: &[u8]| {
+            let text = String::from_utf8_lossy(bytes);
+            if let Ok(event) = Event::default()
+                .event(name)
+                .json_data(json!({ "text": text }))
+            {
+                let _ = events.send(event);
+            }
+        }) as crate::backend::Sink
+    };
+    options.on_stdout = Some(sink("stdout"));
+    options.on_stderr = Some(sink("stderr"));
+    tokio::task::spawn_blocking(move || {
+        let last = match work(options) {
+            Ok(run) => Event::default().event("result").json_data(run.to_json()),
+            Err(e) => {
+                let e = ApiError::from(e);
+                Event::default()
+                    .event("error")
+                    .json_data(json!({ "error": { "kind": e.kind, "message": e.message } }))
+            }
+        };
+        if let Ok(last) = last {
+            let _ = events.send(last);
+        }
+        // Dropping the last sender ends the stream.
+    });
+    let stream = futures_util::stream::unfold(received, |mut received| async move {
+        received
+            .recv()
+            .await
+            .map(|event| (Ok::<Event, std::convert::Infallible>(event), received))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// `POST /v1/sessions/{id}/shell`.
+#[derive(Deserialize)]
+struct Shell {
+    command: String,
+}
+
+async fn shell(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+    parsed: Result<Json<Shell>, JsonRejection>,
+) -> Answer<Json<Value>> {
+    let Shell { command } = body(parsed)?;
+    let manager = api.manager.clone();
+    let id = SessionId::from(id);
+    let run = blocking(move || manager.run_command(&client, &id, &command)).await?;
+    Ok(Json(run.to_json()))
+}
+
+async fn upload(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path((id, path)): Path<(String, String)>,
+    contents: Bytes,
+) -> Answer<Json<Value>> {
+    let manager = api.manager.clone();
+    let id = SessionId::from(id);
+    let size = contents.len();
+    let written = path.clone();
+    blocking(move || manager.with_session(&client, &id, |s| s.write_file(&path, &contents)))
+        .await?;
+    Ok(Json(json!({ "written": written, "size": size })))
+}
+
+async fn download(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path((id, path)): Path<(String, String)>,
+) -> Answer<Response> {
+    let manager = api.manager.clone();
+    let id = SessionId::from(id);
+    let mime = crate::artifact::mime_of(&path);
+    let bytes =
+        blocking(move || manager.with_session(&client, &id, |s| s.read_file(&path))).await?;
+    Ok(([(header::CONTENT_TYPE, mime)], bytes).into_response())
+}

@@ -1,0 +1,473 @@
+//! `sandlot serve`, the HTTP/JSON API, driven over real HTTP: tokens, sessions across
+//! requests, output streamed as server-sent events, idle expiry and shutdown that
+//! leave no container, 50 concurrent clients.
+//!
+//! Needs the Python runtime installed and Docker with sandlot's images
+//! (`tests/run.sh` does both).
+
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ALICE: &str = "alice-0123456789abcdef0123456789";
+const BOB: &str = "bob-fedcba9876543210fedcba98765";
+
+/// A running `sandlot serve` with Alice's and Bob's tokens, stopped on drop.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandlot"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("SANDLOT_API_TOKENS", format!("alice:{ALICE},bob:{BOB}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut said = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        said.read_line(&mut line).unwrap();
+        // The rest of what it says goes to the test's output, so its writes never fail.
+        std::thread::spawn(move || {
+            for line in said.lines().map_while(Result::ok) {
+                eprintln!("serve: {line}");
+            }
+        });
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        Server { child, url }
+    }
+
+    fn at(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    /// SIGTERM, then a clean exit.
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let started = Instant::now();
+        loop {
+            if let Some(exit) = self.child.try_wait().unwrap() {
+                assert!(exit.success(), "{exit}");
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "serve did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+async fn get(url: &str, token: &str) -> Value {
+    client()
+        .get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn post(url: &str, token: &str, body: Value) -> (u16, Value) {
+    let response = client()
+        .post(url)
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The container of a Docker session: its hostname is the container id's start.
+async fn container_of(server: &Server, token: &str, id: &str) -> String {
+    let (status, run) = post(
+        &server.at(&format!("/v1/sessions/{id}/shell")),
+        token,
+        json!({ "command": "hostname" }),
+    )
+    .await;
+    assert_eq!(status, 200, "{run}");
+    run["stdout"].as_str().unwrap().trim().to_string()
+}
+
+fn container_exists(id: &str) -> bool {
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("id={id}")])
+        .output()
+        .unwrap();
+    !String::from_utf8_lossy(&out.stdout).trim().is_empty()
+}
+
+fn wait_gone(container: &str) {
+    let started = Instant::now();
+    while container_exists(container) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "container {container} left behind"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[tokio::test]
+async fn health_is_open_and_every_other_route_needs_a_valid_token() {
+    let server = Server::start(&[]);
+    let health = client().get(server.at("/health")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+
+    let bare = client()
+        .get(server.at("/v1/languages"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 401);
+    assert_eq!(bare.headers()["www-authenticate"], "Bearer");
+    let error: Value = bare.json().await.unwrap();
+    assert_eq!(error["error"]["kind"], "unauthorized");
+    let wrong = client()
+        .get(server.at("/v1/languages"))
+        .bearer_auth("alice-0123456789abcdef012345678X")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+
+    let languages = get(&server.at("/v1/languages"), ALICE).await;
+    let ids: Vec<&str> = languages["languages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"python"), "{ids:?}");
+
+    let (status, refused) = post(
+        &server.at("/v1/sessions"),
+        ALICE,
+        json!({ "language": "python", "backend": "docker", "network": "on" }),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("policy.network"),
+        "{refused}"
+    );
+    let (status, bad) = post(&server.at("/v1/sessions"), ALICE, json!({ "lang": "x" })).await;
+    assert_eq!(status, 422, "{bad}");
+    assert_eq!(bad["error"]["kind"], "invalid_request");
+
+    let huge = client()
+        .put(server.at("/v1/sessions/s-none/files/big.bin"))
+        .bearer_auth(ALICE)
+        .body(vec![0u8; sandlot::serve::MAX_BODY + 1])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(huge.status(), 413);
+}
+
+#[tokio::test]
+async fn a_session_lives_across_requests_and_belongs_to_its_token() {
+    let server = Server::start(&[]);
+    let (status, opened) = post(
+        &server.at("/v1/sessions"),
+        ALICE,
+        json!({ "language": "python", "backend": "wasm" }),
+    )
+    .await;
+    assert_eq!(status, 201, "{opened}");
+    let id = opened["id"].as_str().unwrap().to_string();
+    let run = |code: &'static str, token: &'static str| {
+        let url = server.at(&format!("/v1/sessions/{id}/run"));
+        async move { post(&url, token, json!({ "code": code })).await }
+    };
+    assert_eq!(run("x = 5", ALICE).await.0, 200);
+    let (status, doubled) = run("print(x * 2)", ALICE).await;
+    assert_eq!(status, 200);
+    assert_eq!(doubled["stdout"], "10\n");
+    assert_eq!(doubled["schema"], sandlot::service::EXECUTION_SCHEMA);
+
+    let (status, stolen) = run("print(x)", BOB).await;
+    assert_eq!(status, 404, "{stolen}");
+    let listed = get(&server.at("/v1/sessions"), BOB).await;
+    assert_eq!(listed["sessions"], json!([]));
+
+    let upload = client()
+        .put(server.at(&format!("/v1/sessions/{id}/files/data/in.csv")))
+        .bearer_auth(ALICE)
+        .body("a,b\n1,2\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upload.status(), 200);
+    let (_, read) = run(
+        "import csv\nrows = list(csv.reader(open('data/in.csv')))\nopen('output/n.txt', 'w').write(str(len(rows)))\nprint(rows[1])",
+        ALICE,
+    )
+    .await;
+    assert_eq!(read["stdout"], "['1', '2']\n", "{read}");
+    let file = client()
+        .get(server.at(&format!("/v1/sessions/{id}/files/output/n.txt")))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(file.status(), 200);
+    assert_eq!(file.text().await.unwrap(), "2");
+
+    let closed = client()
+        .delete(server.at(&format!("/v1/sessions/{id}")))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), 204);
+    let (status, late) = run("print(x)", ALICE).await;
+    assert_eq!(status, 404);
+    assert!(
+        late["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("it was closed"),
+        "{late}"
+    );
+}
+
+#[tokio::test]
+async fn output_streams_as_server_sent_events_while_the_code_runs() {
+    let server = Server::start(&[]);
+    let (_, opened) = post(
+        &server.at("/v1/sessions"),
+        ALICE,
+        json!({ "language": "python", "backend": "docker" }),
+    )
+    .await;
+    let id = opened["id"].as_str().unwrap();
+    let response = client()
+        .post(server.at(&format!("/v1/sessions/{id}/run")))
+        .bearer_auth(ALICE)
+        .header("accept", "text/event-stream")
+        .json(&json!({
+            "code": "import sys, time\nprint('first', flush=True)\ntime.sleep(2)\nprint('second', file=sys.stderr)"
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let mut stream = response.bytes_stream();
+    let mut buffer = String::new();
+    // (event, data, when it arrived)
+    let mut events: Vec<(String, Value, Instant)> = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        buffer.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut name = String::new();
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("event: ") {
+                    name = v.to_string();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data.push_str(v);
+                }
+            }
+            if !name.is_empty() {
+                events.push((name, serde_json::from_str(&data).unwrap(), Instant::now()));
+            }
+        }
+        if events.iter().any(|(n, _, _)| n == "result" || n == "error") {
+            break;
+        }
+    }
+    let names: Vec<&str> = events.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"stdout"), "{names:?}");
+    assert_eq!(names.last(), Some(&"result"), "{names:?}");
+    assert!(names.contains(&"stderr"), "{names:?}");
+    // A write may come in pieces; together they are what the code printed.
+    let streamed: String = events
+        .iter()
+        .filter(|(n, _, _)| n == "stdout")
+        .map(|(_, data, _)| data["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, "first\n");
+    let (_, result, finished) = events.last().unwrap();
+    assert_eq!(result["stdout"], "first\n");
+    assert_eq!(result["stderr"], "second\n");
+    // The first line came while the code still slept, not with the result.
+    assert!(
+        finished.duration_since(events[0].2) > Duration::from_secs(1),
+        "the output came all at once"
+    );
+}
+
+#[tokio::test]
+async fn an_idle_session_expires_and_leaves_no_container() {
+    let server = Server::start(&["--idle-timeout", "2"]);
+    let (_, opened) = post(
+        &server.at("/v1/sessions"),
+        ALICE,
+        json!({ "language": "python", "backend": "docker" }),
+    )
+    .await;
+    let id = opened["id"].as_str().unwrap().to_string();
+    assert_eq!(opened["idle_timeout_seconds"], 2.0);
+    let container = container_of(&server, ALICE, &id).await;
+    assert!(container_exists(&container));
+    tokio::task::spawn_blocking(move || wait_gone(&container))
+        .await
+        .unwrap();
+    let (status, late) = post(
+        &server.at(&format!("/v1/sessions/{id}/run")),
+        ALICE,
+        json!({ "code": "print(1)" }),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert!(
+        late["error"]["message"].as_str().unwrap().contains("idle"),
+        "{late}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_clients_all_get_their_answer_and_nothing_stays_open() {
+    let server = Server::start(&["--max-sessions-per-client", "25"]);
+    let url = server.at("/v1/run");
+    let tasks: Vec<_> = (0..50)
+        .map(|i| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                let token = if i % 2 == 0 { ALICE } else { BOB };
+                post(
+                    &url,
+                    token,
+                    json!({ "language": "python", "backend": "wasm", "code": format!("print({i} * 2)") }),
+                )
+                .await
+            })
+        })
+        .collect();
+    for (i, task) in tasks.into_iter().enumerate() {
+        let (status, run) = task.await.unwrap();
+        assert_eq!(status, 200, "client {i}: {run}");
+        assert_eq!(run["stdout"], format!("{}\n", i * 2), "client {i}");
+    }
+    let metrics = client()
+        .get(server.at("/metrics"))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("sandlot_sessions_open 0\n"), "{metrics}");
+    assert!(metrics.contains("sandlot_runs_total 50\n"), "{metrics}");
+    assert!(
+        metrics.contains("sandlot_run_failures_total 0\n"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn stopping_the_server_with_sessions_open_leaves_no_container() {
+    let mut server = Server::start(&[]);
+    let mut containers = Vec::new();
+    for token in [ALICE, BOB] {
+        let (status, opened) = post(
+            &server.at("/v1/sessions"),
+            token,
+            json!({ "language": "python", "backend": "docker" }),
+        )
+        .await;
+        assert_eq!(status, 201, "{opened}");
+        containers.push(container_of(&server, token, opened["id"].as_str().unwrap()).await);
+    }
+    tokio::task::spawn_blocking(move || {
+        server.stop();
+        for container in &containers {
+            assert!(
+                !container_exists(container),
+                "{container} outlived the server"
+            );
+        }
+    })
+    .await
+    .unwrap();
+}
+
+#[test]
+fn without_tokens_it_serves_on_loopback_only_and_says_so() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .env_remove("SANDLOT_API_TOKENS")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("not a loopback address"), "{said}");
+
+    let mut open = Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env_remove("SANDLOT_API_TOKENS")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(open.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = open.kill();
+    let _ = open.wait();
+    assert!(line.contains("WITHOUT AUTHENTICATION"), "{line}");
+
+    let short = Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("SANDLOT_API_TOKENS", "me:short")
+        .output()
+        .unwrap();
+    assert!(!short.status.success());
+    assert!(
+        String::from_utf8_lossy(&short.stderr).contains("shorter than 16"),
+        "{}",
+        String::from_utf8_lossy(&short.stderr)
+    );
+}
