@@ -18,6 +18,8 @@ const BOB: &str = "bob-fedcba9876543210fedcba98765";
 struct Server {
     child: Child,
     url: String,
+    /// What it logged after its first line.
+    said: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Server {
@@ -26,6 +28,7 @@ impl Server {
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(extra)
             .env("SANDLOT_API_TOKENS", format!("alice:{ALICE},bob:{BOB}"))
+            .env("RUST_LOG", "sandlot=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -34,10 +37,13 @@ impl Server {
         let mut said = std::io::BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
         said.read_line(&mut line).unwrap();
-        // The rest of what it says goes to the test's output, so its writes never fail.
+        // The rest of what it says is kept, and read to the end so its writes never
+        // fail.
+        let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keeping = kept.clone();
         std::thread::spawn(move || {
             for line in said.lines().map_while(Result::ok) {
-                eprintln!("serve: {line}");
+                keeping.lock().unwrap().push(line);
             }
         });
         let url = line
@@ -45,7 +51,11 @@ impl Server {
             .find(|w| w.starts_with("http://"))
             .unwrap_or_else(|| panic!("no address in {line:?}"))
             .to_string();
-        Server { child, url }
+        Server {
+            child,
+            url,
+            said: kept,
+        }
     }
 
     fn at(&self, path: &str) -> String {
@@ -265,6 +275,25 @@ async fn a_session_lives_across_requests_and_belongs_to_its_token() {
             .contains("it was closed"),
         "{late}"
     );
+
+    // The server logged the session's life, by id and client.
+    // Read off its stderr by another thread: give it a moment.
+    let waited = Instant::now();
+    let logged = loop {
+        let logged = server.said.lock().unwrap().join("\n");
+        if logged.contains("session closed") || waited.elapsed() > Duration::from_secs(10) {
+            break logged;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for event in ["session opened", "session closed"] {
+        assert!(
+            logged.lines().any(|l| l.contains(event) && l.contains(&id)),
+            "no `{event}` for {id} in:\n{logged}"
+        );
+    }
+    assert!(logged.contains("run finished"), "{logged}");
+    assert!(logged.contains("client=alice"), "{logged}");
 }
 
 #[tokio::test]

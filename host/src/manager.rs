@@ -505,10 +505,25 @@ impl SessionManager {
     /// Opens a session for `client`. Refuses a policy or limits looser than the
     /// server's, and a client or a server at its session limit.
     pub fn open(&self, client: &ClientId, request: OpenRequest) -> Result<SessionInfo> {
+        let language = request.language.clone();
+        let started = Instant::now();
         let opened = self.open_inner(client, request);
         let counter = match &opened {
-            Ok(_) => &self.inner.counters.opened,
-            Err(_) => &self.inner.counters.open_failures,
+            Ok(info) => {
+                tracing::info!(
+                    session = %info.id,
+                    %client,
+                    language = %info.language,
+                    backend = %info.backend,
+                    ms = started.elapsed().as_millis() as u64,
+                    "session opened"
+                );
+                &self.inner.counters.opened
+            }
+            Err(error) => {
+                tracing::warn!(%client, %language, %error, "session not opened");
+                &self.inner.counters.open_failures
+            }
         };
         counter.fetch_add(1, Ordering::Relaxed);
         opened
@@ -754,6 +769,8 @@ impl SessionManager {
         if !looser.is_empty() {
             return self.count_run(Err(Error::NotAllowed { fields: looser }));
         }
+        let span = tracing::info_span!("run", session = %id, %client);
+        let _entered = span.enter();
         self.count_run(self.with_session(client, id, |s| s.run_with(code, options)))
     }
 
@@ -765,6 +782,8 @@ impl SessionManager {
         id: &SessionId,
         command_line: &str,
     ) -> Result<Execution> {
+        let span = tracing::info_span!("command", session = %id, %client);
+        let _entered = span.enter();
         self.count_run(self.with_session(client, id, |s| s.execute_command(command_line)))
     }
 
@@ -784,6 +803,16 @@ impl SessionManager {
     }
 
     fn count_run(&self, run: Result<Execution>) -> Result<Execution> {
+        match &run {
+            // At debug: a busy server runs thousands a second.
+            Ok(execution) => tracing::debug!(
+                exit_code = execution.exit_code,
+                end = ?execution.end,
+                ms = execution.duration.as_millis() as u64,
+                "run finished"
+            ),
+            Err(error) => tracing::warn!(%error, "run failed"),
+        }
         let counters = &self.inner.counters;
         counters.runs.fetch_add(1, Ordering::Relaxed);
         match &run {
@@ -904,6 +933,13 @@ impl Inner {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         entry.end();
+        tracing::info!(
+            session = %entry.id,
+            client = %entry.client,
+            reason = %why,
+            age_s = entry.opened.elapsed().as_secs(),
+            "session closed"
+        );
         true
     }
 

@@ -71,6 +71,19 @@ impl SessionArgs {
     }
 }
 
+/// Logs of a long-lived server: to stderr (stdout may be the MCP transport), at the
+/// level `RUST_LOG` sets (default: sandlot's `info`), coloured only on a terminal.
+pub(super) fn init_logging() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("sandlot=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
 /// A runtime for a server.
 pub(super) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
@@ -96,6 +109,7 @@ pub(super) fn finish(manager: &SessionManager, runtime: tokio::runtime::Runtime,
 }
 
 pub(super) fn command(global: &Global, args: McpArgs) -> Result<ExitCode> {
+    init_logging();
     let manager = args.sessions.manager(global)?;
     let runtime = runtime()?;
     let served = runtime.block_on(async move {

@@ -1,6 +1,6 @@
 //! `sandlot serve`: the HTTP/JSON API (see `sandlot::serve`).
 
-use super::mcp::{finish, runtime, stop_signal, SessionArgs};
+use super::mcp::{finish, init_logging, runtime, stop_signal, SessionArgs};
 use super::Global;
 use anyhow::Result;
 use clap::Args;
@@ -23,6 +23,7 @@ pub(super) fn command(global: &Global, args: ServeArgs) -> Result<ExitCode> {
         Ok(list) => Token::parse_list(&list)?,
         Err(_) => Vec::new(),
     };
+    init_logging();
     let manager = args.sessions.manager(global)?;
     let runtime = runtime()?;
     let served = runtime.block_on(async {
