@@ -34,17 +34,24 @@ if ! python3 -c 'import matplotlib' 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check matplotlib
 fi
 
-# The MCP server is also checked with a client that is not ours: the official Python
-# SDK, pinned, in a virtual environment of its own (tests/mcp_client.py).
+# The MCP server is also checked with a client that is not ours, the official Python
+# SDK (tests/mcp_client.py), and the web playground in a real headless browser,
+# Debian's chromium driven by Selenium (tests/playground_browser.py): both Python
+# packages pinned, in a virtual environment of their own.
 mcp_venv="${SANDLOT_MCP_VENV:-/var/tmp/sandlot-ci/mcp-venv}"
-if ! "$mcp_venv/bin/python" -c 'import mcp' 2>/dev/null; then
-  step "installing the Python MCP SDK for the third-party client test"
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  step "installing chromium and its WebDriver for the playground test"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+fi
+if ! "$mcp_venv/bin/python" -c 'import mcp, selenium' 2>/dev/null; then
+  step "installing the Python MCP SDK and Selenium for the client and browser tests"
   if ! python3 -c 'import ensurepip' 2>/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
   fi
   python3 -m venv "$mcp_venv"
-  "$mcp_venv/bin/python" -m pip install --quiet --disable-pip-version-check 'mcp==2.3.0'
+  "$mcp_venv/bin/python" -m pip install --quiet --disable-pip-version-check 'mcp==2.3.0' 'selenium==4.27.1'
 fi
 export SANDLOT_TEST_MCP_PYTHON="$mcp_venv/bin/python"
 

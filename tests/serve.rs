@@ -24,16 +24,25 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        Server::spawn(extra, true)
+    }
+
+    /// With Alice's and Bob's tokens, or with none (then on loopback, unauthenticated).
+    fn spawn(extra: &[&str], tokens: bool) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sandlot"));
+        command
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(extra)
-            .env("SANDLOT_API_TOKENS", format!("alice:{ALICE},bob:{BOB}"))
             .env("RUST_LOG", "sandlot=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::piped());
+        if tokens {
+            command.env("SANDLOT_API_TOKENS", format!("alice:{ALICE},bob:{BOB}"));
+        } else {
+            command.env_remove("SANDLOT_API_TOKENS");
+        }
+        let mut child = command.spawn().unwrap();
         let mut said = std::io::BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
         said.read_line(&mut line).unwrap();
@@ -499,4 +508,36 @@ fn without_tokens_it_serves_on_loopback_only_and_says_so() {
         "{}",
         String::from_utf8_lossy(&short.stderr)
     );
+}
+
+/// The playground page in a real headless browser (Debian's chromium, driven by
+/// Selenium from `tests/playground_browser.py`): prints, plots, keeps a session.
+#[test]
+fn the_playground_runs_python_in_a_real_browser() {
+    let python = std::env::var("SANDLOT_TEST_MCP_PYTHON")
+        .unwrap_or_else(|_| "/var/tmp/sandlot-ci/mcp-venv/bin/python".into());
+    assert!(
+        std::path::Path::new("/usr/bin/chromedriver").exists()
+            && std::path::Path::new(&python).exists(),
+        "the browser test needs chromium, chromium-driver and Selenium: run tests/run.sh"
+    );
+    // Without tokens, on loopback: the page needs none then.
+    let server = Server::spawn(&[], false);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/playground_browser.py"
+    );
+    let out = Command::new(&python)
+        .args([script, &server.at("/")])
+        .output()
+        .unwrap();
+    drop(server);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "the browser test failed:\n{said}");
+    assert!(said.contains("ok: the browser decoded the image"), "{said}");
+    assert!(said.contains("ok: the session kept the variable"), "{said}");
 }

@@ -5,6 +5,7 @@
 //!
 //! | route | what it does |
 //! | --- | --- |
+//! | `GET /` | the web playground: edit, run, see output stream in and plots |
 //! | `GET /health` | `{"status":"ok"}`, without a token |
 //! | `GET /metrics` | Prometheus text: sessions, runs, failures |
 //! | `GET /v1/languages` | the languages and backends |

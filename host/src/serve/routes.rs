@@ -47,6 +47,7 @@ pub(super) fn router(manager: SessionManager, tokens: Vec<Token>, max_body: usiz
         )
         .route_layer(middleware::from_fn_with_state(api.clone(), authenticate));
     Router::new()
+        .route("/", get(playground))
         .route("/health", get(health))
         .merge(protected)
         .fallback(not_found)
@@ -159,6 +160,27 @@ async fn authenticate(State(api): State<Api>, mut request: Request, next: Next) 
         )
         .into_response(),
     }
+}
+
+/// The web playground: one page, no build step, no third-party code. It reads
+/// nothing without a token where the server needs one; the page itself is public.
+async fn playground() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            // Only this page's own script and style, images from data: URLs (plots),
+            // requests to this server.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
+                 frame-ancestors 'none'",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        include_str!("playground.html"),
+    )
+        .into_response()
 }
 
 async fn health() -> Json<Value> {

@@ -1,0 +1,76 @@
+"""The web playground of `sandlot serve` in a real headless browser: Debian's
+chromium, driven over WebDriver by Selenium (from PyPI). tests/serve.rs runs it;
+tests/run.sh installs both.
+
+    playground_browser.py http://127.0.0.1:PORT/
+
+Loads the page, runs Python that prints and plots, and checks that the text and the
+image appear; runs again in the same session and checks the variable is still there.
+Prints one line per check and exits non-zero at the first that fails.
+"""
+
+import sys
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+
+def check(what, condition, detail=""):
+    if not condition:
+        print(f"FAILED: {what}: {detail}", flush=True)
+        sys.exit(1)
+    print(f"ok: {what}", flush=True)
+
+
+def main():
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"]:
+        options.add_argument(flag)
+    browser = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    try:
+        browser.get(sys.argv[1])
+        wait = WebDriverWait(browser, 90)
+        wait.until(lambda b: len(Select(b.find_element(By.ID, "language")).options) > 1)
+        check("the page lists the languages", True)
+        Select(browser.find_element(By.ID, "language")).select_by_value("python")
+        Select(browser.find_element(By.ID, "backend")).select_by_value("wasm")
+        code = browser.find_element(By.ID, "code")
+        code.clear()
+        code.send_keys(
+            "import matplotlib.pyplot as plt\n"
+            "kept = 'from the first run'\n"
+            "print('hello from the browser')\n"
+            "plt.plot([1, 2, 3], [3, 1, 2])\n"
+            "plt.show()\n"
+        )
+        browser.find_element(By.ID, "run").click()
+        wait.until(lambda b: b.find_element(By.ID, "status").text.startswith(("exit", "error")))
+        status = browser.find_element(By.ID, "status").text
+        check("the run ends well", status.startswith("exit 0"), status)
+        stdout = browser.find_element(By.ID, "stdout").text
+        check("the text is shown", "hello from the browser" in stdout, stdout)
+        images = browser.find_elements(By.CSS_SELECTOR, "#plots img")
+        check("one plot is shown", len(images) == 1, len(images))
+        source = images[0].get_attribute("src")
+        check("the plot is a PNG", source.startswith("data:image/png;base64,"), source[:40])
+        width = browser.execute_script("return arguments[0].naturalWidth", images[0])
+        check("the browser decoded the image", width > 100, width)
+
+        code.clear()
+        code.send_keys("print(kept)\n")
+        browser.find_element(By.ID, "run").click()
+        wait.until(lambda b: "from the first run" in b.find_element(By.ID, "stdout").text
+                   or b.find_element(By.ID, "status").text.startswith("error"))
+        check("the session kept the variable",
+              "from the first run" in browser.find_element(By.ID, "stdout").text,
+              browser.find_element(By.ID, "status").text)
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        check("no error in the browser's console", not errors, errors)
+    finally:
+        browser.quit()
+
+
+main()
