@@ -858,3 +858,68 @@ fn an_execution_says_which_policy_fields_its_backend_could_not_apply() {
         "{stderr}"
     );
 }
+
+#[test]
+fn config_show_says_what_is_in_force_and_where_each_value_came_from() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("sandlot.toml"),
+        "[policy]\npreset = \"strict\"\n\n[pool.docker]\nmax_size = 3\n",
+    )
+    .unwrap();
+    let cache = home.path().join("elsewhere");
+    let (json, _) =
+        ok(sandlot(home.path(), &["config", "show", "--json"]).env("SANDLOT_CACHE_DIR", &cache));
+    let shown: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        shown["file"]["value"]
+            .as_str()
+            .unwrap()
+            .ends_with("sandlot.toml"),
+        "{shown}"
+    );
+    assert_eq!(shown["cache_dir"]["value"], cache.to_str().unwrap());
+    assert_eq!(shown["cache_dir"]["from"], "$SANDLOT_CACHE_DIR");
+    assert_eq!(shown["runtimes_dir"]["from"], "default");
+    assert_eq!(
+        shown["policy"]["value"]["network"], "off",
+        "the strict preset"
+    );
+    assert!(
+        shown["policy"]["from"]
+            .as_str()
+            .unwrap()
+            .ends_with("sandlot.toml"),
+        "{shown}"
+    );
+    assert_eq!(shown["pools"]["value"]["docker"]["max_size"], 3);
+    assert_eq!(shown["kubernetes"]["value"], serde_json::Value::Null);
+
+    let (text, _) = ok(&mut sandlot(home.path(), &["config", "show"]));
+    assert!(text.contains("cache_dir"), "{text}");
+    assert!(
+        text.contains("($SANDLOT_CACHE_DIR)") || text.contains("(default)"),
+        "{text}"
+    );
+    assert!(text.contains("  network"), "{text}");
+
+    let bare = tempfile::tempdir().unwrap();
+    let (json, _) = ok(&mut sandlot(bare.path(), &["config", "show", "--json"]));
+    let shown: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(shown["file"]["value"], serde_json::Value::Null);
+    assert_eq!(shown["policy"]["from"], "default");
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    let home = tempfile::tempdir().unwrap();
+    for (shell, marker) in [
+        ("bash", "_sandlot()"),
+        ("zsh", "#compdef sandlot"),
+        ("fish", "complete -c sandlot"),
+    ] {
+        let (script, _) = ok(&mut sandlot(home.path(), &["completions", shell]));
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(script.contains("serve"), "{shell} knows the subcommands");
+    }
+}

@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and dispatch. Each command lives in its
 //! own module and is a thin client of the library's service layer.
 
+mod config;
 mod images;
 mod mcp;
 mod output;
@@ -124,6 +125,16 @@ enum Commands {
     /// sharing state. At a terminal: line editing, history and multi-line input; from
     /// a pipe: one cell per line. Exits with the last cell's status.
     Repl(repl::ReplArgs),
+    /// Show the configuration in force and where each value came from.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
+    /// Print a shell completion script, e.g. `sandlot completions bash >
+    /// /etc/bash_completion.d/sandlot`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Serve MCP: tools for an AI assistant to run code once or in sessions, over
     /// stdio (the default) or streamable HTTP on a loopback address.
     Mcp(mcp::McpArgs),
@@ -169,6 +180,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Commands::Plan(args) => plan::command(&global.plugins(true)?, args),
         Commands::Run(args) => run::command(global, args),
         Commands::Repl(args) => repl::command(global, args),
+        Commands::Config(command) => config::command(global, command),
+        Commands::Completions { shell } => config::completions(shell),
         Commands::Mcp(args) => mcp::command(global, args),
         Commands::Serve(args) => serve::command(global, args),
         Commands::Runtimes(command) => runtimes::command(global, command),
