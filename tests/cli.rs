@@ -923,3 +923,16 @@ fn completions_are_printed_for_each_shell() {
         assert!(script.contains("serve"), "{shell} knows the subcommands");
     }
 }
+
+#[test]
+fn runtimes_list_prints_json_too() {
+    let home = tempfile::tempdir().unwrap();
+    let (json, stderr) = ok(&mut sandlot(home.path(), &["runtimes", "list", "--json"]));
+    let listed: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        listed,
+        serde_json::json!([]),
+        "nothing installed in a fresh home"
+    );
+    assert!(stderr.is_empty(), "{stderr}");
+}

@@ -1074,12 +1074,45 @@ fn gc_reaps_containers_whose_owner_is_gone(engine: Engine) {
     let orphan = listed.iter().find(|s| s.name == name).expect("listed");
     assert!(!orphan.owner_alive);
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
-        .args(["gc", "--engine", engine.name()])
+        .args(["gc", "--engine", engine.name(), "--json"])
         .output()
         .unwrap();
     assert!(status.status.success(), "{status:?}");
-    assert!(String::from_utf8_lossy(&status.stdout).contains(&name));
+    let removed: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert!(
+        removed["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == name.as_str()),
+        "{removed}"
+    );
     assert!(!backend.sandboxes().unwrap().iter().any(|s| s.name == name));
+}
+
+#[test]
+fn images_list_says_each_recipe_and_its_state_as_json() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args(["images", "list", "--engine", "docker", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let images: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let images = images.as_array().unwrap();
+    let python = images
+        .iter()
+        .find(|i| i["image"] == "sandlot/python:latest")
+        .unwrap_or_else(|| panic!("{images:?}"));
+    assert_eq!(python["recipe"], "python");
+    assert_eq!(python["status"], "current");
+    assert!(python["size"].as_u64().unwrap() > 1 << 20);
+    // The agent variants are part of their images, not listed apart.
+    assert!(
+        !images
+            .iter()
+            .any(|i| i["image"].as_str().unwrap().contains("-agent-")),
+        "{images:?}"
+    );
 }
 
 fn shell_commands_run_through_sh(engine: Engine) {

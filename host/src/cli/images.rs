@@ -27,6 +27,9 @@ pub(super) enum ImagesCommand {
         /// The engine to ask.
         #[arg(long, value_enum, default_value = "docker")]
         engine: EngineArg,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Pull an image from a registry, showing progress (for `[images]` in sandlot.toml).
     Pull {
@@ -109,9 +112,32 @@ pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCod
             }
             Ok(ExitCode::SUCCESS)
         }
-        ImagesCommand::List { engine } => {
+        ImagesCommand::List { engine, json } => {
             let backend = containers(global, engine)?;
             let images = backend.images()?;
+            if json {
+                let mut listed: Vec<_> = images
+                    .iter()
+                    .map(|i| {
+                        serde_json::json!({
+                            "image": i.reference, "size": i.size, "recipe": i.recipe,
+                            "status": if i.current { "current" }
+                                      else if i.recipe.is_some() { "outdated" }
+                                      else { "foreign" },
+                        })
+                    })
+                    .collect();
+                for recipe in Recipe::all() {
+                    if !images.iter().any(|i| i.reference == recipe.image) {
+                        listed.push(serde_json::json!({
+                            "image": recipe.image, "size": null, "recipe": recipe.name,
+                            "status": "missing",
+                        }));
+                    }
+                }
+                println!("{}", serde_json::to_string_pretty(&listed)?);
+                return Ok(ExitCode::SUCCESS);
+            }
             let mut table = Table::new(["IMAGE", "SIZE", "RECIPE", "STATUS"]);
             for image in &images {
                 table.row([
@@ -157,12 +183,15 @@ pub(super) enum GcTarget {
     Kubernetes,
 }
 
-/// Removes what killed sandlot processes left on `target`.
-pub(super) fn gc(global: &Global, target: GcTarget, all: bool) -> Result<ExitCode> {
+/// Removes what killed sandlot processes left on `target`; with `json`, says what
+/// as one JSON document.
+pub(super) fn gc(global: &Global, target: GcTarget, all: bool, json: bool) -> Result<ExitCode> {
     // The wasm backend's workspaces of killed processes, whichever engine is named.
     let workspaces = sandlot::backend::wasm::WasmBackend::gc();
-    for path in &workspaces {
-        println!("{}", path.display());
+    if !json {
+        for path in &workspaces {
+            println!("{}", path.display());
+        }
     }
     if !workspaces.is_empty() {
         eprintln!("sandlot: removed {} wasm workspace(s)", workspaces.len());
@@ -177,6 +206,14 @@ pub(super) fn gc(global: &Global, target: GcTarget, all: bool) -> Result<ExitCod
             (cluster.gc(all)?, "pod")
         }
     };
+    if json {
+        let document = serde_json::json!({
+            "wasm_workspaces": workspaces,
+            format!("{what}s"): removed,
+        });
+        println!("{}", serde_json::to_string_pretty(&document)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     for name in &removed {
         println!("{name}");
     }

@@ -157,6 +157,9 @@ enum Commands {
         /// Remove every sandlot container or pod, also those of running sessions.
         #[arg(long)]
         all: bool,
+        /// Print what was removed as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -186,6 +189,6 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Commands::Serve(args) => serve::command(global, args),
         Commands::Runtimes(command) => runtimes::command(global, command),
         Commands::Images(command) => images::command(global, command),
-        Commands::Gc { engine, all } => images::gc(global, engine, all),
+        Commands::Gc { engine, all, json } => images::gc(global, engine, all, json),
     }
 }

@@ -16,13 +16,17 @@ pub(super) enum RuntimesCommand {
         language: String,
     },
     /// The installed runtimes.
-    List,
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub(super) fn command(global: &Global, command: RuntimesCommand) -> Result<ExitCode> {
     match command {
         RuntimesCommand::Install { language } => install(global, &language),
-        RuntimesCommand::List => list(global),
+        RuntimesCommand::List { json } => list(global, json),
     }
 }
 
@@ -55,9 +59,27 @@ fn install(global: &Global, language: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn list(global: &Global) -> Result<ExitCode> {
+fn list(global: &Global, json: bool) -> Result<ExitCode> {
     let dirs = global.dirs()?;
     let backend = backend(&dirs)?;
+    if json {
+        let listed: Vec<_> = backend
+            .runtimes()
+            .iter()
+            .map(|runtime| match &runtime.description {
+                Ok(d) => serde_json::json!({
+                    "id": d.id, "languages": d.languages, "version": d.version,
+                    "kind": d.kind.to_string(), "compiled": runtime.compiled,
+                    "path": runtime.path,
+                }),
+                Err(reason) => serde_json::json!({
+                    "path": runtime.path, "error": reason.to_string(),
+                }),
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&listed)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut table = Table::new([
         "RUNTIME",
         "LANGUAGES",
