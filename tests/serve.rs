@@ -541,3 +541,65 @@ fn the_playground_runs_python_in_a_real_browser() {
     assert!(said.contains("ok: the browser decoded the image"), "{said}");
     assert!(said.contains("ok: the session kept the variable"), "{said}");
 }
+
+/// The OpenAPI document is served without a token and lists exactly what the server
+/// answers: every operation it names is routed (no 404 "not_found", no 405), and the
+/// public ones need no token.
+#[tokio::test]
+async fn the_openapi_document_describes_the_routes_the_server_has() {
+    let server = Server::start(&[]);
+    let document: Value = client()
+        .get(server.at("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(document["openapi"], "3.1.0");
+    let schemas = &document["components"]["schemas"];
+    for name in [
+        "Ask",
+        "RunOnce",
+        "SessionRun",
+        "SessionInfo",
+        "Execution",
+        "Error",
+    ] {
+        assert!(schemas[name].is_object(), "no schema {name}");
+    }
+    assert_eq!(
+        schemas["RunOnce"]["required"],
+        json!(["language", "code"]),
+        "generated from the type: {}",
+        schemas["RunOnce"]
+    );
+    let paths = document["paths"].as_object().unwrap();
+    assert!(paths.len() >= 10, "{paths:?}");
+    let mut operations = 0;
+    for (path, item) in paths {
+        for (method, operation) in item.as_object().unwrap() {
+            operations += 1;
+            let url = server.at(&path.replace("{id}", "s-none").replace("{path}", "x.txt"));
+            let public = operation["security"] == json!([]);
+            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let mut request = client().request(method.clone(), &url);
+            if !public {
+                request = request.bearer_auth(ALICE);
+            }
+            if method == reqwest::Method::POST {
+                request = request.json(&json!({}));
+            }
+            let answer = request.send().await.unwrap();
+            let status = answer.status().as_u16();
+            let body: Value = answer.json().await.unwrap_or(Value::Null);
+            assert_ne!(status, 405, "{method} {path} is not routed");
+            assert_ne!(
+                body["error"]["kind"], "not_found",
+                "{method} {path} is documented but not routed"
+            );
+            assert_ne!(status, 401, "{method} {path}: {body}");
+        }
+    }
+    assert!(operations >= 12, "{operations} operations");
+}

@@ -70,7 +70,7 @@ impl fmt::Display for ClientId {
 
 /// A session's name as clients pass it back: `s-` and 32 hexadecimal digits, from
 /// randomly keyed hashes, so that one client cannot guess another's.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct SessionId(String);
 
@@ -178,7 +178,7 @@ impl ManagerSettings {
 }
 
 /// An open session, as its client sees it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[non_exhaustive]
 pub struct SessionInfo {
     /// The name to pass back.
@@ -186,6 +186,7 @@ pub struct SessionInfo {
     /// The language id.
     pub language: String,
     /// The backend it runs on.
+    #[schemars(with = "String")]
     pub backend: BackendName,
     /// Whether variables persist from one run to the next.
     pub persistent: bool,
@@ -199,7 +200,7 @@ pub struct SessionInfo {
 
 /// What a client of a server may ask of a session, as the MCP tools and the HTTP API
 /// take it: everything but the language may be left to the server.
-#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, schemars::JsonSchema)]
 #[non_exhaustive]
 pub struct Ask {
     /// Language id or alias.

@@ -32,7 +32,9 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// When a container sandbox may reach the network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Network {

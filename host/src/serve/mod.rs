@@ -7,6 +7,7 @@
 //! | --- | --- |
 //! | `GET /` | the web playground: edit, run, see output stream in and plots |
 //! | `GET /health` | `{"status":"ok"}`, without a token |
+//! | `GET /openapi.json` | the OpenAPI 3.1 document of all this, without a token |
 //! | `GET /metrics` | Prometheus text: sessions, runs, failures |
 //! | `GET /v1/languages` | the languages and backends |
 //! | `POST /v1/run` | one program in a fresh sandbox (an [`Ask`] plus `code`) |
@@ -18,6 +19,7 @@
 //!
 //! Runs answer with the `sandlot.execution/1` JSON of [`crate::execution`].
 
+mod openapi;
 mod routes;
 
 use crate::error::Error;

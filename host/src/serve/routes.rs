@@ -49,6 +49,7 @@ pub(super) fn router(manager: SessionManager, tokens: Vec<Token>, max_body: usiz
     Router::new()
         .route("/", get(playground))
         .route("/health", get(health))
+        .route("/openapi.json", get(openapi))
         .merge(protected)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(max_body))
@@ -183,6 +184,11 @@ async fn playground() -> Response {
         .into_response()
 }
 
+async fn openapi() -> Json<Value> {
+    static DOCUMENT: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    Json(DOCUMENT.get_or_init(super::openapi::document).clone())
+}
+
 async fn health() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
@@ -262,11 +268,12 @@ async fn languages(State(api): State<Api>) -> Answer<Json<Value>> {
     Ok(Json(languages))
 }
 
-/// `POST /v1/run`: an [`Ask`] and the code.
-#[derive(Deserialize)]
-struct RunOnce {
+/// `POST /v1/run`: what a session would be asked, and the code.
+#[derive(Deserialize, schemars::JsonSchema)]
+pub(super) struct RunOnce {
     #[serde(flatten)]
     ask: Ask,
+    /// The program.
     code: String,
 }
 
@@ -312,9 +319,11 @@ async fn close(
 }
 
 /// `POST /v1/sessions/{id}/run`.
-#[derive(Deserialize)]
-struct SessionRun {
+#[derive(Deserialize, schemars::JsonSchema)]
+pub(super) struct SessionRun {
+    /// Code to run; it sees what earlier runs of the session left.
     code: String,
+    /// Time limit of this run in seconds, at most the server's.
     #[serde(default)]
     timeout_seconds: Option<f64>,
     /// Standard input of the run, as text.
@@ -403,8 +412,9 @@ fn streamed(
 }
 
 /// `POST /v1/sessions/{id}/shell`.
-#[derive(Deserialize)]
-struct Shell {
+#[derive(Deserialize, schemars::JsonSchema)]
+pub(super) struct Shell {
+    /// A shell command line.
     command: String,
 }
 
