@@ -936,3 +936,25 @@ fn runtimes_list_prints_json_too() {
     );
     assert!(stderr.is_empty(), "{stderr}");
 }
+
+#[test]
+fn quiet_keeps_sandlots_own_notes_off_stderr_but_not_errors() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, stderr) = ok(&mut sandlot(home.path(), &["runtimes", "list"]));
+    assert!(stderr.contains("no runtimes"), "{stderr}");
+    let (table, stderr) = ok(&mut sandlot(home.path(), &["-q", "runtimes", "list"]));
+    assert!(stderr.is_empty(), "{stderr}");
+    assert!(
+        table.starts_with("RUNTIME"),
+        "the data is still printed: {table}"
+    );
+    let (output, _, stderr) = run(&mut sandlot(
+        home.path(),
+        &["--quiet", "plan", "-l", "klingon", "-c", "x"],
+    ));
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("error:"),
+        "errors are never silenced: {stderr}"
+    );
+}

@@ -80,7 +80,7 @@ pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCod
             // What a Kubernetes node on this engine starts its pods' agents from.
             let (agent, loaded) = backend.load_agent_image()?;
             if loaded {
-                eprintln!("sandlot: loaded {agent}");
+                note!("sandlot: loaded {agent}");
             }
             let present = backend.images()?;
             for recipe in Recipe::select(&names)? {
@@ -88,17 +88,18 @@ pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCod
                     .iter()
                     .any(|i| i.reference == recipe.image && i.current);
                 if current && !force {
-                    eprintln!("sandlot: {} is up to date", recipe.image);
+                    note!("sandlot: {} is up to date", recipe.image);
                 } else {
-                    eprintln!(
+                    note!(
                         "sandlot: building {} ({})",
-                        recipe.image, recipe.description
+                        recipe.image,
+                        recipe.description
                     );
                     let started = std::time::Instant::now();
                     backend.build_image(&recipe, &default_rootfs_cache(), &mut |line| {
-                        eprintln!("  {line}")
+                        note!("  {line}")
                     })?;
-                    eprintln!(
+                    note!(
                         "sandlot: {} ready in {:.0} s",
                         recipe.image,
                         started.elapsed().as_secs_f64()
@@ -107,7 +108,7 @@ pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCod
                 // What a Kubernetes node on this engine starts pods of this image from.
                 let (variant, made) = backend.load_agent_variant(&recipe.image)?;
                 if made {
-                    eprintln!("sandlot: made {variant}");
+                    note!("sandlot: made {variant}");
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -168,8 +169,8 @@ pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCod
         }
         ImagesCommand::Pull { reference, engine } => {
             let backend = containers(global, engine)?;
-            backend.pull_image(&reference, &mut |line| eprintln!("  {line}"))?;
-            eprintln!("sandlot: pulled {reference}");
+            backend.pull_image(&reference, &mut |line| note!("  {line}"))?;
+            note!("sandlot: pulled {reference}");
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -194,7 +195,7 @@ pub(super) fn gc(global: &Global, target: GcTarget, all: bool, json: bool) -> Re
         }
     }
     if !workspaces.is_empty() {
-        eprintln!("sandlot: removed {} wasm workspace(s)", workspaces.len());
+        note!("sandlot: removed {} wasm workspace(s)", workspaces.len());
     }
     let (removed, what) = match target {
         GcTarget::Docker => (containers(global, EngineArg::Docker)?.gc(all)?, "container"),
@@ -217,6 +218,6 @@ pub(super) fn gc(global: &Global, target: GcTarget, all: bool, json: bool) -> Re
     for name in &removed {
         println!("{name}");
     }
-    eprintln!("sandlot: removed {} {what}(s)", removed.len());
+    note!("sandlot: removed {} {what}(s)", removed.len());
     Ok(ExitCode::SUCCESS)
 }

@@ -1,10 +1,11 @@
 //! Command-line interface: argument parsing and dispatch. Each command lives in its
 //! own module and is a thin client of the library's service layer.
 
+#[macro_use]
+mod output;
 mod config;
 mod images;
 mod mcp;
-mod output;
 mod plan;
 mod plugins;
 mod repl;
@@ -46,6 +47,9 @@ struct Global {
     /// Compile plugins in memory; read and write no cache.
     #[arg(long, global = true)]
     no_cache: bool,
+    /// Say nothing on stderr but errors and warnings: no progress, no notes.
+    #[arg(short, long, global = true)]
+    quiet: bool,
     /// Look for WebAssembly runtimes in DIR (default: $SANDLOT_RUNTIMES_DIR, the
     /// config's runtimes_dir, then $XDG_DATA_HOME/sandlot/runtimes).
     #[arg(long, global = true, value_name = "DIR")]
@@ -93,7 +97,7 @@ fn plugin_notes(host: &PluginHost) {
         match &report.status {
             PluginStatus::Active {
                 replaces: Some(old),
-            } => eprintln!(
+            } => note!(
                 "note: {} replaces {old} for language `{}`",
                 report.source,
                 report.language.as_deref().unwrap_or("?")
@@ -177,6 +181,7 @@ pub fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     let global = &cli.global;
+    output::set_quiet(global.quiet);
     match cli.command {
         Commands::Languages { json } => plugins::languages(&global.plugins(true)?, json),
         Commands::Plugins(command) => plugins::command(global, command),

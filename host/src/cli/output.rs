@@ -1,4 +1,29 @@
-//! Plain-text tables and colours for the terminal.
+//! Plain-text tables and colours for the terminal, and sandlot's own notes on stderr,
+//! which `--quiet` silences.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Silences [`note!`] for the rest of the process (`-q`).
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// Whether `-q` was given.
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// Like `eprintln!`, for what sandlot says about its own work (progress, where a run
+/// went, what it removed): silent under `-q`. Errors and warnings are not notes.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        if !$crate::cli::output::quiet() {
+            eprintln!($($arg)*);
+        }
+    };
+}
 
 use sandlot::Severity;
 use std::fmt;

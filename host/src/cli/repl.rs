@@ -52,7 +52,7 @@ pub(super) fn command(global: &Global, args: ReplArgs) -> Result<ExitCode> {
         request.earlier_output = EarlierOutput::Clear;
     }
     let mut session = service
-        .open(&request, |step| eprintln!("sandlot: {step}"))
+        .open(&request, |step| note!("sandlot: {step}"))
         .context("cannot open the session")?;
     let mut repl = Repl {
         session: &mut session,
@@ -102,7 +102,7 @@ impl Repl<'_> {
             // A first session has none yet.
             let _ = editor.load_history(file);
         }
-        eprintln!(
+        note!(
             "sandlot: {language} on {}; a cell ends at a blank line once it spans \
              several; a cell stops at its time limit (--timeout); :quit or Ctrl-D leaves",
             self.session.backend()
@@ -172,9 +172,7 @@ impl Repl<'_> {
         };
         self.after(&execution)?;
         if self.terminal_input && self.interrupted.swap(false, Ordering::SeqCst) {
-            eprintln!(
-                "sandlot: Ctrl-C does not stop a cell; it stops at its time limit (--timeout)"
-            );
+            note!("sandlot: Ctrl-C does not stop a cell; it stops at its time limit (--timeout)");
         }
         Ok(true)
     }
@@ -197,7 +195,7 @@ impl Repl<'_> {
         }
         notes(execution, self.memory, true);
         if let SessionState::Restarted { .. } = execution.session {
-            eprintln!("sandlot: the interpreter was restarted; earlier state is gone");
+            note!("sandlot: the interpreter was restarted; earlier state is gone");
         }
         self.last = exit_status(execution);
         Ok(())

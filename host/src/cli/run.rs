@@ -142,7 +142,7 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let (code, handler) = args.source.load(service.sandlot().plugins())?;
     let configured = service.sandlot().config().policy;
     let request = args.sandbox.request(&handler.info().id, configured)?;
-    let opened = service.open(&request, |step| eprintln!("sandlot: {step}"));
+    let opened = service.open(&request, |step| note!("sandlot: {step}"));
     let mut session = match opened {
         Ok(session) => session,
         Err(error) => {
@@ -152,11 +152,11 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     };
     if args.verbose {
         for (backend, why) in session.passed_over() {
-            eprintln!("sandlot: passed over {backend}: {why}");
+            note!("sandlot: passed over {backend}: {why}");
         }
         match session.sandbox_name() {
-            Some(name) => eprintln!("sandlot: running on {} ({name})", session.backend()),
-            None => eprintln!("sandlot: running on {}", session.backend()),
+            Some(name) => note!("sandlot: running on {} ({name})", session.backend()),
+            None => note!("sandlot: running on {}", session.backend()),
         }
         if !session.unenforced().is_empty() {
             let fields: Vec<String> = session.unenforced().iter().map(|f| f.to_string()).collect();
@@ -222,19 +222,19 @@ pub(super) fn notes(execution: &Execution, memory_mib: usize, kept: bool) {
     .into_iter()
     .flatten()
     {
-        eprintln!("sandlot: {note}");
+        note!("sandlot: {note}");
     }
     match &execution.end {
         EndReason::Completed => {}
-        EndReason::TimedOut { limit } => eprintln!(
+        EndReason::TimedOut { limit } => note!(
             "sandlot: stopped at the time limit of {} s (--timeout), after {:.1} s",
             limit.as_secs_f64(),
             execution.duration.as_secs_f64()
         ),
         EndReason::MemoryLimit => {
-            eprintln!("sandlot: stopped at the memory cap of {memory_mib} MiB (--memory)")
+            note!("sandlot: stopped at the memory cap of {memory_mib} MiB (--memory)")
         }
-        other => eprintln!("sandlot: {other}"),
+        other => note!("sandlot: {other}"),
     }
     if !execution.artifacts.is_empty() && !kept {
         let names: Vec<_> = execution
@@ -242,7 +242,7 @@ pub(super) fn notes(execution: &Execution, memory_mib: usize, kept: bool) {
             .iter()
             .map(|a| a.path.as_str())
             .collect();
-        eprintln!(
+        note!(
             "sandlot: made {} (use --out DIR to keep them)",
             names.join(", ")
         );

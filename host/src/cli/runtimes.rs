@@ -44,14 +44,14 @@ fn backend(dirs: &sandlot::dirs::Dirs) -> Result<WasmBackend> {
 fn install(global: &Global, language: &str) -> Result<ExitCode> {
     let dirs = global.dirs()?;
     let dir = dirs.runtimes_dir();
-    let installed = sandlot::runtimes::install(language, dir, |step| eprintln!("sandlot: {step}"))?;
-    eprintln!("sandlot: installed in {}", installed.display());
+    let installed = sandlot::runtimes::install(language, dir, |step| note!("sandlot: {step}"))?;
+    note!("sandlot: installed in {}", installed.display());
     let backend = backend(&dirs)?;
     if backend.needs_compile(language) {
-        eprintln!("sandlot: compiling the runtime once (CPython takes about 90 s on 2 cores)");
+        note!("sandlot: compiling the runtime once (CPython takes about 90 s on 2 cores)");
         let started = std::time::Instant::now();
         backend.precompile(language)?;
-        eprintln!(
+        note!(
             "sandlot: compiled in {:.0} s",
             started.elapsed().as_secs_f64()
         );
@@ -105,10 +105,10 @@ fn list(global: &Global, json: bool) -> Result<ExitCode> {
     }
     print!("{table}");
     for problem in &skipped {
-        eprintln!("sandlot: skipped {problem}");
+        note!("sandlot: skipped {problem}");
     }
     if found.is_empty() {
-        eprintln!(
+        note!(
             "sandlot: no runtimes in {} or the plugin directories; install one with \
              `sandlot runtimes install python`",
             dirs.runtimes_dir().display()
