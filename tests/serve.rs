@@ -301,7 +301,15 @@ async fn a_session_lives_across_requests_and_belongs_to_its_token() {
             "no `{event}` for {id} in:\n{logged}"
         );
     }
-    assert!(logged.contains("run finished"), "{logged}");
+    // Each run in a span of its session.
+    assert!(
+        logged
+            .lines()
+            .any(|l| l.contains(&format!("session{{id={id}"))
+                && l.contains(":run: ")
+                && l.contains("run finished")),
+        "no run of {id} in its session's span:\n{logged}"
+    );
     assert!(logged.contains("client=alice"), "{logged}");
 }
 

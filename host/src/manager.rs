@@ -731,6 +731,18 @@ impl SessionManager {
         id: &SessionId,
         f: impl FnOnce(&mut Session) -> Result<T>,
     ) -> Result<T> {
+        let span = session_span(client, id);
+        let _entered = span.enter();
+        self.in_session(client, id, f)
+    }
+
+    /// [`SessionManager::with_session`], in the caller's spans.
+    fn in_session<T>(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        f: impl FnOnce(&mut Session) -> Result<T>,
+    ) -> Result<T> {
         let entry = self.entry(client, id)?;
         entry.touch();
         let result = {
@@ -770,9 +782,11 @@ impl SessionManager {
         if !looser.is_empty() {
             return self.count_run(Err(Error::NotAllowed { fields: looser }));
         }
-        let span = tracing::info_span!("run", session = %id, %client);
-        let _entered = span.enter();
-        self.count_run(self.with_session(client, id, |s| s.run_with(code, options)))
+        let session = session_span(client, id);
+        let _in_session = session.enter();
+        let run = tracing::info_span!("run");
+        let _in_run = run.enter();
+        self.count_run(self.in_session(client, id, |s| s.run_with(code, options)))
     }
 
     /// Runs a shell command line in session `id` of `client`, where its backend has a
@@ -783,9 +797,11 @@ impl SessionManager {
         id: &SessionId,
         command_line: &str,
     ) -> Result<Execution> {
-        let span = tracing::info_span!("command", session = %id, %client);
-        let _entered = span.enter();
-        self.count_run(self.with_session(client, id, |s| s.execute_command(command_line)))
+        let session = session_span(client, id);
+        let _in_session = session.enter();
+        let command = tracing::info_span!("command");
+        let _in_command = command.enter();
+        self.count_run(self.in_session(client, id, |s| s.execute_command(command_line)))
     }
 
     /// Opens a session, runs `code` once and closes it: for a client that needs no
@@ -1015,6 +1031,11 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// The span of everything done in session `id`, for the servers' logs.
+fn session_span(client: &ClientId, id: &SessionId) -> tracing::Span {
+    tracing::info_span!("session", id = %id, %client)
 }
 
 /// The sweeper's loop: ends when the manager shuts down or is gone. It holds the
