@@ -611,3 +611,40 @@ async fn the_openapi_document_describes_the_routes_the_server_has() {
     }
     assert!(operations >= 12, "{operations} operations");
 }
+
+#[tokio::test]
+async fn tokens_also_come_from_the_configs_tokens_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let carol = "carol-0123456789abcdef0123456789";
+    std::fs::write(
+        dir.path().join("tokens"),
+        format!("# who may call\ncarol:{carol}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("sandlot.toml"),
+        "[serve]\ntokens_file = \"tokens\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        dir.path().join("tokens"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let config = dir.path().join("sandlot.toml");
+    let server = Server::start(&["--config", config.to_str().unwrap()]);
+    for (token, status) in [
+        (carol, 200),
+        (ALICE, 200),
+        ("carol-not-the-right-one-at-all", 401),
+    ] {
+        let answer = client()
+            .get(server.at("/v1/sessions"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), status, "{token}");
+    }
+}

@@ -77,6 +77,18 @@ pub struct Config {
     pub policy: Option<Policy>,
     /// The Kubernetes backend's settings (`[kubernetes]`).
     pub kubernetes: KubernetesConfig,
+    /// `sandlot serve`'s settings (`[serve]`).
+    pub serve: ServeConfig,
+}
+
+/// The `[serve]` section: settings of the HTTP API.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ServeConfig {
+    /// A file of bearer tokens, one `NAME:SECRET` per line (`#` starts a comment),
+    /// resolved against the config file's directory; besides `SANDLOT_API_TOKENS`.
+    pub tokens_file: Option<PathBuf>,
 }
 
 /// The `[kubernetes]` section: how the `kubernetes` backend reaches its cluster.
@@ -162,6 +174,8 @@ struct File {
     policy: Option<PolicySettings>,
     #[serde(default)]
     kubernetes: KubernetesConfig,
+    #[serde(default)]
+    serve: ServeConfig,
 }
 
 impl Config {
@@ -236,6 +250,9 @@ impl Config {
                 kubeconfig: file.kubernetes.kubeconfig.map(|f| base.join(f)),
                 pod_template: file.kubernetes.pod_template.map(|f| base.join(f)),
                 ..file.kubernetes
+            },
+            serve: ServeConfig {
+                tokens_file: file.serve.tokens_file.map(|f| base.join(f)),
             },
         })
     }

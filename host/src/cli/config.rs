@@ -77,6 +77,10 @@ fn effective(global: &Global) -> Result<Value> {
         "images": sourced(&config.images, in_file(!config.images.is_empty(), Origin::Default)),
         "policy": sourced(policy, in_file(config.policy.is_some(), Origin::Default)),
         "pools": sourced(&config.pools, in_file(!config.pools.is_empty(), Origin::Default)),
+        "serve_tokens_file": sourced(
+            &config.serve.tokens_file,
+            in_file(config.serve.tokens_file.is_some(), Origin::Default),
+        ),
         "kubernetes": if cluster_configured {
             sourced(json!({
                 "kubeconfig": kubernetes.kubeconfig,
@@ -119,6 +123,7 @@ fn as_text(shown: &Value) -> String {
         "podman_host",
         "images",
         "pools",
+        "serve_tokens_file",
         "kubernetes",
     ] {
         line(key, &shown[key]);

@@ -2,7 +2,7 @@
 
 use super::mcp::{finish, init_logging, runtime, stop_signal, SessionArgs};
 use super::Global;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use sandlot::serve::{HttpApi, ServeOptions, Token};
 use std::net::SocketAddr;
@@ -18,11 +18,7 @@ pub(super) struct ServeArgs {
 }
 
 pub(super) fn command(global: &Global, args: ServeArgs) -> Result<ExitCode> {
-    // Tokens only from the environment: a command line is visible to every user.
-    let tokens = match std::env::var("SANDLOT_API_TOKENS") {
-        Ok(list) => Token::parse_list(&list)?,
-        Err(_) => Vec::new(),
-    };
+    let tokens = tokens(global)?;
     init_logging();
     let manager = args.sessions.manager(global)?;
     let runtime = runtime()?;
@@ -44,4 +40,36 @@ pub(super) fn command(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     finish(&manager, runtime, "serve");
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The tokens of `SANDLOT_API_TOKENS` and of the config's `[serve] tokens_file`; never
+/// from the command line, which every user of the machine can read.
+fn tokens(global: &Global) -> Result<Vec<Token>> {
+    let mut tokens = match std::env::var("SANDLOT_API_TOKENS") {
+        Ok(list) => Token::parse_list(&list)?,
+        Err(_) => Vec::new(),
+    };
+    if let Some(file) = global.config()?.serve.tokens_file {
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read the tokens file {}", file.display()))?;
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            eprintln!(
+                "warning: {} can be read by other users (mode {:o}); `chmod 600` it",
+                file.display(),
+                mode & 0o777
+            );
+        }
+        let lines: Vec<&str> = text
+            .lines()
+            .map(|l| l.split('#').next().unwrap_or_default().trim())
+            .filter(|l| !l.is_empty())
+            .collect();
+        tokens.extend(
+            Token::parse_list(&lines.join(","))
+                .with_context(|| format!("in the tokens file {}", file.display()))?,
+        );
+    }
+    Ok(tokens)
 }
