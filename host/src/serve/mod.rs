@@ -20,6 +20,7 @@
 //! Runs answer with the `sandlot.execution/1` JSON of [`crate::execution`].
 
 mod openapi;
+mod requests;
 mod routes;
 
 use crate::error::Error;

@@ -2,7 +2,7 @@
 //! schemas generated from the types the handlers take and give (schemars), the
 //! operations listed next to the router. Built in the process, from nothing but code.
 
-use super::routes::{RunOnce, SessionRun, Shell};
+use super::requests::{RunOnce, SessionRun, Shell};
 use crate::manager::{Ask, SessionInfo};
 use schemars::generate::SchemaSettings;
 use serde_json::{json, Map, Value};

@@ -1,5 +1,6 @@
 //! The routes of the HTTP API, its authentication and its errors.
 
+use super::requests::{RunOnce, SessionRun, Shell};
 use super::Token;
 use crate::error::Error;
 use crate::execution::Execution;
@@ -14,7 +15,6 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
-use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -268,15 +268,6 @@ async fn languages(State(api): State<Api>) -> Answer<Json<Value>> {
     Ok(Json(languages))
 }
 
-/// `POST /v1/run`: what a session would be asked, and the code.
-#[derive(Deserialize, schemars::JsonSchema)]
-pub(super) struct RunOnce {
-    #[serde(flatten)]
-    ask: Ask,
-    /// The program.
-    code: String,
-}
-
 async fn run_once(
     State(api): State<Api>,
     Extension(client): Extension<ClientId>,
@@ -316,19 +307,6 @@ async fn close(
     let id = SessionId::from(id);
     blocking(move || manager.close(&client, &id)).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// `POST /v1/sessions/{id}/run`.
-#[derive(Deserialize, schemars::JsonSchema)]
-pub(super) struct SessionRun {
-    /// Code to run; it sees what earlier runs of the session left.
-    code: String,
-    /// Time limit of this run in seconds, at most the server's.
-    #[serde(default)]
-    timeout_seconds: Option<f64>,
-    /// Standard input of the run, as text.
-    #[serde(default)]
-    stdin: Option<String>,
 }
 
 async fn run(
@@ -409,13 +387,6 @@ fn streamed(
             .map(|event| (Ok::<Event, std::convert::Infallible>(event), received))
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
-}
-
-/// `POST /v1/sessions/{id}/shell`.
-#[derive(Deserialize, schemars::JsonSchema)]
-pub(super) struct Shell {
-    /// A shell command line.
-    command: String,
 }
 
 async fn shell(
