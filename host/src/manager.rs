@@ -667,26 +667,13 @@ impl SessionManager {
             .iter()
             .map(|field| format!("policy.{field}"))
             .collect();
-        let (mine, base) = (&request.limits, &self.inner.settings.limits);
-        // A memory limit of 0 is none at all.
-        let more_memory = base.memory != 0 && (mine.memory == 0 || mine.memory > base.memory);
-        for (name, over) in [
-            ("timeout", mine.timeout > base.timeout),
-            ("memory", more_memory),
-            ("max_output", mine.max_output > base.max_output),
-            (
-                "artifacts.max_files",
-                mine.artifacts.max_files > base.artifacts.max_files,
-            ),
-            (
-                "artifacts.max_bytes",
-                mine.artifacts.max_bytes > base.artifacts.max_bytes,
-            ),
-        ] {
-            if over {
-                looser.push(format!("limits.{name}"));
-            }
-        }
+        looser.extend(
+            request
+                .limits
+                .looser_than(&self.inner.settings.limits)
+                .iter()
+                .map(|name| format!("limits.{name}")),
+        );
         if looser.is_empty() {
             Ok(())
         } else {
@@ -772,13 +759,16 @@ impl SessionManager {
         options: RunOptions,
     ) -> Result<Execution> {
         let base = &self.inner.settings.limits;
-        let mut looser = Vec::new();
-        if options.timeout.is_some_and(|t| t > base.timeout) {
-            looser.push("limits.timeout".to_string());
-        }
-        if options.max_output.is_some_and(|m| m > base.max_output) {
-            looser.push("limits.max_output".to_string());
-        }
+        let this_run = Limits {
+            timeout: options.timeout.unwrap_or(base.timeout),
+            max_output: options.max_output.unwrap_or(base.max_output),
+            ..*base
+        };
+        let looser: Vec<String> = this_run
+            .looser_than(base)
+            .iter()
+            .map(|name| format!("limits.{name}"))
+            .collect();
         if !looser.is_empty() {
             return self.count_run(Err(Error::NotAllowed { fields: looser }));
         }

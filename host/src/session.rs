@@ -60,6 +60,41 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The limits in which these allow more than `base`, named as `timeout`,
+    /// `memory`, `max_output`, `artifacts.max_files`, `artifacts.max_bytes`: empty when
+    /// they are as tight or tighter everywhere. A memory limit of 0 is none at all, the
+    /// loosest.
+    ///
+    /// ```
+    /// use sandlot::Limits;
+    /// let server = Limits::default();
+    /// let shorter = Limits { timeout: server.timeout / 2, ..server };
+    /// assert!(shorter.looser_than(&server).is_empty());
+    /// let unlimited = Limits { memory: 0, ..server };
+    /// assert_eq!(unlimited.looser_than(&server), ["memory"]);
+    /// ```
+    pub fn looser_than(&self, base: &Limits) -> Vec<&'static str> {
+        let more_memory = base.memory != 0 && (self.memory == 0 || self.memory > base.memory);
+        [
+            ("timeout", self.timeout > base.timeout),
+            ("memory", more_memory),
+            ("max_output", self.max_output > base.max_output),
+            (
+                "artifacts.max_files",
+                self.artifacts.max_files > base.artifacts.max_files,
+            ),
+            (
+                "artifacts.max_bytes",
+                self.artifacts.max_bytes > base.artifacts.max_bytes,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, looser)| looser.then_some(name))
+        .collect()
+    }
+}
+
 /// Options of one run.
 #[derive(Default)]
 pub struct RunOptions {
