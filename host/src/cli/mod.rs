@@ -12,6 +12,7 @@ mod repl;
 mod run;
 mod runtimes;
 mod serve;
+mod server;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};

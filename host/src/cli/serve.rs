@@ -1,6 +1,6 @@
 //! `sandlot serve`: the HTTP/JSON API (see `sandlot::serve`).
 
-use super::mcp::{finish, init_logging, runtime, stop_signal, SessionArgs};
+use super::server::{finish, init_logging, runtime, stop_signal, SessionArgs};
 use super::Global;
 use anyhow::{Context, Result};
 use clap::Args;

@@ -14,19 +14,12 @@ const STREAM_CAP: usize = 64 << 10;
 pub(super) fn execution(run: &Execution, uri_base: &str) -> CallToolResult {
     let mut blocks = vec![ContentBlock::text(summary(run).to_string())];
     for artifact in &run.artifacts {
-        let data = base64::engine::general_purpose::STANDARD.encode(&artifact.bytes);
-        if artifact.mime.starts_with("image/") {
-            blocks.push(ContentBlock::image(data, artifact.mime));
+        blocks.push(if artifact.mime.starts_with("image/") {
+            ContentBlock::image(base64_of(&artifact.bytes), artifact.mime)
         } else {
             let uri = format!("{uri_base}/{}", artifact.path);
-            let contents = match std::str::from_utf8(&artifact.bytes) {
-                Ok(text) => ResourceContents::text(text, uri),
-                Err(_) => ResourceContents::blob(data, uri),
-            };
-            blocks.push(ContentBlock::resource(
-                contents.with_mime_type(artifact.mime),
-            ));
-        }
+            ContentBlock::resource(resource(&artifact.bytes, uri, artifact.mime))
+        });
     }
     if run.exit_code == 0 && run.end == crate::EndReason::Completed {
         CallToolResult::success(blocks)
@@ -64,14 +57,21 @@ fn summary(run: &Execution) -> serde_json::Value {
 /// A file read from a session: text when it is UTF-8, else base64.
 pub(super) fn file(path: &str, bytes: &[u8], uri: String) -> CallToolResult {
     let mime = crate::artifact::mime_of(path);
-    let contents = match std::str::from_utf8(bytes) {
-        Ok(text) => ResourceContents::text(text, uri),
-        Err(_) => {
-            ResourceContents::blob(base64::engine::general_purpose::STANDARD.encode(bytes), uri)
-        }
-    };
     CallToolResult::success(vec![
         ContentBlock::text(json!({ "path": path, "size": bytes.len(), "mime": mime }).to_string()),
-        ContentBlock::resource(contents.with_mime_type(mime)),
+        ContentBlock::resource(resource(bytes, uri, mime)),
     ])
+}
+
+/// A file's contents as a resource: text when it is UTF-8, else base64.
+fn resource(bytes: &[u8], uri: String, mime: &str) -> ResourceContents {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => ResourceContents::text(text, uri),
+        Err(_) => ResourceContents::blob(base64_of(bytes), uri),
+    }
+    .with_mime_type(mime)
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }

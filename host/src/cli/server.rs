@@ -1,0 +1,112 @@
+//! What the long-lived servers (`sandlot mcp`, `sandlot serve`) share: the session
+//! settings they take, their logs, their runtime, how they stop.
+
+use super::Global;
+use anyhow::{Context, Result};
+use clap::Args;
+use sandlot::manager::{ManagerSettings, SessionManager};
+use sandlot::policy::Policy;
+use sandlot::service::Service;
+use std::time::Duration;
+
+/// How a server treats its clients' sessions.
+#[derive(Args)]
+pub(super) struct SessionArgs {
+    /// Close a session nobody has used for this many seconds.
+    #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+    idle_timeout: u64,
+    /// Close a session this many seconds after it opened, used or not.
+    #[arg(long, default_value_t = 3600, value_name = "SECONDS")]
+    max_lifetime: u64,
+    /// Most sessions one client may have open.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    max_sessions_per_client: usize,
+    /// Most sessions open at once over all clients.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    max_sessions: usize,
+    /// Wall-clock limit of a run, in seconds; a client may ask for less.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    timeout: u64,
+    /// Memory cap of a sandbox, in MiB; a client may ask for less.
+    #[arg(long, default_value_t = 1024, value_name = "MIB")]
+    memory: u64,
+    /// The policy every session gets, which a client may only tighten: a preset
+    /// (`strict`, `standard`, `permissive`) or a policy file. Default: the
+    /// configuration's `[policy]`, else `standard`.
+    #[arg(long, value_name = "PRESET|FILE")]
+    policy: Option<String>,
+}
+
+impl SessionArgs {
+    /// The session manager these settings describe, over the configured service.
+    pub(super) fn manager(&self, global: &Global) -> Result<SessionManager> {
+        let service = Service::from_config(global.config()?, &global.overrides())?;
+        let mut settings = ManagerSettings::default()
+            .idle_timeout(Duration::from_secs(self.idle_timeout.max(1)))
+            .max_lifetime(Duration::from_secs(self.max_lifetime.max(1)))
+            .max_per_client(self.max_sessions_per_client)
+            .max_sessions(self.max_sessions)
+            .limits(sandlot::Limits {
+                timeout: Duration::from_secs(self.timeout.max(1)),
+                memory: usize::try_from(self.memory.max(1).saturating_mul(1 << 20))
+                    .unwrap_or(usize::MAX),
+                ..sandlot::Limits::default()
+            });
+        if let Some(policy) = &self.policy {
+            settings = settings.policy(Policy::from_preset_or_file(policy)?);
+        }
+        Ok(SessionManager::new(service, settings))
+    }
+}
+
+/// Logs of a long-lived server: to stderr (stdout may be the MCP transport), at the
+/// level `RUST_LOG` sets (default: sandlot's `info`), coloured only on a terminal.
+pub(super) fn init_logging() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("sandlot=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+/// A runtime for a server.
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("sandlot-server")
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// Closes every session, says how many, and lets the runtime go without waiting
+/// for a read of stdin that may still block.
+pub(super) fn finish(manager: &SessionManager, runtime: tokio::runtime::Runtime, name: &str) {
+    let closed = manager.shutdown();
+    if closed > 0 {
+        // Not `eprintln!`: a closed stderr must not turn a clean stop into a panic.
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "sandlot {name}: closed {closed} sessions"
+        );
+    }
+    runtime.shutdown_timeout(Duration::from_millis(100));
+}
+
+/// Ctrl-C or SIGTERM.
+pub(super) async fn stop_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
