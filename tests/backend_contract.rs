@@ -241,6 +241,18 @@ fn the_analysis_gate_blocks_before_anything_runs() {
     let run = session.run(hostile).unwrap();
     assert!(!run.findings.is_empty(), "findings are reported");
     assert_eq!(seen.lock().unwrap().len(), 1);
+
+    // Below report_at a finding is dropped; between it and block_at it is a warning.
+    let quiet = Policy {
+        report_at: Severity::Medium,
+        ..Policy::default()
+    };
+    let mut session = sandlot.session("python").policy(quiet).open().unwrap();
+    let run = session
+        .run("print(open('/etc/hostname').read())\nimport socket\n")
+        .unwrap();
+    let rules: Vec<&str> = run.findings.iter().map(|f| f.rule_id.as_str()).collect();
+    assert_eq!(rules, ["python.network"], "the low system-files finding is ignored");
 }
 
 #[test]

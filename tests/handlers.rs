@@ -496,6 +496,172 @@ fn analysis_is_quiet_on_ordinary_code_and_comments() {
     }
 }
 
+/// The rule ids `analyze` reports for `code`, with their lines, checking on the way
+/// that the result is duplicate-free and the same on a second call.
+fn flagged(language: &str, code: &str) -> Vec<(String, u32)> {
+    let handler = host().language(language).unwrap();
+    let findings = handler.analyze(code).unwrap();
+    assert_eq!(
+        findings,
+        handler.analyze(code).unwrap(),
+        "{language}: unstable"
+    );
+    let mut seen: Vec<(String, u32)> = findings
+        .iter()
+        .map(|f| (f.rule_id.clone(), f.line.unwrap_or(0)))
+        .collect();
+    let all = seen.len();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), all, "{language}: duplicates in {findings:?}");
+    seen
+}
+
+#[test]
+fn the_python_gate_follows_aliases_imports_and_built_names() {
+    let cases: &[(&str, &str, u32)] = &[
+        ("import os as o; o.system('id')\n", "python.os-command", 1),
+        (
+            "from os import system as s\ns('id')\n",
+            "python.os-command",
+            2,
+        ),
+        (
+            "getattr(__builtins__, 'ev'+'al')('1+1')\n",
+            "python.dynamic-code",
+            1,
+        ),
+        (
+            "import builtins\nf = getattr(builtins, 'ex' 'ec')\n",
+            "python.dynamic-code",
+            2,
+        ),
+        ("__import__('os').system('id')\n", "python.os-command", 1),
+        (
+            "m = __import__('o' + 's')\nm.popen('id')\n",
+            "python.os-command",
+            2,
+        ),
+        (
+            "import importlib\nimportlib.import_module('subprocess').run(['id'])\n",
+            "python.subprocess",
+            2,
+        ),
+        ("run = os.system\n\nrun('id')\n", "python.os-command", 3),
+        ("x = f\"{os.popen('id').read()}\"\n", "python.os-command", 1),
+        (
+            "print('#'); import os; os.execv('/bin/sh', ['sh'])\n",
+            "python.os-command",
+            1,
+        ),
+        (
+            "import os\ngetattr(os, name)('id')\n",
+            "python.dynamic-attribute",
+            2,
+        ),
+        ("mod = __import__(input())\n", "python.dynamic-import", 1),
+        ("from subprocess import *\n", "python.subprocess", 1),
+        ("import ctypes.util\n", "python.native-code", 1),
+        ("if True: import socket\n", "python.network", 1),
+        ("open('/etc/passwd').read()\n", "python.system-files", 1),
+    ];
+    for &(code, rule, line) in cases {
+        let found = flagged("python", code);
+        assert!(
+            found.contains(&(rule.to_string(), line)),
+            "{code:?}: expected {rule} on line {line}, got {found:?}"
+        );
+    }
+}
+
+#[test]
+fn the_python_gate_ignores_text_that_only_mentions_dangerous_calls() {
+    let quiet = [
+        "# os.system('id')\nprint(1)\n",
+        "print('os.system(1)')\n",
+        "doc = \"\"\"\nimport subprocess\nos.system('x')\n\"\"\"\nprint(doc)\n",
+        "x = f'{{os.system}} is only text {1 + 1}'\n",
+        "import re\nre.compile('a+').match('aa')\n",
+        "def send(socket):\n    return socket.send(b'x')\n",
+        "class Shell:\n    def system(self, c):\n        return c\nShell().system('id')\n",
+        "def f(exec=None):\n    return exec\n",
+        "result = obj.eval(1)\nparams = dict(system='linux')\n",
+    ];
+    for code in quiet {
+        assert_eq!(flagged("python", code), [], "{code:?}");
+    }
+}
+
+#[test]
+fn every_gate_reads_code_and_not_comments_strings_or_heredoc_text() {
+    let flags: &[(&str, &str, &str, u32)] = &[
+        (
+            "javascript",
+            "const t = `${require('node:child_process').execSync('id')}`;\n",
+            "javascript.child-process",
+            1,
+        ),
+        (
+            "typescript",
+            "import * as net from 'net';\n",
+            "javascript.network",
+            1,
+        ),
+        (
+            "go",
+            "package main\n\nimport (\n\t\"fmt\"\n\t\"os/exec\"\n)\n",
+            "go.process",
+            5,
+        ),
+        ("ruby", "require 'socket'\n", "ruby.network", 1),
+        (
+            "bash",
+            "bash <<EOF\ncurl http://x\nEOF\n",
+            "bash.network",
+            2,
+        ),
+        (
+            "bash",
+            "echo \"$(curl http://x)\" # fetch\n",
+            "bash.network",
+            1,
+        ),
+    ];
+    for &(language, code, rule, line) in flags {
+        let found = flagged(language, code);
+        assert!(
+            found.contains(&(rule.to_string(), line)),
+            "{language} {code:?}: expected {rule} on line {line}, got {found:?}"
+        );
+    }
+    let quiet: &[(&str, &str)] = &[
+        (
+            "javascript",
+            "/* require('child_process') */\nconsole.log('eval(x)');\n",
+        ),
+        ("javascript", "const s = `child_process ${1 + 1}`;\n"),
+        (
+            "go",
+            "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"os/exec\", `net`) }\n",
+        ),
+        (
+            "java",
+            "class A { String s = \"ProcessBuilder\"; /* Runtime.getRuntime().exec */ }\n",
+        ),
+        ("cpp", "// system(\"ls\")\nconst char *s = \"popen(\";\n"),
+        ("ruby", "puts \"system('ls')\" # exec(x)\n"),
+        ("r", "cat('system(\"ls\")') # download.file(u)\n"),
+        (
+            "bash",
+            "cat <<'EOF'\ncurl http://x | sh\nrm -rf /\nEOF\necho $# ${#x}\n",
+        ),
+        ("bash", "echo done # then curl http://x\n"),
+    ];
+    for &(language, code) in quiet {
+        assert_eq!(flagged(language, code), [], "{language} {code:?}");
+    }
+}
+
 #[test]
 fn every_built_in_language_runs_in_an_image_a_recipe_builds() {
     let recipes = sandlot::backend::docker::Recipe::all();

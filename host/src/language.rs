@@ -5,7 +5,7 @@
 //! [`crate::plugin`]), and every value is checked on the way in, so the rest of the
 //! host can trust them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -205,7 +205,7 @@ pub struct Plan {
 }
 
 /// How serious a finding is, from least to most.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Worth knowing.

@@ -69,6 +69,9 @@ pub struct Policy {
     /// Refuse code with a finding at or above this severity; `None` only reports
     /// findings (they are in every [`Execution`](crate::Execution)).
     pub block_at: Option<Severity>,
+    /// Findings below this severity are ignored: neither blocking nor reported.
+    /// Between it and [`Policy::block_at`] they are warnings, in the execution.
+    pub report_at: Severity,
     /// When the sandbox may reach the network.
     pub network: Network,
     /// Mount the image's root filesystem read-only; only the workspace and `/tmp`
@@ -96,6 +99,26 @@ impl Policy {
     /// The same policy with another blocking threshold.
     pub fn with_block_at(self, block_at: Option<Severity>) -> Policy {
         Policy { block_at, ..self }
+    }
+
+    /// What the policy does with a finding of `severity`.
+    ///
+    /// ```
+    /// use sandlot::policy::{Gate, Policy};
+    /// use sandlot::Severity;
+    /// let policy = Policy { report_at: Severity::Low, ..Policy::default() };
+    /// assert_eq!(policy.gate(Severity::Info), Gate::Ignore);
+    /// assert_eq!(policy.gate(Severity::High), Gate::Warn);
+    /// assert_eq!(policy.gate(Severity::Critical), Gate::Block);
+    /// ```
+    pub fn gate(&self, severity: Severity) -> Gate {
+        if self.block_at.is_some_and(|threshold| severity >= threshold) {
+            Gate::Block
+        } else if severity >= self.report_at {
+            Gate::Warn
+        } else {
+            Gate::Ignore
+        }
     }
 
     /// The fields in which this policy allows more than `base`: empty when it is as
@@ -181,6 +204,7 @@ impl Default for Policy {
     fn default() -> Self {
         Policy {
             block_at: Some(Severity::Critical),
+            report_at: Severity::Info,
             network: Network::InstallOnly,
             read_only_root: true,
             uid: 1000,
@@ -193,6 +217,19 @@ impl Default for Policy {
             seccomp: Seccomp::EngineDefault,
         }
     }
+}
+
+/// What a policy does with a static-analysis finding ([`Policy::gate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Gate {
+    /// Dropped: below [`Policy::report_at`].
+    Ignore,
+    /// Reported in the execution; the code runs.
+    Warn,
+    /// The code is refused ([`crate::Error::Blocked`]).
+    Block,
 }
 
 /// A field of a [`Policy`]: what [`crate::Execution::unenforced`] names when a
@@ -364,6 +401,7 @@ impl BlockAt {
 pub(crate) struct PolicySettings {
     preset: Option<Preset>,
     block_at: Option<BlockAt>,
+    report_at: Option<Severity>,
     network: Option<Network>,
     read_only_root: Option<bool>,
     uid: Option<u32>,
@@ -382,6 +420,7 @@ impl PolicySettings {
         let base = self.preset.unwrap_or(Preset::Standard).policy();
         let policy = Policy {
             block_at: self.block_at.map_or(base.block_at, BlockAt::severity),
+            report_at: self.report_at.unwrap_or(base.report_at),
             network: self.network.unwrap_or(base.network),
             read_only_root: self.read_only_root.unwrap_or(base.read_only_root),
             uid: self.uid.unwrap_or(base.uid),
@@ -393,6 +432,12 @@ impl PolicySettings {
             workdir_size: self.workdir_size.unwrap_or(base.workdir_size),
             seccomp: self.seccomp.unwrap_or(base.seccomp),
         };
+        if let Some(block_at) = policy.block_at.filter(|b| *b < policy.report_at) {
+            return Err(format!(
+                "report_at ({}) is above block_at ({}): findings that block must be reported",
+                policy.report_at, block_at
+            ));
+        }
         if policy.pids_limit == 0 || policy.cpu_millis == 0 || policy.workdir_size == 0 {
             return Err("pids_limit, cpu_millis and workdir_size must be more than 0".to_string());
         }
@@ -521,6 +566,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("pids_limit"), "{err}");
+        let gate = Policy::from_toml(
+            "report_at = \"low\"\nblock_at = \"high\"\n",
+            "p.toml".as_ref(),
+        )
+        .unwrap();
+        assert_eq!(
+            [Severity::Info, Severity::Medium, Severity::High].map(|s| gate.gate(s)),
+            [Gate::Ignore, Gate::Warn, Gate::Block]
+        );
+        let err = Policy::from_toml(
+            "report_at = \"high\"\nblock_at = \"low\"\n",
+            "p.toml".as_ref(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("report_at") && err.contains("block_at"),
+            "{err}"
+        );
         let err = Policy::from_preset_or_file("/nonexistent/policy.toml")
             .unwrap_err()
             .to_string();

@@ -29,7 +29,7 @@ use crate::execution::Execution;
 use crate::language::{Finding, PlanOptions};
 use crate::layout::Layout;
 use crate::plugin::LanguageHandler;
-use crate::policy::Policy;
+use crate::policy::{Gate, Policy};
 use std::path::{Component, Path};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -268,11 +268,12 @@ impl Session {
     /// Runs `code` with `options`.
     pub fn run_with(&mut self, code: &str, options: RunOptions) -> Result<Execution> {
         self.sandbox()?;
-        let findings = self.handler.analyze(code)?;
+        let mut findings = self.handler.analyze(code)?;
+        findings.retain(|f| self.policy.gate(f.severity) != Gate::Ignore);
         if let Some(threshold) = self.policy.block_at {
             let blocking: Vec<Finding> = findings
                 .iter()
-                .filter(|f| f.severity >= threshold)
+                .filter(|f| self.policy.gate(f.severity) == Gate::Block)
                 .cloned()
                 .collect();
             if !blocking.is_empty() {

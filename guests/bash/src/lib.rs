@@ -48,7 +48,7 @@ impl Guest for Bash {
     }
 
     fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, "#", RULES)
+        analyze(&code, &scan::SHELL, no_imports, RULES)
     }
 }
 
@@ -60,18 +60,21 @@ const RULES: &[Rule] = &[
         id: "bash.fork-bomb",
         severity: Severity::Critical,
         needles: &[":(){", ":() {"],
+        modules: &[],
         message: "defines a fork bomb",
     },
     Rule {
         id: "bash.destructive",
         severity: Severity::High,
         needles: &["rm -rf /", "mkfs", "dd if=", "> /dev/sd", "shred "],
+        modules: &[],
         message: "destroys files or disks",
     },
     Rule {
         id: "bash.privilege",
         severity: Severity::High,
         needles: &["sudo ", "su -", "chmod +s", "chmod u+s", "setcap "],
+        modules: &[],
         message: "tries to gain privileges",
     },
     Rule {
@@ -86,18 +89,21 @@ const RULES: &[Rule] = &[
             "/dev/udp/",
             "ssh ",
         ],
+        modules: &[],
         message: "uses the network",
     },
     Rule {
         id: "bash.dynamic-code",
         severity: Severity::Medium,
         needles: &["eval ", "source <(", "bash -c", "sh -c"],
+        modules: &[],
         message: "evaluates dynamically built code",
     },
     Rule {
         id: "bash.file-deletion",
         severity: Severity::Low,
         needles: &["rm "],
+        modules: &[],
         message: "deletes files",
     },
 ];

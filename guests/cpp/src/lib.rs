@@ -55,7 +55,7 @@ impl Guest for Cpp {
     no_plots_no_kernel!();
 
     fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, "//", RULES)
+        analyze(&code, &scan::C_LIKE, no_imports, RULES)
     }
 }
 
@@ -71,30 +71,35 @@ const RULES: &[Rule] = &[
             "execvp",
             "posix_spawn",
         ],
+        modules: &[],
         message: "starts other processes",
     },
     Rule {
         id: "cpp.process-control",
         severity: Severity::Medium,
         needles: &["fork(", "kill(", "ptrace(", "setuid("],
+        modules: &[],
         message: "controls processes",
     },
     Rule {
         id: "cpp.native-loading",
         severity: Severity::High,
         needles: &["dlopen(", "asm(", "__asm__", "syscall("],
+        modules: &[],
         message: "loads code or issues raw system calls",
     },
     Rule {
         id: "cpp.network",
         severity: Severity::Medium,
         needles: &["socket(", "connect(", "<sys/socket.h>", "<netinet/"],
+        modules: &[],
         message: "uses the network",
     },
     Rule {
         id: "cpp.file-deletion",
         severity: Severity::Medium,
         needles: &["remove(", "unlink(", "rmdir(", "std::filesystem::remove"],
+        modules: &[],
         message: "deletes files",
     },
 ];

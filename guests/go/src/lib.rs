@@ -30,10 +30,7 @@ impl Guest for Go {
 
     fn plan(code: String, libraries: Vec<String>, options: PlanOptions) -> Result<Plan, String> {
         // A session runs many plans in one workspace: the module exists after the first.
-        let mut commands = vec![command(
-            Phase::Setup,
-            &["sh", "-c", INIT_MODULE],
-        )];
+        let mut commands = vec![command(Phase::Setup, &["sh", "-c", INIT_MODULE])];
         commands.extend(Self::install(libraries, options.workdir.clone())?);
         commands.push(command(Phase::Build, &["go", "build", "-o", "main", "."]));
         commands.push(command(Phase::Run, &["./main"]).args(&options.args));
@@ -65,8 +62,30 @@ impl Guest for Go {
     no_plots_no_kernel!();
 
     fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, "//", RULES)
+        analyze(&code, &scan::C_LIKE, go_imports, RULES)
     }
+}
+
+/// The packages of `import "x"`, `import name "x"` and `import ( ... )` declarations.
+fn go_imports(scan: &Scan) -> Vec<Import> {
+    let mut imports = Vec::new();
+    for literal in &scan.literals {
+        let before = &scan.code[..literal.at];
+        let Some(keyword) = before.rfind("import") else {
+            continue;
+        };
+        let between = &before[keyword + "import".len()..];
+        // `import "x"`, `import alias "x"`, or inside a group that has not closed yet.
+        let single = between.trim().split_whitespace().count() <= 1 && !between.contains('(');
+        let grouped = between.trim_start().starts_with('(') && !between.contains(')');
+        if single || grouped {
+            imports.push(Import {
+                module: literal.text.clone(),
+                line: literal.line,
+            });
+        }
+    }
+    imports
 }
 
 /// Environment of every go command: caches inside the working directory, no automatic
@@ -88,30 +107,29 @@ const RULES: &[Rule] = &[
     Rule {
         id: "go.process",
         severity: Severity::High,
-        needles: &[
-            "\"os/exec\"",
-            "exec.Command(",
-            "syscall.Exec(",
-            "syscall.ForkExec(",
-        ],
+        needles: &["exec.Command(", "syscall.Exec(", "syscall.ForkExec("],
+        modules: &["os/exec"],
         message: "starts other processes",
     },
     Rule {
         id: "go.unsafe",
         severity: Severity::Medium,
-        needles: &["\"unsafe\"", "\"syscall\"", "\"plugin\""],
+        needles: &[],
+        modules: &["unsafe", "syscall", "plugin", "golang.org/x/sys/*"],
         message: "bypasses Go's memory safety or calls the kernel directly",
     },
     Rule {
         id: "go.network",
         severity: Severity::Medium,
-        needles: &["\"net\"", "\"net/http\"", "net.Dial(", "http.Get("],
+        needles: &["net.Dial(", "http.Get("],
+        modules: &["net", "net/*"],
         message: "uses the network",
     },
     Rule {
         id: "go.file-deletion",
         severity: Severity::Medium,
         needles: &["os.Remove(", "os.RemoveAll("],
+        modules: &[],
         message: "deletes files",
     },
 ];

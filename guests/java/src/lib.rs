@@ -53,7 +53,7 @@ impl Guest for Java {
     no_plots_no_kernel!();
 
     fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, "//", RULES)
+        analyze(&code, &scan::C_LIKE, no_imports, RULES)
     }
 }
 
@@ -94,30 +94,35 @@ const RULES: &[Rule] = &[
         id: "java.process",
         severity: Severity::High,
         needles: &["Runtime.getRuntime().exec", "ProcessBuilder"],
+        modules: &[],
         message: "starts other processes",
     },
     Rule {
         id: "java.native-code",
         severity: Severity::High,
         needles: &["System.load", "sun.misc.Unsafe", "JNI"],
+        modules: &[],
         message: "loads native code",
     },
     Rule {
         id: "java.reflection",
         severity: Severity::Medium,
         needles: &["setAccessible(", "Class.forName(", "MethodHandles"],
+        modules: &[],
         message: "uses reflection to reach private code",
     },
     Rule {
         id: "java.network",
         severity: Severity::Medium,
         needles: &["java.net", "Socket(", "HttpClient", "URLConnection"],
+        modules: &[],
         message: "uses the network",
     },
     Rule {
         id: "java.file-deletion",
         severity: Severity::Medium,
         needles: &["Files.delete", ".delete()", "deleteOnExit"],
+        modules: &[],
         message: "deletes files",
     },
 ];

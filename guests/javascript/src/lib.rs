@@ -50,7 +50,7 @@ impl Guest for JavaScript {
     }
 
     fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, "//", NODE_RULES)
+        analyze(&code, &scan::JAVASCRIPT, node_imports, NODE_RULES)
     }
 }
 

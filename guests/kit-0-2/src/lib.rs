@@ -84,3 +84,9 @@ pub fn kernel_spec(
 
 #[path = "../../kit/src/helpers.rs"]
 mod helpers;
+
+/// Lexing source code for static analysis: where comments and strings are.
+#[path = "../../kit/src/scan.rs"]
+pub mod scan;
+
+pub use scan::{Interpolation, Literal, Quote, Scan, Syntax};

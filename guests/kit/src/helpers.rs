@@ -2,6 +2,7 @@
 //! they name are those of whichever bindings the including crate generated.
 
 use super::*;
+use crate::scan::{self, Scan, Syntax};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -122,44 +123,126 @@ pub fn prepend(prelude: Option<String>, code: &str) -> String {
     source
 }
 
-/// One static-analysis rule: any of `needles` on a line (not in a comment, not preceded
-/// by an identifier character) gives a finding.
+/// One static-analysis rule: any of `needles` in the code (not in a comment or a
+/// string, not preceded by an identifier character), or an import of any of
+/// `modules`, gives a finding.
 pub struct Rule {
     /// Stable rule id, `language.what`.
     pub id: &'static str,
     /// How serious a match is.
     pub severity: Severity,
-    /// Text that triggers the rule.
+    /// Code that triggers the rule.
     pub needles: &'static [&'static str],
+    /// Modules whose import triggers the rule; `name*` matches every module whose
+    /// name starts with `name` (`http*`: `http`, `https`, `http2`).
+    pub modules: &'static [&'static str],
     /// What the finding says.
     pub message: &'static str,
 }
 
-/// Runs `rules` over `code`, skipping lines that start with `comment`. One finding per
-/// rule and line.
-pub fn analyze(code: &str, comment: &str, rules: &[Rule]) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    for (index, line) in code.lines().enumerate() {
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with(comment) {
-            continue;
-        }
-        for rule in rules {
+/// A module the code imports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Import {
+    /// Its name as the language writes it (`os/exec`, `child_process`).
+    pub module: String,
+    /// 1-based line of the import.
+    pub line: u32,
+}
+
+/// Runs `rules` over `code` lexed with `syntax`: needles match code only (comments and
+/// string contents are blanked), modules match what `imports` finds. One finding per
+/// rule and line, in line order.
+pub fn analyze(
+    code: &str,
+    syntax: &Syntax,
+    imports: fn(&Scan) -> Vec<Import>,
+    rules: &[Rule],
+) -> Vec<Finding> {
+    let scan = scan::scan(code, syntax);
+    let mut hits: Vec<(u32, usize)> = Vec::new();
+    for (index, line) in scan.code.lines().enumerate() {
+        for (r, rule) in rules.iter().enumerate() {
             if rule
                 .needles
                 .iter()
                 .any(|needle| contains_token(line, needle))
             {
-                findings.push(Finding {
-                    rule_id: rule.id.to_string(),
-                    severity: rule.severity,
-                    line: Some(index as u32 + 1),
-                    message: rule.message.to_string(),
-                });
+                hits.push((index as u32 + 1, r));
             }
         }
     }
-    findings
+    for import in imports(&scan) {
+        for (r, rule) in rules.iter().enumerate() {
+            if rule
+                .modules
+                .iter()
+                .any(|pattern| module_matches(pattern, &import.module))
+            {
+                hits.push((import.line, r));
+            }
+        }
+    }
+    findings(hits, rules)
+}
+
+/// Findings for `(line, rule index)` hits: sorted by line then rule, one per pair.
+pub fn findings(mut hits: Vec<(u32, usize)>, rules: &[Rule]) -> Vec<Finding> {
+    hits.sort_unstable();
+    hits.dedup();
+    hits.into_iter()
+        .map(|(line, r)| Finding {
+            rule_id: rules[r].id.to_string(),
+            severity: rules[r].severity,
+            line: Some(line),
+            message: rules[r].message.to_string(),
+        })
+        .collect()
+}
+
+/// Whether `module` is `pattern`, or starts with it when the pattern ends in `*`.
+pub fn module_matches(pattern: &str, module: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => module.starts_with(prefix),
+        None => module == pattern,
+    }
+}
+
+/// For languages whose rules name no modules.
+pub fn no_imports(_: &Scan) -> Vec<Import> {
+    Vec::new()
+}
+
+/// String literals that follow one of `keywords` (ignoring spaces): `require('x')`,
+/// `from 'x'`, `require "x"`. `node:` prefixes are dropped.
+pub fn imports_after(scan: &Scan, keywords: &[&str]) -> Vec<Import> {
+    scan.literals
+        .iter()
+        .filter(|literal| {
+            let before = scan.code[..literal.at].trim_end();
+            keywords.iter().any(|k| {
+                before.strip_suffix(k).is_some_and(|rest| {
+                    !rest
+                        .chars()
+                        .next_back()
+                        .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == '.')
+                })
+            })
+        })
+        .map(|literal| Import {
+            module: literal
+                .text
+                .strip_prefix("node:")
+                .unwrap_or(&literal.text)
+                .to_string(),
+            line: literal.line,
+        })
+        .collect()
+}
+
+/// Imports of JavaScript and TypeScript: `require('x')`, `import ... from 'x'`,
+/// `import 'x'`, `import('x')`, `export ... from 'x'`.
+pub fn node_imports(scan: &Scan) -> Vec<Import> {
+    imports_after(scan, &["require(", "from", "import", "import("])
 }
 
 /// Whether `needle` occurs in `line` at a position not preceded by an identifier
@@ -207,43 +290,36 @@ pub const NODE_RULES: &[Rule] = &[
     Rule {
         id: "javascript.child-process",
         severity: Severity::High,
-        needles: &["child_process", "execSync(", "spawnSync("],
+        needles: &["execSync(", "spawnSync(", "execFileSync("],
+        modules: &["child_process"],
         message: "starts other processes",
     },
     Rule {
         id: "javascript.dynamic-code",
         severity: Severity::Medium,
         needles: &["eval(", "new Function(", "vm.run"],
+        modules: &["vm"],
         message: "evaluates dynamically built code",
     },
     Rule {
         id: "javascript.network",
         severity: Severity::Medium,
-        needles: &[
-            "require('net')",
-            "require(\"net\")",
-            "require('http",
-            "require(\"http",
-            "from 'net'",
-            "from \"net\"",
-            "from 'http",
-            "from \"http",
-            "fetch(",
-            "WebSocket",
-            "dgram",
-        ],
+        needles: &["fetch(", "WebSocket", "XMLHttpRequest"],
+        modules: &["net", "http*", "dgram", "tls", "dns"],
         message: "uses the network",
     },
     Rule {
         id: "javascript.file-deletion",
         severity: Severity::Medium,
         needles: &["fs.rm", "fs.unlink", "rmSync(", "unlinkSync("],
+        modules: &[],
         message: "deletes files",
     },
     Rule {
         id: "javascript.process-control",
         severity: Severity::Medium,
         needles: &["process.kill(", "process.binding(", "process.dlopen("],
+        modules: &["cluster"],
         message: "controls processes or loads native code",
     },
 ];

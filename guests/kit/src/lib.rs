@@ -34,4 +34,10 @@ pub use exports::sandlot::plugin::handler::{
 pub use helpers::*;
 
 #[cfg(feature = "handler")]
+pub use scan::{Interpolation, Literal, Quote, Scan, Syntax};
+
+#[cfg(feature = "handler")]
 mod helpers;
+
+#[cfg(feature = "handler")]
+pub mod scan;

@@ -10,6 +10,8 @@ use alloc::vec::Vec;
 use alloc::{format, vec};
 use sandlot_handler_kit::*;
 
+mod analysis;
+
 struct Python;
 
 /// Where pip installs libraries, relative to the working directory. The root filesystem
@@ -121,7 +123,7 @@ impl Guest for Python {
     }
 
     fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, "#", RULES)
+        analysis::analyze(&code)
     }
 }
 
@@ -241,62 +243,5 @@ const PRELUDE: &str = r#"def _sandlot_capture_plots(out):
 _sandlot_capture_plots(@OUTPUT_DIR@)
 del _sandlot_capture_plots
 "#;
-
-const RULES: &[Rule] = &[
-    Rule {
-        id: "python.os-command",
-        severity: Severity::High,
-        needles: &[
-            "os.system(",
-            "os.popen(",
-            "os.exec",
-            "os.spawn",
-            "pty.spawn(",
-        ],
-        message: "runs a shell command",
-    },
-    Rule {
-        id: "python.subprocess",
-        severity: Severity::Medium,
-        needles: &["subprocess"],
-        message: "starts other processes through subprocess",
-    },
-    Rule {
-        id: "python.dynamic-code",
-        severity: Severity::Medium,
-        needles: &["eval(", "exec(", "compile(", "__import__("],
-        message: "evaluates dynamically built code",
-    },
-    Rule {
-        id: "python.native-code",
-        severity: Severity::High,
-        needles: &["ctypes", "cffi"],
-        message: "calls native code directly",
-    },
-    Rule {
-        id: "python.network",
-        severity: Severity::Medium,
-        needles: &["socket", "urllib", "requests.", "http.client", "httpx"],
-        message: "uses the network",
-    },
-    Rule {
-        id: "python.file-deletion",
-        severity: Severity::Medium,
-        needles: &["shutil.rmtree(", "os.remove(", "os.unlink(", "os.rmdir("],
-        message: "deletes files",
-    },
-    Rule {
-        id: "python.process-control",
-        severity: Severity::Medium,
-        needles: &["os.kill(", "os.fork(", "signal.signal(", "os.setuid("],
-        message: "controls processes or signals",
-    },
-    Rule {
-        id: "python.system-files",
-        severity: Severity::Low,
-        needles: &["/etc/", "/proc/", "/sys/", "/dev/"],
-        message: "refers to system files",
-    },
-];
 
 export_handler!(Python);

@@ -103,7 +103,7 @@ impl Guest for R {
     }
 
     fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, "#", RULES)
+        analyze(&code, &scan::R, no_imports, RULES)
     }
 }
 
@@ -167,18 +167,21 @@ const RULES: &[Rule] = &[
         id: "r.process",
         severity: Severity::High,
         needles: &["system(", "system2(", "shell(", "pipe("],
+        modules: &[],
         message: "starts other processes",
     },
     Rule {
         id: "r.dynamic-code",
         severity: Severity::Medium,
         needles: &["eval(parse(", "parse(text"],
+        modules: &[],
         message: "evaluates dynamically built code",
     },
     Rule {
         id: "r.native-code",
         severity: Severity::High,
         needles: &["dyn.load(", ".Call(", ".C("],
+        modules: &[],
         message: "loads native code",
     },
     Rule {
@@ -191,12 +194,14 @@ const RULES: &[Rule] = &[
             "httr::",
             "curl::",
         ],
+        modules: &[],
         message: "uses the network",
     },
     Rule {
         id: "r.file-deletion",
         severity: Severity::Medium,
         needles: &["unlink(", "file.remove("],
+        modules: &[],
         message: "deletes files",
     },
 ];

@@ -71,13 +71,26 @@ impl Guest for Ruby {
     }
 
     fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, "#", RULES)
+        analyze(&code, &scan::RUBY, ruby_imports, RULES)
     }
 }
 
 /// The kernel's driver: runs cells in one binding, turns SIGINT into `Interrupt`
 /// inside a cell.
 const KERNEL: &str = include_str!("kernel.rb");
+
+/// The libraries of `require "x"` and `require_relative "x"`.
+fn ruby_imports(scan: &Scan) -> Vec<Import> {
+    imports_after(
+        scan,
+        &[
+            "require",
+            "require(",
+            "require_relative",
+            "require_relative(",
+        ],
+    )
+}
 
 const RULES: &[Rule] = &[
     Rule {
@@ -86,24 +99,28 @@ const RULES: &[Rule] = &[
         needles: &[
             "system(", "exec(", "spawn(", "IO.popen", "Open3", "%x(", "`",
         ],
+        modules: &["open3"],
         message: "starts other processes",
     },
     Rule {
         id: "ruby.dynamic-code",
         severity: Severity::Medium,
         needles: &["eval(", "instance_eval", "class_eval", ".send("],
+        modules: &[],
         message: "evaluates dynamically built code",
     },
     Rule {
         id: "ruby.network",
         severity: Severity::Medium,
-        needles: &["Socket", "Net::HTTP", "open-uri", "URI.open"],
+        needles: &["Socket", "Net::HTTP", "URI.open"],
+        modules: &["socket", "open-uri", "net/*"],
         message: "uses the network",
     },
     Rule {
         id: "ruby.file-deletion",
         severity: Severity::Medium,
         needles: &["FileUtils.rm", "File.delete(", "File.unlink("],
+        modules: &[],
         message: "deletes files",
     },
 ];

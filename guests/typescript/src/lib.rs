@@ -61,7 +61,7 @@ impl Guest for TypeScript {
     no_plots_no_kernel!();
 
     fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, "//", NODE_RULES)
+        analyze(&code, &scan::JAVASCRIPT, node_imports, NODE_RULES)
     }
 }
 

@@ -418,7 +418,11 @@ impl LanguageHandler {
             }
         }
         let mut findings = findings;
-        findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.line.cmp(&b.line)));
+        // Stable whatever order the plugin answers in, and one finding per rule and line.
+        findings.sort_by(|a, b| {
+            (b.severity, a.line, &a.rule_id).cmp(&(a.severity, b.line, &b.rule_id))
+        });
+        findings.dedup_by(|a, b| a.rule_id == b.rule_id && a.line == b.line);
         Ok(findings)
     }
 

@@ -78,8 +78,31 @@ impl Guest for Lua {
     }
 
     fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, "--", RULES)
+        analyze(&code, &LUA, lua_imports, RULES)
     }
+}
+
+/// Where Lua's comments and strings are: `--` and `--[[ ]]` comments, quotes and long
+/// brackets.
+const LUA: Syntax = Syntax {
+    line_comments: &["--"],
+    block_comments: &[("--[[", "]]")],
+    strings: &[
+        Quote {
+            escapes: false,
+            ..scan::quote("[[", "]]", true, Interpolation::None)
+        },
+        scan::quote("\"", "\"", false, Interpolation::None),
+        scan::quote("'", "'", false, Interpolation::None),
+    ],
+    heredocs: false,
+    heredoc_code: &[],
+    comment_needs_word_start: false,
+};
+
+/// The modules of `require("x")`, `require 'x'`.
+fn lua_imports(scan: &Scan) -> Vec<Import> {
+    imports_after(scan, &["require", "require("])
 }
 
 const RULES: &[Rule] = &[
@@ -87,28 +110,28 @@ const RULES: &[Rule] = &[
         id: "lua.process",
         severity: Severity::High,
         needles: &["os.execute(", "io.popen("],
+        modules: &[],
         message: "starts other processes",
     },
     Rule {
         id: "lua.dynamic-code",
         severity: Severity::Medium,
         needles: &["load(", "loadstring(", "dofile(", "loadfile("],
+        modules: &[],
         message: "evaluates dynamically built code",
     },
     Rule {
         id: "lua.file-deletion",
         severity: Severity::Medium,
         needles: &["os.remove(", "os.rename("],
+        modules: &[],
         message: "deletes or moves files",
     },
     Rule {
         id: "lua.network",
         severity: Severity::Medium,
-        needles: &[
-            "require(\"socket\")",
-            "require('socket')",
-            "require \"socket\"",
-        ],
+        needles: &[],
+        modules: &["socket*"],
         message: "uses the network",
     },
 ];

@@ -54,13 +54,27 @@ impl Guest for Perl {
     }
 
     fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, "#", RULES)
+        analyze(&code, &PERL, no_imports, RULES)
     }
 }
 
 /// The kernel's driver: evaluates cells in package `main` of one perl process; SIGINT
 /// dies inside a cell and is ignored between cells.
 const KERNEL: &str = include_str!("kernel.pl");
+
+/// Where Perl's comments and strings are: `#` comments, quotes (double quotes
+/// interpolate, but only variables), heredocs.
+const PERL: Syntax = Syntax {
+    line_comments: &["#"],
+    block_comments: &[],
+    strings: &[
+        scan::quote("\"", "\"", true, Interpolation::None),
+        scan::quote("'", "'", true, Interpolation::None),
+    ],
+    heredocs: true,
+    heredoc_code: &[],
+    comment_needs_word_start: false,
+};
 
 const RULES: &[Rule] = &[
     Rule {
@@ -75,24 +89,28 @@ const RULES: &[Rule] = &[
             "`",
             "open(my $fh, \"|",
         ],
+        modules: &[],
         message: "starts other processes",
     },
     Rule {
         id: "perl.dynamic-code",
         severity: Severity::Medium,
         needles: &["eval $", "eval(\"", "eval \""],
+        modules: &[],
         message: "evaluates dynamically built code",
     },
     Rule {
         id: "perl.network",
         severity: Severity::Medium,
         needles: &["IO::Socket", "LWP::", "HTTP::Tiny", "Net::"],
+        modules: &[],
         message: "uses the network",
     },
     Rule {
         id: "perl.file-deletion",
         severity: Severity::Medium,
         needles: &["unlink", "rmtree", "remove_tree", "rmdir"],
+        modules: &[],
         message: "deletes files",
     },
 ];
