@@ -57,12 +57,33 @@ pub const BAKED_PATH: &str = "/.sandlot/agent";
 /// assert!(untagged.starts_with("localhost:5000/sandlot/go:latest-agent-"));
 /// ```
 pub fn variant(base: &str) -> String {
+    format!("{}{}", variant_prefix(base), &digest()[..16])
+}
+
+/// Whether `image` is a variant of `base` made by [`variant`], for this agent or any
+/// other version of it.
+///
+/// ```
+/// use sandlot::backend::agent::{is_variant, variant};
+/// assert!(is_variant("sandlot/r:latest", &variant("sandlot/r:latest")));
+/// assert!(is_variant("sandlot/r:latest", "sandlot/r:latest-agent-0123456789abcdef"));
+/// assert!(!is_variant("sandlot/r:latest", "sandlot/r:latest"));
+/// assert!(!is_variant("sandlot/r:latest", "sandlot/r:latest-agent-mine"));
+/// ```
+pub fn is_variant(base: &str, image: &str) -> bool {
+    image
+        .strip_prefix(&variant_prefix(base))
+        .is_some_and(|digest| digest.len() == 16 && digest.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// `repository:tag-agent-` of `base` (whose tag defaults to `latest`).
+fn variant_prefix(base: &str) -> String {
     let name_start = base.rfind('/').map_or(0, |i| i + 1);
     let (repository, tag) = match base[name_start..].rfind(':') {
         Some(colon) => (&base[..name_start + colon], &base[name_start + colon + 1..]),
         None => (base, "latest"),
     };
-    format!("{repository}:{tag}-agent-{}", &digest()[..16])
+    format!("{repository}:{tag}-agent-")
 }
 
 /// A tar archive of the agent as the file `name`, owned by root and not writable:

@@ -15,7 +15,9 @@ use super::wait;
 use super::ContainerBackend;
 use crate::error::{Error, Result};
 use bollard::models::{ContainerConfig, ContainerCreateBody};
-use bollard::query_parameters::{CommitContainerOptions, CreateImageOptions, ListImagesOptions};
+use bollard::query_parameters::{
+    CommitContainerOptions, CreateImageOptions, ListImagesOptions, RemoveImageOptions,
+};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use sha2::Digest;
@@ -157,6 +159,15 @@ pub struct ImageInfo {
     pub current: bool,
 }
 
+/// `reference` without the registry Podman qualifies local names with
+/// (`docker.io/sandlot/python:latest` for an import).
+fn short_name(reference: &str) -> &str {
+    ["localhost/", "docker.io/"]
+        .iter()
+        .find_map(|prefix| reference.strip_prefix(prefix))
+        .unwrap_or(reference)
+}
+
 impl ContainerBackend {
     /// The images whose name starts with `sandlot/` (but for the recipes' agent
     /// variants), and whether each is up to date.
@@ -176,15 +187,12 @@ impl ContainerBackend {
         let mut images = Vec::new();
         for summary in summaries {
             for reference in &summary.repo_tags {
-                // Podman qualifies names: `docker.io/sandlot/python:latest` for an import.
-                let short = ["localhost/", "docker.io/"]
-                    .iter()
-                    .find_map(|prefix| reference.strip_prefix(prefix))
-                    .unwrap_or(reference);
-                // Agent variants are part of their recipe's image, made with it.
+                let short = short_name(reference);
+                // Agent variants are part of their recipe's image, made with it
+                // (those of other agent versions included: the next build removes them).
                 let variant = recipes
                     .iter()
-                    .any(|r| crate::backend::agent::variant(&r.image) == short);
+                    .any(|r| crate::backend::agent::is_variant(&r.image, short));
                 if !short.starts_with("sandlot/") || variant {
                     continue;
                 }
@@ -364,6 +372,7 @@ impl ContainerBackend {
         if let Some(Ok(existing)) = existing {
             let env = existing.config.and_then(|c| c.env).unwrap_or_default();
             if env.contains(&marker) {
+                self.remove_other_variants(base, &reference);
                 return Ok((reference, false));
             }
         }
@@ -391,7 +400,38 @@ impl ContainerBackend {
         let removed = super::sandbox::remove(&self.docker, self.runtime.handle(), name.clone())
             .ok_or_else(|| self.engine_error("removing a container", "the engine runtime stopped"))?
             .map_err(|e| self.engine_error(format!("removing container {name}"), e));
-        made.and(removed).map(|()| (reference, true))
+        made.and(removed)?;
+        self.remove_other_variants(base, &reference);
+        Ok((reference, true))
+    }
+
+    /// Removes the variants of `base` made for other versions of the agent, which
+    /// would otherwise pile up with every upgrade. One that a container still uses
+    /// stays (the engine refuses), to go at a later build.
+    fn remove_other_variants(&self, base: &str, current: &str) {
+        let docker = self.docker.clone();
+        let Some(Ok(summaries)) = wait(self.runtime.handle(), async move {
+            docker.list_images(None::<ListImagesOptions>).await
+        }) else {
+            return;
+        };
+        let stale: Vec<String> = summaries
+            .iter()
+            .flat_map(|s| s.repo_tags.iter())
+            .filter(|reference| {
+                let short = short_name(reference);
+                short != current && crate::backend::agent::is_variant(base, short)
+            })
+            .cloned()
+            .collect();
+        for reference in stale {
+            let docker = self.docker.clone();
+            let _ = wait(self.runtime.handle(), async move {
+                docker
+                    .remove_image(&reference, None::<RemoveImageOptions>, None)
+                    .await
+            });
+        }
     }
 
     fn fill_and_commit(&self, container: &str, reference: &str, marker: &str) -> Result<()> {
