@@ -252,7 +252,11 @@ fn the_analysis_gate_blocks_before_anything_runs() {
         .run("print(open('/etc/hostname').read())\nimport socket\n")
         .unwrap();
     let rules: Vec<&str> = run.findings.iter().map(|f| f.rule_id.as_str()).collect();
-    assert_eq!(rules, ["python.network"], "the low system-files finding is ignored");
+    assert_eq!(
+        rules,
+        ["python.network"],
+        "the low system-files finding is ignored"
+    );
 }
 
 #[test]

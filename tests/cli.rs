@@ -472,6 +472,43 @@ fn run_refuses_code_the_policy_blocks() {
 }
 
 #[test]
+fn run_passes_secrets_from_the_environment_and_masks_them() {
+    let home = tempfile::tempdir().unwrap();
+    let code = "import os\nprint(os.environ['SANDLOT_TEST_KEY'][::-1][::-1])";
+    let (json, _) = ok(sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--secret",
+            "SANDLOT_TEST_KEY",
+            "--json",
+            "-c",
+            code,
+        ],
+    )
+    .env("SANDLOT_TEST_KEY", "tok-5ec7e7-value"));
+    let result: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(result["stdout"], "***\n");
+    assert!(!json.contains("tok-5ec7e7-value"), "{json}");
+
+    let (output, _, stderr) = run(sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--secret",
+            "SANDLOT_TEST_UNSET",
+            "-c",
+            "print(1)",
+        ],
+    )
+    .env_remove("SANDLOT_TEST_UNSET"));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("SANDLOT_TEST_UNSET is not set"), "{stderr}");
+}
+
+#[test]
 fn run_installs_a_missing_runtime_on_first_use() {
     let home = tempfile::tempdir().unwrap();
     let runtimes = home.path().join("runtimes");

@@ -335,6 +335,30 @@ fn environment_travels_with_the_run(backend: &str) {
     assert_eq!(run.stdout_text(), "per-run\n", "{}", run.stderr_text());
 }
 
+fn secrets_reach_the_code_and_come_back_masked(backend: &str) {
+    let secret = "sk-test-4f1c9e77d2";
+    let mut builder = sandlot().session("python");
+    builder.backend(backend).secret("API_KEY", secret).unwrap();
+    let mut session = builder.open().unwrap();
+    // Streamed in pieces that split the value, on both streams, and into a file.
+    let code = "import os, sys\nkey = os.environ['API_KEY']\nprint(len(key))\n\
+                for part in (key[:5], key[5:], '\\n'):\n    sys.stdout.write(part); sys.stdout.flush()\n\
+                print('err', key, file=sys.stderr)\n\
+                _ = open('output/key.txt', 'w').write(key)\n_ = open('kept.txt', 'w').write('k=' + key)";
+    let run = run_streamed(&mut session, code, RunOptions::default());
+    assert_eq!(run.stdout_text(), "18\n***\n", "{}", run.stderr_text());
+    assert_eq!(run.stderr_text(), "err ***\n");
+    let file = run.artifacts.iter().find(|a| a.path == "key.txt").unwrap();
+    assert_eq!(file.bytes, b"***");
+    assert_eq!(session.read_file("kept.txt").unwrap(), b"k=***");
+    let out = tempfile::tempdir().unwrap();
+    session.copy_out("kept.txt", out.path()).unwrap();
+    assert_eq!(
+        std::fs::read(out.path().join("kept.txt")).unwrap(),
+        b"k=***"
+    );
+}
+
 fn working_directory_travels_with_the_run(backend: &str) {
     let mut session = open(backend);
     session.write_file("sub/data.txt", b"in sub").unwrap();
@@ -941,6 +965,7 @@ macro_rules! conformance {
             #[test] fn memory_cap_holds() { super::memory_cap_holds($backend) }
             #[test] fn files_and_trees_go_in_and_out() { super::files_and_trees_go_in_and_out($backend) }
             #[test] fn environment_travels_with_the_run() { super::environment_travels_with_the_run($backend) }
+            #[test] fn secrets_reach_the_code_and_come_back_masked() { super::secrets_reach_the_code_and_come_back_masked($backend) }
             #[test] fn working_directory_travels_with_the_run() { super::working_directory_travels_with_the_run($backend) }
             #[test] fn capabilities_are_what_they_say() { super::capabilities_are_what_they_say($backend) }
             #[test] fn state_lives_across_runs() { super::state_lives_across_runs($backend) }

@@ -24,15 +24,16 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
-        Server::spawn(extra, true)
+        Server::spawn(extra, true, &[])
     }
 
     /// With Alice's and Bob's tokens, or with none (then on loopback, unauthenticated).
-    fn spawn(extra: &[&str], tokens: bool) -> Server {
+    fn spawn(extra: &[&str], tokens: bool, env: &[(&str, &str)]) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_sandlot"));
         command
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(extra)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "sandlot=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -217,6 +218,60 @@ async fn health_is_open_and_every_other_route_needs_a_valid_token() {
         .await
         .unwrap();
     assert_eq!(huge.status(), 413);
+}
+
+#[tokio::test]
+async fn secrets_reach_the_code_and_come_back_masked() {
+    // The operator's secret, which clients never see, and one a client sends.
+    let server = Server::spawn(
+        &["--secret", "SANDLOT_TEST_OPERATOR_KEY"],
+        true,
+        &[("SANDLOT_TEST_OPERATOR_KEY", "op-key-77aa11")],
+    );
+    let (status, opened) = post(
+        &server.at("/v1/sessions"),
+        ALICE,
+        json!({ "language": "python", "backend": "wasm", "secrets": { "DB_PASSWORD": "pw-31337-secret" } }),
+    )
+    .await;
+    assert_eq!(status, 201, "{opened}");
+    let id = opened["id"].as_str().unwrap();
+    let (status, run) = post(
+        &server.at(&format!("/v1/sessions/{id}/run")),
+        ALICE,
+        json!({ "code": "import os\nprint('pw:', os.environ['DB_PASSWORD'], os.environ['SANDLOT_TEST_OPERATOR_KEY'])" }),
+    )
+    .await;
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["stdout"], "pw: *** ***\n");
+
+    let (status, one_off) = post(
+        &server.at("/v1/run"),
+        ALICE,
+        json!({ "language": "python", "backend": "wasm", "secrets": { "T": "abcdefgh" },
+                "code": "import os; print(os.environ['T'])" }),
+    )
+    .await;
+    assert_eq!(
+        (status, &one_off["stdout"]),
+        (200, &json!("***\n")),
+        "{one_off}"
+    );
+
+    let (status, refused) = post(
+        &server.at("/v1/sessions"),
+        ALICE,
+        json!({ "language": "python", "backend": "wasm", "secrets": { "PIN": "123" } }),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("PIN"),
+        "{refused}"
+    );
 }
 
 #[tokio::test]
@@ -530,7 +585,7 @@ fn the_playground_runs_python_in_a_real_browser() {
         "the browser test needs chromium, chromium-driver and Selenium: run tests/run.sh"
     );
     // Without tokens, on loopback: the page needs none then.
-    let server = Server::spawn(&[], false);
+    let server = Server::spawn(&[], false, &[]);
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/playground_browser.py"

@@ -13,6 +13,7 @@ use crate::language::KernelSpec;
 use crate::layout::Layout;
 use crate::plugin::{LanguageHandler, PluginHost, PluginHostBuilder};
 use crate::policy::Policy;
+use crate::secret::{Secret, Secrets};
 use crate::session::{AsyncSession, Limits, Session, Settings};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -544,6 +545,7 @@ impl Sandlot {
             limits: Limits::default(),
             policy: self.config.policy.unwrap_or_default(),
             env: Vec::new(),
+            secrets: Vec::new(),
             image: None,
             libraries: Vec::new(),
             required: Vec::new(),
@@ -611,6 +613,7 @@ pub struct SessionBuilder {
     limits: Limits,
     policy: Policy,
     env: Vec<(String, String)>,
+    secrets: Vec<Secret>,
     image: Option<String>,
     libraries: Vec<String>,
     required: Vec<Capability>,
@@ -655,6 +658,24 @@ impl SessionBuilder {
     /// visible.
     pub fn env(&mut self, key: &str, value: &str) -> &mut Self {
         self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Adds a secret: every run gets it as the environment variable `name`, and its
+    /// value is masked in everything the session returns (see [`crate::secret`]).
+    /// A name shorter than a variable name allows, or a value under
+    /// [`crate::secret::MIN_LEN`] bytes, is [`Error::InvalidSecret`].
+    pub fn secret(&mut self, name: &str, value: &str) -> Result<&mut Self> {
+        let secret = Secret::new(name, value)?;
+        Ok(self.secrets(&[secret]))
+    }
+
+    /// Adds secrets made with [`Secret::new`] (see [`SessionBuilder::secret`]).
+    pub fn secrets(&mut self, secrets: &[Secret]) -> &mut Self {
+        for secret in secrets {
+            self.secrets.retain(|s| s.name() != secret.name());
+            self.secrets.push(secret.clone());
+        }
         self
     }
 
@@ -828,6 +849,7 @@ impl SessionBuilder {
                 limits: self.limits,
                 policy: self.policy,
                 env: self.env.clone(),
+                secrets: Secrets::new(self.secrets.clone()),
                 libraries: self.libraries.clone(),
                 kernel: kernel.is_some(),
                 earlier_output: self.earlier_output,

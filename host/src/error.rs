@@ -450,6 +450,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// A secret given to a session cannot be used.
+    #[error("secret {name}: {reason}")]
+    InvalidSecret {
+        /// The secret's name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// A client's request to a server is malformed.
     #[error("invalid request: {reason}")]
     InvalidRequest {

@@ -41,6 +41,7 @@ pub mod plugin;
 pub mod policy;
 mod pool_options;
 pub mod runtimes;
+pub mod secret;
 pub mod serve;
 pub mod service;
 pub mod session;

@@ -108,7 +108,7 @@ impl From<String> for SessionId {
 }
 
 /// How a [`SessionManager`] treats sessions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ManagerSettings {
     /// A session nobody has used for this long is closed (default 10 min).
@@ -124,6 +124,9 @@ pub struct ManagerSettings {
     pub policy: Option<Policy>,
     /// The limits of every session; a client may ask for lower ones.
     pub limits: Limits,
+    /// Secrets every session gets, on top of those its client sends: the operator's
+    /// keys reach the code, never the client (their values are masked).
+    pub secrets: Vec<crate::secret::Secret>,
 }
 
 impl Default for ManagerSettings {
@@ -135,6 +138,7 @@ impl Default for ManagerSettings {
             max_sessions: 64,
             policy: None,
             limits: Limits::default(),
+            secrets: Vec::new(),
         }
     }
 }
@@ -173,6 +177,12 @@ impl ManagerSettings {
     /// The limits clients may lower.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Every session gets `secrets` (see [`ManagerSettings::secrets`]).
+    pub fn secrets(mut self, secrets: Vec<crate::secret::Secret>) -> Self {
+        self.secrets = secrets;
         self
     }
 }
@@ -220,6 +230,10 @@ pub struct Ask {
     /// Memory cap in MiB, at most the server's.
     #[serde(default)]
     pub memory_mb: Option<u64>,
+    /// Secrets by name: every run gets them as environment variables, and their
+    /// values are masked (`***`) in output and files returned.
+    #[serde(default)]
+    pub secrets: crate::secret::SecretValues,
 }
 
 impl Ask {
@@ -473,6 +487,7 @@ impl SessionManager {
         let mut request = OpenRequest::new(language);
         request.policy = self.inner.policy;
         request.limits = self.inner.settings.limits;
+        request.secrets = self.inner.settings.secrets.clone();
         request
     }
 
@@ -499,6 +514,10 @@ impl SessionManager {
             }
             request.limits.memory =
                 usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        }
+        for secret in ask.secrets.secrets()? {
+            request.secrets.retain(|s| s.name() != secret.name());
+            request.secrets.push(secret);
         }
         Ok(request)
     }

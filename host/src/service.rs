@@ -45,6 +45,8 @@ pub struct OpenRequest {
     pub policy: Policy,
     /// Environment of every run.
     pub env: Vec<(String, String)>,
+    /// Secrets: variables of every run whose values are masked in what comes back.
+    pub secrets: Vec<crate::secret::Secret>,
     /// Each run a program of its own, not a cell of the language's kernel (see
     /// [`crate::SessionBuilder::one_shot`]).
     pub one_shot: bool,
@@ -227,6 +229,7 @@ impl Service {
         for (key, value) in &request.env {
             builder.env(key, value);
         }
+        builder.secrets(&request.secrets);
         Ok(builder)
     }
 

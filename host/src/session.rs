@@ -30,6 +30,7 @@ use crate::language::{Finding, PlanOptions};
 use crate::layout::Layout;
 use crate::plugin::LanguageHandler;
 use crate::policy::{Gate, Policy};
+use crate::secret::Secrets;
 use std::path::{Component, Path};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -124,6 +125,7 @@ pub(crate) struct Settings {
     pub(crate) limits: Limits,
     pub(crate) policy: Policy,
     pub(crate) env: Vec<(String, String)>,
+    pub(crate) secrets: Secrets,
     pub(crate) libraries: Vec<String>,
     /// Whether the sandbox was opened with the language's kernel.
     pub(crate) kernel: bool,
@@ -148,6 +150,8 @@ pub struct Session {
     limits: Limits,
     policy: Policy,
     env: Vec<(String, String)>,
+    /// Given to every run as variables, masked in everything returned.
+    secrets: Secrets,
     libraries: Vec<String>,
     /// Whether the sandbox runs code in the language's kernel.
     kernel: bool,
@@ -188,6 +192,7 @@ impl Session {
             limits,
             policy,
             env,
+            secrets,
             libraries,
             kernel,
             earlier_output,
@@ -206,6 +211,7 @@ impl Session {
             limits,
             policy,
             env,
+            secrets,
             libraries,
             kernel,
             earlier_output,
@@ -301,8 +307,7 @@ impl Session {
                     reason: why.0,
                 })?;
         }
-        let mut env = self.env.clone();
-        env.extend(options.env.iter().cloned());
+        let env = self.run_env(&options);
         // The language's kernel, or a backend that runs no plans (an interpreter in
         // process), runs the code itself; otherwise the handler plans a program.
         let interpreted = self.kernel || !self.capabilities.has(Capability::RunsPlans);
@@ -417,9 +422,16 @@ impl Session {
                     .into(),
             });
         }
+        let env = self.run_env(&options);
+        self.execute(Workload::Shell(command_line), &env, options, Vec::new())
+    }
+
+    /// The environment of a run: the session's, the run's, then the secrets.
+    fn run_env(&self, options: &RunOptions) -> Vec<(String, String)> {
         let mut env = self.env.clone();
         env.extend(options.env.iter().cloned());
-        self.execute(Workload::Shell(command_line), &env, options, Vec::new())
+        env.extend(self.secrets.env());
+        env
     }
 
     /// Hands one run to the sandbox and makes its [`Execution`].
@@ -444,6 +456,17 @@ impl Session {
             }
             EarlierOutput::Keep => self.output_before_run()?,
         };
+        // Streamed output is masked on its way; what a sink holds back (a possible
+        // beginning of a secret) follows once the run is over.
+        let masked = |sink: Option<Sink>| match sink {
+            Some(sink) if !self.secrets.is_empty() => {
+                let (sink, flush) = self.secrets.mask_sink(sink);
+                (Some(sink), Some(flush))
+            }
+            sink => (sink, None),
+        };
+        let (on_stdout, stdout_flush) = masked(options.on_stdout);
+        let (on_stderr, stderr_flush) = masked(options.on_stderr);
         let sandbox = self.sandbox()?;
         let started = Instant::now();
         let outcome = sandbox.run(RunRequest {
@@ -453,9 +476,18 @@ impl Session {
             workdir: &workdir,
             timeout: options.timeout.unwrap_or(limits.timeout),
             max_output: options.max_output.unwrap_or(limits.max_output),
-            on_stdout: options.on_stdout,
-            on_stderr: options.on_stderr,
-        })?;
+            on_stdout,
+            on_stderr,
+        });
+        if let Ok(outcome) = &outcome {
+            if let Some(flush) = stdout_flush {
+                flush.flush(outcome.stdout_truncated);
+            }
+            if let Some(flush) = stderr_flush {
+                flush.flush(outcome.stderr_truncated);
+            }
+        }
+        let outcome = outcome?;
         let duration = started.elapsed();
         match &outcome.session {
             SessionState::Open if interpreted => self.flush_plots(env),
@@ -496,10 +528,21 @@ impl Session {
             self.ended = Some(reason.clone());
             self.sandbox = None;
         }
+        let secrets = &self.secrets;
+        let artifacts = artifacts
+            .into_iter()
+            .map(|mut artifact| {
+                if !secrets.is_empty() {
+                    artifact.bytes = secrets.mask(std::mem::take(&mut artifact.bytes), false);
+                    artifact.size = artifact.bytes.len() as u64;
+                }
+                artifact
+            })
+            .collect();
         Ok(Execution {
             language: self.handler.info().id.clone(),
-            stdout: outcome.stdout,
-            stderr: outcome.stderr,
+            stdout: secrets.mask(outcome.stdout, outcome.stdout_truncated),
+            stderr: secrets.mask(outcome.stderr, outcome.stderr_truncated),
             exit_code: outcome.exit_code,
             stdout_truncated: outcome.stdout_truncated,
             stderr_truncated: outcome.stderr_truncated,
@@ -588,11 +631,12 @@ impl Session {
         self.sandbox()?.files().write(&rel, contents)
     }
 
-    /// Reads `path` (relative to the workspace) from the sandbox. A link on the way
-    /// is refused.
+    /// Reads `path` (relative to the workspace) from the sandbox, with the session's
+    /// secrets masked. A link on the way is refused.
     pub fn read_file(&mut self, path: &str) -> Result<Vec<u8>> {
         let rel = sandbox_path(path)?;
-        self.sandbox()?.files().read(&rel, MAX_READ)
+        let bytes = self.sandbox()?.files().read(&rel, MAX_READ)?;
+        Ok(self.secrets.mask(bytes, false))
     }
 
     /// The entries of directory `path` (relative; `""` or `"."` for the workspace),
@@ -616,11 +660,27 @@ impl Session {
     /// `host_dir` (created if missing), as a tar archive, and returns the files written
     /// (relative, `/`-separated). What the sandbox sends is untrusted: only regular
     /// files and directories are written, never a link, never outside `host_dir`, and
-    /// no link on the way to `sandbox_path` is followed.
+    /// no link on the way to `sandbox_path` is followed. The session's secrets are
+    /// masked in the files written.
     pub fn copy_out(&mut self, sandbox_path: &str, host_dir: &Path) -> Result<Vec<String>> {
         let rel = dir_path(sandbox_path)?;
         let archive = self.sandbox()?.files().pack(&rel, MAX_READ)?;
-        crate::transfer::unpack(&archive, host_dir)
+        let written = crate::transfer::unpack(&archive, host_dir)?;
+        if !self.secrets.is_empty() {
+            for file in &written {
+                let path = host_dir.join(file);
+                let io = |e: std::io::Error| Error::Io {
+                    context: format!("masking secrets in {}", path.display()),
+                    source: e,
+                };
+                let bytes = std::fs::read(&path).map_err(io)?;
+                let masked = self.secrets.mask(bytes.clone(), false);
+                if masked != bytes {
+                    std::fs::write(&path, masked).map_err(io)?;
+                }
+            }
+        }
+        Ok(written)
     }
 
     /// Ends the session and removes its sandbox. Dropping the session does the same.

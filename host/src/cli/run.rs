@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser;
 use clap::Args;
 use sandlot::policy::BlockAt;
+use sandlot::secret::Secret;
 use sandlot::service::{OpenRequest, Service};
 use sandlot::{BackendChoice, EndReason, Execution, Network, Policy, RunOptions};
 use std::path::PathBuf;
@@ -69,6 +70,11 @@ pub(super) struct SandboxArgs {
     /// policy's is `install`).
     #[arg(long, value_enum)]
     network: Option<NetworkArg>,
+    /// Passes this environment variable of yours to the code as a secret: its value
+    /// is masked (`***`) in the output and the files that come back. The value is
+    /// read from your environment, so it never shows in a command line. Repeatable.
+    #[arg(long = "secret", value_name = "NAME")]
+    secrets: Vec<String>,
 }
 
 impl SandboxArgs {
@@ -103,8 +109,29 @@ impl SandboxArgs {
             };
         }
         request.policy = policy;
+        request.secrets = secrets_from_environment(&self.secrets)?;
         Ok(request)
     }
+}
+
+/// The secrets `--secret NAME` names, their values read from this environment so
+/// they never show in a command line.
+pub(super) fn secrets_from_environment(names: &[String]) -> Result<Vec<Secret>> {
+    names
+        .iter()
+        .map(|name| {
+            let Some(value) = std::env::var_os(name) else {
+                bail!(
+                    "--secret {name}: {name} is not set in this environment; export it \
+                     first (the value is read from there, so it never shows in a command line)"
+                );
+            };
+            let value = value
+                .into_string()
+                .map_err(|_| anyhow::anyhow!("--secret {name}: the value is not UTF-8"))?;
+            Ok(Secret::new(name, &value)?)
+        })
+        .collect()
 }
 
 /// Run options that stream the program's output to this terminal as it is written.

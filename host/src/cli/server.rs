@@ -35,6 +35,11 @@ pub(super) struct SessionArgs {
     /// configuration's `[policy]`, else `standard`.
     #[arg(long, value_name = "PRESET|FILE")]
     policy: Option<String>,
+    /// Gives every session this environment variable of yours as a secret: the code
+    /// can use it, its value is masked (`***`) in everything a client gets back.
+    /// Repeatable.
+    #[arg(long = "secret", value_name = "NAME")]
+    secrets: Vec<String>,
 }
 
 impl SessionArgs {
@@ -51,7 +56,8 @@ impl SessionArgs {
                 memory: usize::try_from(self.memory.max(1).saturating_mul(1 << 20))
                     .unwrap_or(usize::MAX),
                 ..sandlot::Limits::default()
-            });
+            })
+            .secrets(super::run::secrets_from_environment(&self.secrets)?);
         if let Some(policy) = &self.policy {
             settings = settings.policy(Policy::from_preset_or_file(policy)?);
         }

@@ -80,9 +80,9 @@ impl From<Error> for ApiError {
             Error::NotAllowed { .. } => (StatusCode::FORBIDDEN, "not_allowed"),
             Error::TooManySessions { .. } => (StatusCode::TOO_MANY_REQUESTS, "too_many_sessions"),
             Error::ManagerClosed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
-            Error::InvalidRequest { .. } | Error::InvalidPath { .. } => {
-                (StatusCode::BAD_REQUEST, "invalid_request")
-            }
+            Error::InvalidRequest { .. }
+            | Error::InvalidPath { .. }
+            | Error::InvalidSecret { .. } => (StatusCode::BAD_REQUEST, "invalid_request"),
             Error::UnknownLanguage { .. } | Error::UnknownBackend { .. } => {
                 (StatusCode::BAD_REQUEST, "unknown_name")
             }
