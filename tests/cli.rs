@@ -509,6 +509,98 @@ fn run_passes_secrets_from_the_environment_and_masks_them() {
 }
 
 #[test]
+fn doctor_reports_engines_isolation_and_what_each_backend_cannot_enforce() {
+    let home = tempfile::tempdir().unwrap();
+    let doctor = |args: &[&str]| {
+        let mut command = with_runtimes(sandlot(home.path(), args));
+        if let Some(kubeconfig) = std::env::var_os("KUBECONFIG") {
+            command.env("KUBECONFIG", kubeconfig);
+        }
+        ok(&mut command).0
+    };
+    let json = doctor(&["doctor", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let backend = |name: &str| {
+        report["backends"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {report}"))
+            .clone()
+    };
+    let check = |backend: &serde_json::Value, topic: &str| {
+        backend["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["topic"] == topic)
+            .unwrap_or_else(|| panic!("no {topic} in {backend}"))
+            .clone()
+    };
+    // The wasm backend cannot cap its workspace, and says so.
+    let wasm = backend("wasm");
+    assert!(
+        wasm["unenforced"]
+            .as_array()
+            .unwrap()
+            .contains(&"workdir_size".into()),
+        "{wasm}"
+    );
+    assert_eq!(check(&wasm, "runtimes")["state"], "ok", "{wasm}");
+    // Docker here: the engine answers, with the default seccomp profile.
+    let docker = backend("docker");
+    assert!(
+        check(&docker, "engine")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("API"),
+        "{docker}"
+    );
+    assert_eq!(check(&docker, "seccomp")["state"], "ok", "{docker}");
+    assert_eq!(docker["unenforced"], serde_json::json!([]), "{docker}");
+    // The local cluster has no network plugin: NetworkPolicy is not enforced.
+    if std::env::var_os("KUBECONFIG").is_some() {
+        let cluster = backend("kubernetes");
+        let network = check(&cluster, "network policy");
+        assert_eq!(network["state"], "gap", "{cluster}");
+        assert!(
+            network["hint"].as_str().unwrap().contains("NetworkPolicy"),
+            "{network}"
+        );
+        assert!(cluster["unenforced"]
+            .as_array()
+            .unwrap()
+            .contains(&"network".into()));
+    }
+    // Root without CAP_SYS_RESOURCE (this machine) is a gap; the test reads the
+    // capability itself.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let root = status
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    if root {
+        let caps = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .unwrap();
+        let has = u64::from_str_radix(caps.trim(), 16).unwrap() & (1 << 24) != 0;
+        let host = report["host"].as_array().unwrap();
+        let capability = host.iter().find(|c| c["topic"] == "capabilities").unwrap();
+        assert_eq!(
+            capability["state"],
+            if has { "ok" } else { "gap" },
+            "{capability}"
+        );
+    }
+    let text = doctor(&["doctor"]);
+    assert!(
+        text.contains("docker\n") && text.contains("seccomp"),
+        "{text}"
+    );
+}
+
+#[test]
 fn run_installs_a_missing_runtime_on_first_use() {
     let home = tempfile::tempdir().unwrap();
     let runtimes = home.path().join("runtimes");

@@ -525,4 +525,58 @@ pub trait Backend: Send + Sync {
     fn unenforced(&self, _policy: &Policy) -> Vec<PolicyField> {
         Vec::new()
     }
+    /// What `sandlot doctor` says about where this backend runs: the engine and its
+    /// version, and whether the isolation it relies on is in force there. Default:
+    /// nothing to check.
+    fn checks(&self) -> Vec<Check> {
+        Vec::new()
+    }
+}
+
+/// One fact [`Backend::checks`] found about where a backend runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Check {
+    /// What was checked (`engine`, `seccomp`, `user namespaces`, ...).
+    pub topic: String,
+    /// Whether it is as sandlot wants it.
+    pub state: CheckState,
+    /// What was found.
+    pub detail: String,
+    /// What to do about it, for a gap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl Check {
+    /// Something in order.
+    pub fn ok(topic: &str, detail: impl Into<String>) -> Check {
+        Check {
+            topic: topic.to_string(),
+            state: CheckState::Ok,
+            detail: detail.into(),
+            hint: None,
+        }
+    }
+
+    /// A gap: what is missing, and what to do.
+    pub fn gap(topic: &str, detail: impl Into<String>, hint: impl Into<String>) -> Check {
+        Check {
+            topic: topic.to_string(),
+            state: CheckState::Gap,
+            detail: detail.into(),
+            hint: Some(hint.into()),
+        }
+    }
+}
+
+/// Whether a [`Check`] found things in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum CheckState {
+    /// As it should be.
+    Ok,
+    /// Something sandlot would use is missing; the sandbox still works, with less.
+    Gap,
 }

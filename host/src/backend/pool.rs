@@ -908,4 +908,8 @@ impl Backend for Pool {
     fn unenforced(&self, policy: &Policy) -> Vec<crate::policy::PolicyField> {
         self.shared.inner.unenforced(policy)
     }
+
+    fn checks(&self) -> Vec<super::Check> {
+        self.shared.inner.checks()
+    }
 }

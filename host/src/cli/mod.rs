@@ -4,6 +4,7 @@
 #[macro_use]
 mod output;
 mod config;
+mod doctor;
 mod images;
 mod mcp;
 mod plan;
@@ -152,6 +153,14 @@ enum Commands {
     /// Build, list and pull the container images of the Docker and Podman backends.
     #[command(subcommand)]
     Images(images::ImagesCommand),
+    /// What isolation is in force here: the engines and their versions, seccomp, user
+    /// namespaces, cgroup limits, NetworkPolicy, the policy fields each backend can
+    /// apply, and what to do about each gap.
+    Doctor {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove containers or pods left behind by sandlot processes that are gone and
     /// whose sandboxes did not remove themselves, and the wasm backend's workspaces
     /// such processes left in the temp dir; with --all, every sandlot container or pod.
@@ -195,6 +204,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Commands::Serve(args) => serve::command(global, args),
         Commands::Runtimes(command) => runtimes::command(global, command),
         Commands::Images(command) => images::command(global, command),
+        Commands::Doctor { json } => doctor::command(global, json),
         Commands::Gc { engine, all, json } => images::gc(global, engine, all, json),
     }
 }

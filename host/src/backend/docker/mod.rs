@@ -23,11 +23,12 @@
 //!
 //! [`Policy`]: crate::Policy
 
+mod checks;
 pub mod images;
 mod sandbox;
 
 use crate::backend::{
-    check_capabilities, owner, wait, Backend, BackendName, Capabilities, Capability, Needs,
+    check_capabilities, owner, wait, Backend, BackendName, Capabilities, Capability, Check, Needs,
     Sandbox, SandboxSpec, Unsuitable,
 };
 use crate::error::{Error, Result};
@@ -585,5 +586,9 @@ impl Backend for ContainerBackend {
             }
         }
         Ok(Box::new(sandbox::open(self, spec)?))
+    }
+
+    fn checks(&self) -> Vec<Check> {
+        self.engine_checks()
     }
 }

@@ -30,8 +30,8 @@ mod sandbox;
 pub use pod::PodTemplate;
 
 use crate::backend::{
-    check_capabilities, owner, Backend, BackendName, Capabilities, Capability, Needs, Sandbox,
-    SandboxSpec, Unsuitable,
+    check_capabilities, owner, Backend, BackendName, Capabilities, Capability, Check, Needs,
+    Sandbox, SandboxSpec, Unsuitable,
 };
 use crate::config::KubernetesConfig;
 use crate::error::{Error, Result};
@@ -629,5 +629,48 @@ impl Backend for KubernetesBackend {
             fields.push(PolicyField::WorkdirSize);
         }
         fields
+    }
+
+    fn checks(&self) -> Vec<Check> {
+        let mut checks = vec![Check::ok(
+            "engine",
+            format!(
+                "Kubernetes {} at {}, namespace {}",
+                self.server, self.endpoint, self.namespace
+            ),
+        )];
+        checks.push(if self.enforces_network {
+            Check::ok(
+                "network policy",
+                "enforced: a sandbox's NetworkPolicy cuts its network",
+            )
+        } else {
+            Check::gap(
+                "network policy",
+                "not enforced: no network plugin that enforces NetworkPolicy was found, so \
+                 a pod's network cannot be cut (sessions whose policy is not `network = \
+                 on` are refused by the servers)",
+                "install a network plugin that enforces NetworkPolicy (Calico, Cilium, ...); \
+                 if the cluster has one sandlot does not recognise, set [kubernetes] \
+                 network_policy_enforced = true",
+            )
+        });
+        checks.push(Check::gap(
+            "process limit",
+            "Kubernetes has no per-pod process limit: pids_limit is not applied",
+            "set the kubelet's podPidsLimit on the nodes",
+        ));
+        if self.server_minor < 22 {
+            checks.push(Check::gap(
+                "workspace size",
+                format!(
+                    "Kubernetes {} gives memory volumes no size: workdir_size is only \
+                     counted against the memory limit",
+                    self.server
+                ),
+                "upgrade the cluster to 1.22 or later",
+            ));
+        }
+        checks
     }
 }

@@ -21,8 +21,9 @@ pub mod module;
 mod workspace;
 
 use super::{
-    check_capabilities, owner, Backend, BackendName, Capabilities, Capability, EndReason, Needs,
-    Outcome, RunRequest, Sandbox, SandboxFiles, SandboxSpec, SessionState, Unsuitable, Workload,
+    check_capabilities, owner, Backend, BackendName, Capabilities, Capability, Check, EndReason,
+    Needs, Outcome, RunRequest, Sandbox, SandboxFiles, SandboxSpec, SessionState, Unsuitable,
+    Workload,
 };
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -302,6 +303,35 @@ impl Backend for WasmBackend {
             fields.push(PolicyField::CpuMillis);
         }
         fields
+    }
+
+    /// The runtimes it found, and those it had to skip.
+    fn checks(&self) -> Vec<Check> {
+        let found = self.catalog.list();
+        let usable: Vec<String> = found
+            .iter()
+            .filter_map(|runtime| runtime.description.as_ref().ok())
+            .map(|d| format!("{} {} ({})", d.id, d.version, d.languages.join(", ")))
+            .collect();
+        let mut checks = vec![if usable.is_empty() {
+            Check::gap(
+                "runtimes",
+                "none installed: the wasm backend runs nothing",
+                "sandlot runtimes install python (and javascript)",
+            )
+        } else {
+            Check::ok("runtimes", usable.join("; "))
+        }];
+        for runtime in &found {
+            if let Err(why) = &runtime.description {
+                checks.push(Check::gap(
+                    "runtimes",
+                    format!("{} is skipped: {why}", runtime.path.display()),
+                    "remove the file, or replace it with a runtime built for this sandlot",
+                ));
+            }
+        }
+        checks
     }
 
     fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
