@@ -47,6 +47,9 @@ def _sandlot_kernel():
     signal.signal(signal.SIGINT, interrupt)
     # A cell's `sys.exit()` ends the cell; the kernel itself leaves through this.
     leave = os._exit
+    # A process the cell forked that comes back here is a copy of the kernel: it must
+    # never answer for a cell nor read the next one.
+    kernel = os.getpid()
 
     def read_exact(n):
         data = b""
@@ -157,6 +160,9 @@ def _sandlot_kernel():
             # An interrupt that came as the cell ended: the cell is over anyway.
             running[0] = False
             status = status or 130
+        if os.getpid() != kernel:
+            flush()
+            leave(status & 0xFF)
         # As a process's exit status would be.
         done.write(b"%d\n" % (status & 0xFF))
 

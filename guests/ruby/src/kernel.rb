@@ -30,6 +30,7 @@ def __sandlot_kernel
 
   gem_specs = File.join(ENV.fetch("GEM_HOME", "/nonexistent"), "specifications")
   gems_seen = File.mtime(gem_specs) rescue nil
+  kernel = Process.pid
   done.write("ready\n")
   count = 0
   loop do
@@ -84,6 +85,9 @@ def __sandlot_kernel
       $stdout.flush
       $stderr.flush
     end
+    # A process the cell forked that comes back here is a copy of the kernel: it
+    # must never answer for a cell nor read the next one.
+    exit!(status & 0xff) if Process.pid != kernel
     # As a process's exit status would be.
     done.write("#{status & 0xff}\n")
   end

@@ -324,8 +324,11 @@ impl Kernel {
                 report.code = code;
                 report.interrupted = interrupted_at.is_some();
                 if report.interrupted {
-                    // What the interrupted cell started goes with it.
+                    // What the interrupted cell started goes with it, and so does what
+                    // those processes wrote before they died: it must not open the
+                    // next cell's output.
                     process::clean_up_all_but(self.pid);
+                    self.drain(&mut |err, bytes| streams.forward(err, bytes));
                 }
                 true
             }

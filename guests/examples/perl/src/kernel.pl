@@ -8,6 +8,7 @@
 # SIGINT interrupts the running cell, never the kernel.
 use strict;
 use warnings;
+use POSIX ();
 
 # Compiled before the driver's own variables exist, so a cell cannot see them: it
 # reports what its eval left in $@, and stops the interrupt before returning.
@@ -55,6 +56,7 @@ sub header {
     return $line;
 }
 
+my $kernel = $$;
 print {$done} "ready\n";
 my $count = 0;
 while (1) {
@@ -100,6 +102,9 @@ while (1) {
     for my $key (keys %saved) {
         if (defined $saved{$key}) { $ENV{$key} = $saved{$key} } else { delete $ENV{$key} }
     }
+    # A process the cell forked that comes back here is a copy of the kernel: it
+    # must never answer for a cell nor read the next one.
+    POSIX::_exit($status & 255) if $$ != $kernel;
     # As a process's exit status would be.
     print {$done} ($status & 255), "\n";
 }
