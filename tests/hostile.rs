@@ -1,0 +1,417 @@
+//! The hostile corpus: every file in `tests/hostile/` is one attack, with where it
+//! applies and what must hold, run against every backend it applies to.
+//!
+//! Besides each case's own expectations, every run must leave:
+//! - the host unharmed: a canary file on the host is neither read nor changed, and
+//!   neither the canary nor the test's own environment shows up in the output;
+//! - other sessions unaffected: a session opened beforehand on the same backend still
+//!   answers;
+//! - a clear error where the run is refused, and a session that still answers (or
+//!   says why it ended) where the case expects one;
+//! - nothing running: once closed, the sandbox is gone.
+//!
+//! The README's table (attacks × backends) is generated from the cases:
+//! `SANDLOT_UPDATE_HOSTILE_TABLE=1 cargo test --test hostile` rewrites it; otherwise
+//! the test fails when it differs.
+
+use sandlot::backend::docker::Engine;
+use sandlot::{EndReason, Limits, Network, PluginHost, Policy, RunOptions, Sandlot, Session};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const BACKENDS: [&str; 4] = ["wasm", "docker", "podman", "kubernetes"];
+
+/// One file of `tests/hostile/`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Case {
+    /// The row of the README's table.
+    attack: String,
+    #[serde(default = "python")]
+    language: String,
+    /// Backends it applies to.
+    backends: Vec<String>,
+    /// Why it does not apply to the others.
+    #[serde(default)]
+    not_applicable: BTreeMap<String, String>,
+    /// Backends that do not enforce what the case tests, and the policy field they
+    /// report as not enforced instead: the execution must say so. A backend here but
+    /// not in `backends` is not attacked (the attack would reach the host, as filling
+    /// its disk); its session must still report the field.
+    #[serde(default)]
+    unenforced_on: BTreeMap<String, String>,
+    /// Seconds.
+    #[serde(default = "five")]
+    timeout: f64,
+    /// MiB.
+    #[serde(default = "two_fifty_six")]
+    memory: usize,
+    /// Bytes of the workspace.
+    workdir_size: Option<u64>,
+    #[serde(default)]
+    max_output: Option<usize>,
+    /// The code; `{canary_path}` stands for the host's canary file.
+    code: String,
+    /// How the run may end: completed, timeout, memory, output, killed.
+    ends: Vec<String>,
+    #[serde(default)]
+    stdout_has: Vec<String>,
+    #[serde(default)]
+    stdout_lacks: Vec<String>,
+    /// Code run after, in the same session; its stdout must be `then_stdout`.
+    then: Option<String>,
+    then_stdout: Option<String>,
+    /// Workspace paths that reading must refuse, after the run.
+    #[serde(default)]
+    read_fails: Vec<String>,
+    /// Workspace paths that writing must refuse.
+    #[serde(default)]
+    write_fails: Vec<String>,
+}
+
+fn python() -> String {
+    "python".into()
+}
+fn five() -> f64 {
+    5.0
+}
+fn two_fifty_six() -> usize {
+    256
+}
+
+fn cases() -> Vec<(String, Case)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/hostile");
+    let mut cases: Vec<(String, Case)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "toml"))
+        .map(|path| {
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let case: Case =
+                toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            for backend in BACKENDS {
+                let listed = case.backends.iter().any(|b| b == backend);
+                let gap_only = !listed && case.unenforced_on.contains_key(backend);
+                assert!(
+                    [listed, case.not_applicable.contains_key(backend), gap_only]
+                        .iter()
+                        .filter(|x| **x)
+                        .count()
+                        == 1,
+                    "{name}: {backend} must be in `backends`, `not_applicable` or only in \
+                     `unenforced_on`, once"
+                );
+            }
+            (name, case)
+        })
+        .collect();
+    cases.sort_by(|a, b| a.0.cmp(&b.0));
+    cases
+}
+
+fn sandlot() -> &'static Sandlot {
+    static SANDLOT: OnceLock<Sandlot> = OnceLock::new();
+    SANDLOT.get_or_init(|| {
+        let plugins = PluginHost::builder().load().unwrap();
+        let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
+        Sandlot::builder(plugins)
+            .runtimes_dir(dirs.runtimes_dir())
+            .cache_dir(dirs.cache.value.clone())
+            .build()
+            .unwrap()
+    })
+}
+
+/// A file on the host that no sandbox may read or change.
+struct Canary {
+    path: PathBuf,
+    content: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Canary {
+    fn new() -> Canary {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("canary.txt");
+        let content = format!("canary-{:016x}", rand_u64());
+        std::fs::write(&path, &content).unwrap();
+        Canary {
+            path,
+            content,
+            _dir: dir,
+        }
+    }
+
+    fn intact(&self) -> bool {
+        std::fs::read_to_string(&self.path).is_ok_and(|c| c == self.content)
+    }
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .elapsed()
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    hasher.finish()
+}
+
+fn end_name(end: &EndReason) -> &'static str {
+    match end {
+        EndReason::Completed => "completed",
+        EndReason::TimedOut { .. } => "timeout",
+        EndReason::MemoryLimit => "memory",
+        EndReason::OutputLimit => "output",
+        EndReason::Killed { .. } => "killed",
+        _ => "lost",
+    }
+}
+
+fn open(case: &Case, backend: &str) -> Session {
+    let mut policy = Policy {
+        // The corpus tests the sandbox, not the gate: nothing is refused for its text.
+        block_at: None,
+        network: Network::Off,
+        ..Policy::default()
+    };
+    if let Some(size) = case.workdir_size {
+        policy.workdir_size = size;
+    }
+    let mut builder = sandlot().session(&case.language);
+    builder.backend(backend).policy(policy).limits(Limits {
+        timeout: Duration::from_secs_f64(case.timeout),
+        memory: case.memory << 20,
+        max_output: case.max_output.unwrap_or(Limits::default().max_output),
+        ..Limits::default()
+    });
+    builder
+        .open()
+        .unwrap_or_else(|e| panic!("cannot open {} on {backend}: {e}", case.language))
+}
+
+/// Whether the engine behind `backend` still has a sandbox called `name`.
+fn sandbox_exists(backend: &str, name: &str) -> bool {
+    let engine = match backend {
+        "wasm" => return Path::new(name).exists(),
+        "kubernetes" => {
+            let pods = sandlot().kubernetes().unwrap().sandboxes().unwrap();
+            return pods.iter().any(|p| p.name == name);
+        }
+        "podman" => Engine::Podman,
+        _ => Engine::Docker,
+    };
+    let containers = sandlot().containers(engine).unwrap().sandboxes().unwrap();
+    containers.iter().any(|c| c.name == name)
+}
+
+/// For a backend the case does not attack because it does not enforce what the case
+/// tests: its sessions must say so.
+fn reported_gap(name: &str, case: &Case, backend: &str) -> Vec<String> {
+    let field = &case.unenforced_on[backend];
+    let session = open(case, backend);
+    if session.unenforced().iter().any(|f| f.to_string() == *field) {
+        Vec::new()
+    } else {
+        vec![format!(
+            "{name} on {backend}: {field} is not reported as unenforced"
+        )]
+    }
+}
+
+/// Runs `case` on `backend`; the problems found, if any.
+fn attack(name: &str, case: &Case, backend: &str, canary: &Canary) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut fail = |what: String| problems.push(format!("{name} on {backend}: {what}"));
+    let mut bystander = {
+        let mut builder = sandlot().session("python");
+        builder.backend(backend);
+        builder.open().unwrap()
+    };
+    let mut session = open(case, backend);
+    let sandbox = session.sandbox_name().unwrap_or_default();
+    let code = case
+        .code
+        .replace("{canary_path}", &canary.path.to_string_lossy());
+    let unenforced = case.unenforced_on.get(backend);
+    match session.run_with(&code, RunOptions::default()) {
+        Ok(run) => {
+            let (stdout, stderr) = (run.stdout_text(), run.stderr_text());
+            for leak in [canary.content.as_str(), env!("CARGO_MANIFEST_DIR")] {
+                if stdout.contains(leak) || stderr.contains(leak) {
+                    fail(format!("the output shows the host's {leak:?}"));
+                }
+            }
+            if let Some(field) = unenforced {
+                let reported = run.unenforced.iter().any(|f| f.to_string() == *field);
+                if !reported {
+                    fail(format!("{field} is not enforced here but not reported"));
+                }
+            } else {
+                let end = end_name(&run.end);
+                if !case.ends.iter().any(|e| e == end) {
+                    fail(format!(
+                        "ended {end}, expected one of {:?}; stdout {:?}, stderr {:?}",
+                        case.ends,
+                        truncate(&stdout),
+                        truncate(&stderr)
+                    ));
+                }
+                for wanted in &case.stdout_has {
+                    if !stdout.contains(wanted.as_str()) {
+                        fail(format!(
+                            "stdout lacks {wanted:?}: {:?} (stderr {:?})",
+                            truncate(&stdout),
+                            truncate(&stderr)
+                        ));
+                    }
+                }
+                for unwanted in &case.stdout_lacks {
+                    if stdout.contains(unwanted.as_str()) {
+                        fail(format!("stdout has {unwanted:?}: {:?}", truncate(&stdout)));
+                    }
+                }
+            }
+        }
+        Err(error) => {
+            let message = error.to_string();
+            if message.trim().is_empty() {
+                fail("an error without a message".into());
+            } else {
+                fail(format!("the run failed: {message}"));
+            }
+        }
+    }
+    if unenforced.is_none() {
+        for path in &case.read_fails {
+            if session.read_file(path).is_ok() {
+                fail(format!("reading {path:?} was allowed"));
+            }
+        }
+        for path in &case.write_fails {
+            if session.write_file(path, b"x").is_ok() {
+                fail(format!("writing {path:?} was allowed"));
+            }
+        }
+        if let Some(then) = &case.then {
+            match session.run(then) {
+                Ok(run) => {
+                    let expected = case.then_stdout.as_deref().unwrap_or_default();
+                    if run.stdout_text() != expected {
+                        fail(format!(
+                            "the session afterwards printed {:?}, not {expected:?} ({:?})",
+                            run.stdout_text(),
+                            run.end
+                        ));
+                    }
+                }
+                Err(e) => fail(format!("the session afterwards: {e}")),
+            }
+        }
+    }
+    if !canary.intact() {
+        fail("the host's canary file was changed".into());
+    }
+    match bystander.run("print(6 * 7)") {
+        Ok(run) if run.stdout_text() == "42\n" => {}
+        Ok(run) => fail(format!("another session printed {:?}", run.stdout_text())),
+        Err(e) => fail(format!("another session failed: {e}")),
+    }
+    session.close();
+    bystander.close();
+    if !sandbox.is_empty() && sandbox_exists(backend, &sandbox) {
+        fail(format!("{sandbox} is still there after close"));
+    }
+    problems
+}
+
+fn truncate(text: &str) -> String {
+    text.chars().take(300).collect()
+}
+
+/// The README's table for `cases`: one row per attack, one column per backend.
+fn table(cases: &[(String, Case)]) -> String {
+    let mut out = String::from("| attack | file | wasm | Docker | Podman | Kubernetes |\n");
+    out.push_str("| --- | --- | --- | --- | --- | --- |\n");
+    for (name, case) in cases {
+        let cells: Vec<String> = BACKENDS
+            .iter()
+            .map(|backend| {
+                if let Some(why) = case.not_applicable.get(*backend) {
+                    format!("n/a: {why}")
+                } else if let Some(field) = case.unenforced_on.get(*backend) {
+                    format!("**not enforced**: `{field}`, reported in `unenforced`")
+                } else {
+                    "contained".into()
+                }
+            })
+            .collect();
+        out.push_str(&format!(
+            "| {} | `{name}.toml` | {} |\n",
+            case.attack,
+            cells.join(" | ")
+        ));
+    }
+    out
+}
+
+const BEGIN: &str = "<!-- hostile-table: generated by tests/hostile.rs -->\n";
+const END: &str = "<!-- /hostile-table -->";
+
+#[test]
+fn every_attack_of_the_corpus_is_contained_on_every_backend_it_applies_to() {
+    let cases = cases();
+    assert!(cases.len() >= 20, "the corpus has {} cases", cases.len());
+    let canary = Canary::new();
+    let problems: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = BACKENDS
+            .iter()
+            .map(|backend| {
+                let (cases, canary) = (&cases, &canary);
+                scope.spawn(move || {
+                    cases
+                        .iter()
+                        .flat_map(|(name, case)| {
+                            if case.backends.iter().any(|b| b == backend) {
+                                attack(name, case, backend, canary)
+                            } else if case.unenforced_on.contains_key(*backend) {
+                                reported_gap(name, case, backend)
+                            } else {
+                                Vec::new()
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().unwrap())
+            .collect()
+    });
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(&readme_path).unwrap();
+    let start = readme
+        .find(BEGIN)
+        .expect("the README has the hostile table's markers");
+    let end = readme[start..].find(END).unwrap() + start;
+    let generated = table(&cases);
+    if std::env::var_os("SANDLOT_UPDATE_HOSTILE_TABLE").is_some() {
+        let updated = format!("{}{BEGIN}{generated}{}", &readme[..start], &readme[end..]);
+        std::fs::write(&readme_path, updated).unwrap();
+    } else {
+        assert_eq!(
+            &readme[start + BEGIN.len()..end],
+            generated,
+            "the README's table is stale: run SANDLOT_UPDATE_HOSTILE_TABLE=1 cargo test --test hostile"
+        );
+    }
+}
