@@ -657,3 +657,27 @@ fn runtime_components_of_both_contracts_run_and_a_handler_among_them_is_skipped_
         "{refused}"
     );
 }
+
+/// The hostile corpus's plugin case: a handler that asks for the host's filesystem and
+/// sockets gets nothing; it is refused before any of it runs.
+#[test]
+fn a_handler_that_imports_anything_from_the_host_is_refused() {
+    let component = wat::parse_str(
+        r#"(component
+             (import "wasi:filesystem/preopens@0.2.0" (instance))
+             (import "wasi:sockets/tcp@0.2.0" (instance))
+             (instance $handler)
+             (export "sandlot:plugin/handler@0.2.0" (instance $handler)))"#,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("spy.wasm"), component).unwrap();
+    let host = load_from(dir.path());
+    let error = failure(&host, "spy.wasm");
+    assert!(matches!(error, Error::HandlerImports { .. }), "{error}");
+    assert!(
+        error.to_string().contains("wasi:filesystem/preopens@0.2.0"),
+        "{error}"
+    );
+    assert_eq!(ids(&host), BUILTINS);
+}
