@@ -339,6 +339,48 @@ fn network_only_when_the_policy_allows_it(engine: Engine) {
     assert_eq!(open.stdout_text(), "reachable\n", "{}", open.stderr_text());
 }
 
+/// With the network only for installs, code must not get it while libraries install:
+/// a thread an earlier cell left running in the kernel keeps trying to connect.
+fn code_is_offline_while_libraries_install(engine: Engine) {
+    let mut session = open(engine, "python");
+    session
+        .run(
+            "import socket, threading, time\n\
+             reached = []\n\
+             def probe():\n\
+             \x20   while True:\n\
+             \x20       try:\n\
+             \x20           socket.create_connection(('deb.debian.org', 80), timeout=1).close()\n\
+             \x20           reached.append(time.time())\n\
+             \x20       except OSError:\n\
+             \x20           pass\n\
+             \x20       time.sleep(0.05)\n\
+             threading.Thread(target=probe, daemon=True).start()",
+        )
+        .unwrap();
+    let installed = session
+        .run_with(
+            "import six\nprint('installed')",
+            RunOptions {
+                libraries: vec!["six".into()],
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        installed.stdout_text(),
+        "installed\n",
+        "{}",
+        installed.stderr_text()
+    );
+    let probed = session.run("time.sleep(0.5)\nprint(len(reached))").unwrap();
+    assert_eq!(
+        probed.stdout_text(),
+        "0\n",
+        "the kernel's thread was online"
+    );
+}
+
 fn hardening_is_in_force(engine: Engine) {
     let mut session = open(engine, "bash");
     let execution = session
@@ -1272,6 +1314,10 @@ macro_rules! engine_tests {
             #[test]
             fn network_is_off_unless_allowed() {
                 network_only_when_the_policy_allows_it(ENGINE);
+            }
+            #[test]
+            fn code_is_offline_while_libraries_install() {
+                super::code_is_offline_while_libraries_install(ENGINE);
             }
             #[test]
             fn read_only_root_no_root_user_no_capabilities() {

@@ -33,7 +33,9 @@ use std::io::{self, Read, Write};
 /// 3: kernels ([`Request::StartKernel`], [`Request::Cell`], [`Request::StopKernel`]);
 /// [`ExitReport`] has `interrupted` and `kernel_ended`; file requests resolve paths
 /// with no check-then-open race.
-pub const PROTOCOL_VERSION: u32 = 4;
+///
+/// 5: [`Request::Freeze`] and [`Request::Thaw`], around installs that go online.
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Largest frame either side accepts.
 pub const MAX_FRAME: usize = 256 << 20;
@@ -127,6 +129,13 @@ pub enum Request {
         /// Directory relative to the root; a missing one is empty already.
         path: String,
     },
+    /// Stops (`SIGSTOP`) every process of the sandbox but the agent, the kernel and
+    /// its threads included, until [`Request::Thaw`]: while an install has the
+    /// network, no code of the session may run. Reply: [`Reply::Done`].
+    Freeze,
+    /// Lets the processes [`Request::Freeze`] stopped go on (`SIGCONT`). Reply:
+    /// [`Reply::Done`].
+    Thaw,
     /// Starts the kernel (see [above](Request#kernels)), replacing one that runs, and
     /// waits until it says it is ready. Reply: [`Reply::Done`], or [`Reply::Error`]
     /// with what it wrote before it failed.
@@ -493,6 +502,8 @@ impl Request {
             }
             Request::StopKernel => Encoder::new(10).write_to(writer),
             Request::Clear { path } => Encoder::new(11).bytes(path.as_bytes()).write_to(writer),
+            Request::Freeze => Encoder::new(12).write_to(writer),
+            Request::Thaw => Encoder::new(13).write_to(writer),
         }
     }
 
@@ -545,6 +556,8 @@ impl Request {
             },
             10 => Request::StopKernel,
             11 => Request::Clear { path: d.string()? },
+            12 => Request::Freeze,
+            13 => Request::Thaw,
             _ => return Err(malformed("unknown request")),
         };
         d.end()?;
@@ -697,6 +710,8 @@ mod tests {
             grace_ms: 1000,
         });
         round_trip_request(Request::StopKernel);
+        round_trip_request(Request::Freeze);
+        round_trip_request(Request::Thaw);
         round_trip_request(Request::Clear {
             path: "output".into(),
         });

@@ -274,6 +274,14 @@ fn serve(
             Ok(Request::Clear { path }) => {
                 files::clear(&root, &path).map_or_else(Reply::Error, |()| Reply::Done)
             }
+            Ok(Request::Freeze) => {
+                process::freeze();
+                Reply::Done
+            }
+            Ok(Request::Thaw) => {
+                process::thaw();
+                Reply::Done
+            }
             Ok(Request::StopKernel) => {
                 if let Some(old) = kernel.take() {
                     old.stop();

@@ -285,6 +285,23 @@ impl AgentClient {
         }
     }
 
+    /// Stops every process of the sandbox but the agent until [`AgentClient::thaw`]:
+    /// no code of the session runs while an install has the network.
+    pub fn freeze(&mut self) -> Result<()> {
+        match self.call(&Request::Freeze, FILE_DEADLINE)? {
+            Reply::Done => Ok(()),
+            other => Err(broken(format!("unexpected {other:?} to a freeze"))),
+        }
+    }
+
+    /// Lets the processes [`AgentClient::freeze`] stopped go on.
+    pub fn thaw(&mut self) -> Result<()> {
+        match self.call(&Request::Thaw, FILE_DEADLINE)? {
+            Reply::Done => Ok(()),
+            other => Err(broken(format!("unexpected {other:?} to a thaw"))),
+        }
+    }
+
     /// Output frames until the exit report of a run or a cell.
     fn stream(
         &mut self,

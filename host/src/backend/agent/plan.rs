@@ -38,6 +38,13 @@ impl AgentSandbox {
                 // Installs get the network (when the policy allows it) and their own
                 // time limit; their chatter is shown only if they fail.
                 let online = command.needs_network && self.policy().network != Network::Off;
+                // With the network only for installs, the session's own code must not
+                // have it either: a thread an earlier cell left in the kernel would
+                // be online while the installer is. Everything but the agent stops.
+                let freeze = online && self.policy().network == Network::InstallOnly;
+                if freeze {
+                    self.with_agent(|agent| agent.freeze())?;
+                }
                 if online {
                     self.network(true)?;
                 }
@@ -62,6 +69,9 @@ impl AgentSandbox {
                 let result = self.with_agent(|agent| agent.run(&run, &mut None, &mut None));
                 if online {
                     self.network(false)?;
+                }
+                if freeze {
+                    self.with_agent(|agent| agent.thaw())?;
                 }
                 result?
             } else {
