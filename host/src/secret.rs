@@ -129,6 +129,11 @@ impl Secrets {
         self.secrets.is_empty()
     }
 
+    /// Their names.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.secrets.iter().map(|s| s.name.clone()).collect()
+    }
+
     /// The environment variables they are given as.
     pub(crate) fn env(&self) -> impl Iterator<Item = (String, String)> + '_ {
         self.secrets

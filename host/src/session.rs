@@ -374,8 +374,10 @@ impl Session {
         let timeout = options.timeout.unwrap_or(self.limits.timeout);
         let max_output = options.max_output.unwrap_or(self.limits.max_output);
         let started = Instant::now();
+        let secret_names = self.secrets.names();
         let outcome = self.sandbox()?.run(RunRequest {
             env,
+            secret_names: &secret_names,
             timeout,
             max_output,
             ..RunRequest::new(Workload::Plan(&plan))
@@ -467,12 +469,14 @@ impl Session {
         };
         let (on_stdout, stdout_flush) = masked(options.on_stdout);
         let (on_stderr, stderr_flush) = masked(options.on_stderr);
+        let secret_names = self.secrets.names();
         let sandbox = self.sandbox()?;
         let started = Instant::now();
         let outcome = sandbox.run(RunRequest {
             workload,
             stdin: &options.stdin,
             env,
+            secret_names: &secret_names,
             workdir: &workdir,
             timeout: options.timeout.unwrap_or(limits.timeout),
             max_output: options.max_output.unwrap_or(limits.max_output),

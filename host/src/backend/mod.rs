@@ -327,6 +327,10 @@ pub struct RunRequest<'a> {
     pub stdin: &'a [u8],
     /// Environment of the program (nothing is inherited from the host).
     pub env: &'a [(String, String)],
+    /// The names in `env` that are secrets ([`crate::secret`]): for the code, never
+    /// for a plan's install or setup commands, which run packages' own code with the
+    /// network on.
+    pub secret_names: &'a [String],
     /// Working directory, relative to the workspace (`""`: the workspace itself);
     /// checked by the session to have plain components only. A plan's files are
     /// written there too.
@@ -350,6 +354,7 @@ impl<'a> RunRequest<'a> {
             workload,
             stdin: b"",
             env: &[],
+            secret_names: &[],
             workdir: "",
             timeout: Duration::from_secs(30),
             max_output: 1 << 20,

@@ -16,6 +16,29 @@ const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 /// Installers' chatter is kept only to explain a failure; this much is enough.
 const INSTALL_OUTPUT: usize = 256 << 10;
 
+/// The environment of an install or setup command: the run's without its secrets
+/// (packages run their own code while they install, with the network on), then the
+/// command's own. Earlier runs' code may have left files that installers pick up: a
+/// `pip.py` in the working directory would be what `python3 -m pip` imports, with the
+/// network on, so Python gets no implicit path entries.
+fn install_env(
+    run: &[(String, String)],
+    secrets: &[String],
+    command: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = run
+        .iter()
+        .filter(|(key, _)| !secrets.contains(key))
+        .cloned()
+        .collect();
+    env.extend(command.iter().cloned());
+    env.extend(
+        [("PYTHONSAFEPATH", "1"), ("PYTHONNOUSERSITE", "1")]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    env
+}
+
 impl AgentSandbox {
     /// Runs `plan`: its files, then its commands until one fails.
     pub(super) fn run_plan(&mut self, plan: &Plan, mut request: RunRequest<'_>) -> Result<Outcome> {
@@ -48,15 +71,7 @@ impl AgentSandbox {
                 if online {
                     self.network(true)?;
                 }
-                // Earlier runs' code may have left files that installers pick up: a
-                // `pip.py` in the working directory would be what `python3 -m pip`
-                // imports, with the network on. Python gets no implicit path entries.
-                let mut env = request.env.to_vec();
-                env.extend(command.env.iter().cloned());
-                env.extend(
-                    [("PYTHONSAFEPATH", "1"), ("PYTHONNOUSERSITE", "1")]
-                        .map(|(k, v)| (k.to_string(), v.to_string())),
-                );
+                let env = install_env(request.env, request.secret_names, &command.env);
                 let run = RunCommand {
                     argv: &command.argv,
                     env: &env,
@@ -134,5 +149,27 @@ impl AgentSandbox {
         outcome.stdout = stdout;
         outcome.stderr = stderr;
         Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn installers_never_get_the_secrets() {
+        let run = pairs(&[("API_KEY", "sk-1234"), ("LANG", "C.UTF-8")]);
+        let env = install_env(&run, &["API_KEY".into()], &pairs(&[("PIP_X", "1")]));
+        assert!(!env.iter().any(|(k, _)| k == "API_KEY"), "{env:?}");
+        assert!(env.contains(&("LANG".into(), "C.UTF-8".into())));
+        assert!(env.contains(&("PIP_X".into(), "1".into())));
+        assert!(env.contains(&("PYTHONSAFEPATH".into(), "1".into())));
     }
 }
