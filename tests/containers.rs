@@ -339,6 +339,25 @@ fn network_only_when_the_policy_allows_it(engine: Engine) {
     assert_eq!(open.stdout_text(), "reachable\n", "{}", open.stderr_text());
 }
 
+/// Installs `six` for a run in `session`, which must then import it.
+fn install_six(session: &mut Session) {
+    let installed = session
+        .run_with(
+            "import six\nprint('installed')",
+            RunOptions {
+                libraries: vec!["six".into()],
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        installed.stdout_text(),
+        "installed\n",
+        "{}",
+        installed.stderr_text()
+    );
+}
+
 /// With the network only for installs, code must not get it while libraries install:
 /// a thread an earlier cell left running in the kernel keeps trying to connect.
 fn code_is_offline_while_libraries_install(engine: Engine) {
@@ -358,27 +377,34 @@ fn code_is_offline_while_libraries_install(engine: Engine) {
              threading.Thread(target=probe, daemon=True).start()",
         )
         .unwrap();
-    let installed = session
-        .run_with(
-            "import six\nprint('installed')",
-            RunOptions {
-                libraries: vec!["six".into()],
-                ..RunOptions::default()
-            },
-        )
-        .unwrap();
-    assert_eq!(
-        installed.stdout_text(),
-        "installed\n",
-        "{}",
-        installed.stderr_text()
-    );
+    install_six(&mut session);
     let probed = session.run("time.sleep(0.5)\nprint(len(reached))").unwrap();
     assert_eq!(
         probed.stdout_text(),
         "0\n",
         "the kernel's thread was online"
     );
+}
+
+/// Configuration that earlier code plants where installers look for it (here pip's
+/// user configuration, in what is the code's home) does not steer a later install.
+fn planted_configuration_does_not_steer_an_install(engine: Engine) {
+    let mut session = open(engine, "python");
+    session
+        .run(
+            "import os\n\
+             os.makedirs(os.path.expanduser('~/.config/pip'), exist_ok=True)\n\
+             open(os.path.expanduser('~/.config/pip/pip.conf'), 'w').write(\n\
+             \x20   '[global]\\nindex-url = http://127.0.0.1:9/planted/\\n')\n\
+             os.makedirs(os.path.expanduser('~/.pip'), exist_ok=True)\n\
+             open(os.path.expanduser('~/.pip/pip.conf'), 'w').write(\n\
+             \x20   '[global]\\nindex-url = http://127.0.0.1:9/planted/\\n')",
+        )
+        .unwrap();
+    install_six(&mut session);
+    // The install's own home is gone again.
+    let left = session.list_files(".sandlot/install").unwrap();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 fn hardening_is_in_force(engine: Engine) {
@@ -1318,6 +1344,10 @@ macro_rules! engine_tests {
             #[test]
             fn code_is_offline_while_libraries_install() {
                 super::code_is_offline_while_libraries_install(ENGINE);
+            }
+            #[test]
+            fn planted_configuration_does_not_steer_an_install() {
+                super::planted_configuration_does_not_steer_an_install(ENGINE);
             }
             #[test]
             fn read_only_root_no_root_user_no_capabilities() {

@@ -71,8 +71,10 @@ impl Guest for R {
              {{ message(\"could not install \", p); quit(status = 1) }}",
             r_string(&library)
         );
+        // --vanilla: no `.Rprofile` or `.Renviron` that earlier code left in the
+        // workspace (or in a home) is read, so none can redefine install.packages.
         Ok(vec![
-            command(Phase::Install, &["Rscript", "-e", &script]).network()
+            command(Phase::Install, &["Rscript", "--vanilla", "-e", &script]).network()
         ])
     }
 

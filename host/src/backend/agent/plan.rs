@@ -13,6 +13,10 @@ use std::time::Duration;
 /// Installing libraries may take minutes, whatever the run's own limit.
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// Where installs get their fresh home directories, relative to the workspace; emptied
+/// after each install.
+const INSTALL_HOMES: &str = ".sandlot/install";
+
 /// Installers' chatter is kept only to explain a failure; this much is enough.
 const INSTALL_OUTPUT: usize = 256 << 10;
 
@@ -71,7 +75,21 @@ impl AgentSandbox {
                 if online {
                     self.network(true)?;
                 }
-                let env = install_env(request.env, request.secret_names, &command.env);
+                // A home of its own, under a name earlier code cannot have guessed (and,
+                // frozen, cannot plant in now): configuration in the workspace's home
+                // (`~/.config/pip/pip.conf`, `~/.npmrc`, `~/.gemrc`) steers no install.
+                let home = format!("{INSTALL_HOMES}/{}", crate::backend::owner::sandbox_id());
+                self.with_agent(|agent| agent.write(&format!("{home}/.keep"), b""))?;
+                let mut env = install_env(request.env, request.secret_names, &command.env);
+                let home_path = format!("{}/{home}", crate::layout::Layout::WORKSPACE);
+                env.extend([
+                    ("HOME".to_string(), home_path.clone()),
+                    (
+                        "XDG_CONFIG_HOME".to_string(),
+                        format!("{home_path}/.config"),
+                    ),
+                    ("XDG_CACHE_HOME".to_string(), format!("{home_path}/.cache")),
+                ]);
                 let run = RunCommand {
                     argv: &command.argv,
                     env: &env,
@@ -88,6 +106,7 @@ impl AgentSandbox {
                 if freeze {
                     self.with_agent(|agent| agent.thaw())?;
                 }
+                self.with_agent(|agent| agent.clear(INSTALL_HOMES))?;
                 result?
             } else {
                 // Whatever happened before, no code runs while the sandbox is online
