@@ -405,6 +405,29 @@ fn planted_configuration_does_not_steer_an_install(engine: Engine) {
     // The install's own home is gone again.
     let left = session.list_files(".sandlot/install").unwrap();
     assert!(left.is_empty(), "{left:?}");
+
+    // npm reads the `.npmrc` of the directory it installs into.
+    let mut session = open(engine, "javascript");
+    for path in [".npmrc", "node_modules/.npmrc"] {
+        session
+            .write_file(path, b"registry=http://127.0.0.1:9/planted/\n")
+            .unwrap();
+    }
+    let installed = session
+        .run_with(
+            "console.log(require('is-number')(5))",
+            RunOptions {
+                libraries: vec!["is-number".into()],
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        installed.stdout_text(),
+        "true\n",
+        "{}",
+        installed.stderr_text()
+    );
 }
 
 fn hardening_is_in_force(engine: Engine) {
