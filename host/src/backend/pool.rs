@@ -794,9 +794,13 @@ fn close(shared: &Arc<Shared>, deadline: Duration) {
             shared.lock().destroyed += 1;
         }
     }
-    // Everything handed to the reaper is destroyed before `close` returns.
+    // Everything handed to the reaper is destroyed before `close` returns, and so is
+    // what a warm still opening makes: the warmer destroys it once it sees the pool
+    // closed (a pod can take seconds to start, longer than the deadline).
     let mut state = shared.lock();
-    while state.destroyed < state.created && Instant::now() < until + REAP_WAIT {
+    while (state.destroyed < state.created || state.buckets.iter().any(|b| b.warming > 0))
+        && Instant::now() < until + REAP_WAIT
+    {
         state = shared
             .changed
             .wait_timeout(state, Duration::from_millis(50))
