@@ -639,37 +639,47 @@ impl Backend for KubernetesBackend {
                 self.server, self.endpoint, self.namespace
             ),
         )];
-        checks.push(if self.enforces_network {
-            Check::ok(
+        // The gaps are what `unenforced` says of a policy that asks for everything,
+        // each with why and what to do.
+        let strictest = crate::policy::Preset::Strict.policy();
+        let unenforced = self.unenforced(&strictest);
+        if !unenforced.contains(&PolicyField::Network) {
+            checks.push(Check::ok(
                 "network policy",
                 "enforced: a sandbox's NetworkPolicy cuts its network",
-            )
-        } else {
-            Check::gap(
-                "network policy",
-                "not enforced: no network plugin that enforces NetworkPolicy was found, so \
-                 a pod's network cannot be cut (sessions whose policy is not `network = \
-                 on` are refused by the servers)",
-                "install a network plugin that enforces NetworkPolicy (Calico, Cilium, ...); \
-                 if the cluster has one sandlot does not recognise, set [kubernetes] \
-                 network_policy_enforced = true",
-            )
-        });
-        checks.push(Check::gap(
-            "process limit",
-            "Kubernetes has no per-pod process limit: pids_limit is not applied",
-            "set the kubelet's podPidsLimit on the nodes",
-        ));
-        if self.server_minor < 22 {
-            checks.push(Check::gap(
-                "workspace size",
-                format!(
-                    "Kubernetes {} gives memory volumes no size: workdir_size is only \
-                     counted against the memory limit",
-                    self.server
-                ),
-                "upgrade the cluster to 1.22 or later",
             ));
+        }
+        for field in unenforced {
+            checks.push(match field {
+                PolicyField::Network => Check::gap(
+                    "network policy",
+                    "not enforced: no network plugin that enforces NetworkPolicy was found, \
+                     so a pod's network cannot be cut (sessions whose policy is not \
+                     `network = on` are refused by the servers)",
+                    "install a network plugin that enforces NetworkPolicy (Calico, Cilium, \
+                     ...); if the cluster has one sandlot does not recognise, set \
+                     [kubernetes] network_policy_enforced = true",
+                ),
+                PolicyField::PidsLimit => Check::gap(
+                    "process limit",
+                    "Kubernetes has no per-pod process limit: pids_limit is not applied",
+                    "set the kubelet's podPidsLimit on the nodes",
+                ),
+                PolicyField::WorkdirSize => Check::gap(
+                    "workspace size",
+                    format!(
+                        "Kubernetes {} gives memory volumes no size: workdir_size is only \
+                         counted against the memory limit",
+                        self.server
+                    ),
+                    "upgrade the cluster to 1.22 or later",
+                ),
+                other => Check::gap(
+                    "policy",
+                    format!("{other} is not applied"),
+                    "use another backend where it matters",
+                ),
+            });
         }
         checks
     }
