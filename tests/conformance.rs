@@ -685,13 +685,10 @@ fn nothing_is_left_after_close(backend: &str) {
     session.run("open('output/x', 'w').write('x')").unwrap();
     let name = session.sandbox_name().unwrap();
     session.close();
-    match backend {
-        "wasm" => assert!(
-            !std::path::Path::new(&name).exists(),
-            "the workspace {name} was removed"
-        ),
-        _ => assert!(!sandbox_exists(backend, &name), "{name} is still there"),
-    }
+    assert!(
+        !support::sandbox_exists(sandlot(), backend, &name),
+        "{name} is still there"
+    );
 }
 
 fn pool_options(min_idle: usize, max_size: usize, when_exhausted: Exhausted) -> PoolOptions {
@@ -702,21 +699,6 @@ fn pool_options(min_idle: usize, max_size: usize, when_exhausted: Exhausted) -> 
         acquire_timeout: Duration::from_secs(120),
         ..PoolOptions::default()
     }
-}
-
-/// Whether the engine behind `backend` still has a sandbox called `name`.
-fn sandbox_exists(backend: &str, name: &str) -> bool {
-    let engine = match backend {
-        "wasm" => return false,
-        "kubernetes" => {
-            let pods = sandlot().kubernetes().unwrap().sandboxes().unwrap();
-            return pods.iter().any(|p| p.name == name);
-        }
-        "podman" => Engine::Podman,
-        _ => Engine::Docker,
-    };
-    let containers = sandlot().containers(engine).unwrap().sandboxes().unwrap();
-    containers.iter().any(|c| c.name == name)
 }
 
 /// A pooled session starts from a pre-warmed sandbox, and the next session never sees
@@ -757,7 +739,7 @@ fn pooled_sessions_share_nothing(backend: &str) {
 
     // Each session's sandbox is destroyed off the caller's time, and replaced.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while sandbox_exists(backend, &first_name) || pool.stats().idle < 1 {
+    while support::sandbox_exists(&sandlot, backend, &first_name) || pool.stats().idle < 1 {
         assert!(Instant::now() < deadline, "{:?}", pool.stats());
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -868,7 +850,10 @@ fn a_pool_closed_while_sessions_run(backend: &str) {
     );
     let after = session.run("print(1)").unwrap();
     assert!(after.session_ended(), "{:?}", after.session);
-    assert!(!sandbox_exists(backend, &name), "{name} outlived the pool");
+    assert!(
+        !support::sandbox_exists(&sandlot, backend, &name),
+        "{name} outlived the pool"
+    );
     let refused = sandlot
         .session("python")
         .backend(backend)

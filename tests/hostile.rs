@@ -14,7 +14,8 @@
 //! `SANDLOT_UPDATE_HOSTILE_TABLE=1 cargo test --test hostile` rewrites it; otherwise
 //! the test fails when it differs.
 
-use sandlot::backend::docker::Engine;
+mod support;
+
 use sandlot::{EndReason, Limits, Network, PluginHost, Policy, RunOptions, Sandlot, Session};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -196,21 +197,6 @@ fn open(case: &Case, backend: &str) -> Session {
         .unwrap_or_else(|e| panic!("cannot open {} on {backend}: {e}", case.language))
 }
 
-/// Whether the engine behind `backend` still has a sandbox called `name`.
-fn sandbox_exists(backend: &str, name: &str) -> bool {
-    let engine = match backend {
-        "wasm" => return Path::new(name).exists(),
-        "kubernetes" => {
-            let pods = sandlot().kubernetes().unwrap().sandboxes().unwrap();
-            return pods.iter().any(|p| p.name == name);
-        }
-        "podman" => Engine::Podman,
-        _ => Engine::Docker,
-    };
-    let containers = sandlot().containers(engine).unwrap().sandboxes().unwrap();
-    containers.iter().any(|c| c.name == name)
-}
-
 /// For a backend the case does not attack because it does not enforce what the case
 /// tests: its sessions must say so.
 fn reported_gap(name: &str, case: &Case, backend: &str) -> Vec<String> {
@@ -325,7 +311,7 @@ fn attack(name: &str, case: &Case, backend: &str, canary: &Canary) -> Vec<String
     }
     session.close();
     bystander.close();
-    if !sandbox.is_empty() && sandbox_exists(backend, &sandbox) {
+    if !sandbox.is_empty() && support::sandbox_exists(sandlot(), backend, &sandbox) {
         fail(format!("{sandbox} is still there after close"));
     }
     problems

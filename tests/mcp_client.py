@@ -17,12 +17,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-
-def check(what, condition, detail=""):
-    if not condition:
-        print(f"FAILED: {what}: {detail}", flush=True)
-        sys.exit(1)
-    print(f"ok: {what}", flush=True)
+from checks import check
 
 
 def summary(result):

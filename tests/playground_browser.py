@@ -16,12 +16,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-
-def check(what, condition, detail=""):
-    if not condition:
-        print(f"FAILED: {what}: {detail}", flush=True)
-        sys.exit(1)
-    print(f"ok: {what}", flush=True)
+from checks import check
 
 
 def main():

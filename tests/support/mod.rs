@@ -128,3 +128,20 @@ pub fn start_sleeping_host(backend: &str, env: &[(&str, &str)]) -> std::process:
     }
     host
 }
+
+/// Whether `backend`'s sandbox called `name` is still there: a container, a pod, or
+/// (wasm) the workspace directory, as `sandbox_name` names them.
+pub fn sandbox_exists(sandlot: &sandlot::Sandlot, backend: &str, name: &str) -> bool {
+    use sandlot::backend::docker::Engine;
+    let engine = match backend {
+        "wasm" => return Path::new(name).exists(),
+        "kubernetes" => {
+            let pods = sandlot.kubernetes().unwrap().sandboxes().unwrap();
+            return pods.iter().any(|p| p.name == name);
+        }
+        "podman" => Engine::Podman,
+        _ => Engine::Docker,
+    };
+    let containers = sandlot.containers(engine).unwrap().sandboxes().unwrap();
+    containers.iter().any(|c| c.name == name)
+}
