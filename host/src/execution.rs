@@ -19,12 +19,14 @@
 //! | `findings` | array | the static analysis: `rule_id`, `severity`, `line`, `message` |
 //! | `policy` | object | the policy in force |
 //! | `unenforced` | array of strings | fields of the policy the backend could not apply (e.g. `workdir_size` on wasm) |
+//! | `egress_denied` | array | under an allow-list, what the run was refused: `host`, `port` (null for a DNS lookup), `via` (`dns`, `http`, `connect`, `tls`), `reason` (`{"kind": "not-listed"}`, `"private-address"` with `addresses`, `"server-name-mismatch"` with `server_name`, `"no-server-name"`) |
 //!
 //! A later version only adds fields; one that changes or removes any is
 //! `sandlot.execution/2`.
 
 use crate::artifact::Artifact;
 use crate::backend::{millis, BackendName, EndReason, SessionState};
+use crate::egress::Denial;
 use crate::language::Finding;
 use crate::policy::{Policy, PolicyField};
 use base64::Engine as _;
@@ -70,6 +72,9 @@ pub struct Execution {
     pub policy: Policy,
     /// The policy's restrictions the backend could not apply.
     pub unenforced: Vec<PolicyField>,
+    /// Under [`Network::AllowList`](crate::Network::AllowList), the connections and
+    /// lookups the run was refused, each once, in order.
+    pub egress_denied: Vec<Denial>,
 }
 
 impl Execution {
@@ -168,6 +173,7 @@ impl Serialize for Execution {
         map.serialize_entry("findings", &self.findings)?;
         map.serialize_entry("policy", &self.policy)?;
         map.serialize_entry("unenforced", &self.unenforced)?;
+        map.serialize_entry("egress_denied", &self.egress_denied)?;
         map.end()
     }
 }
@@ -203,6 +209,12 @@ mod tests {
             backend: BackendName::WASM,
             policy: Policy::default(),
             unenforced: vec![PolicyField::WorkdirSize],
+            egress_denied: vec![Denial {
+                host: "evil.net".into(),
+                port: Some(443),
+                via: crate::egress::Via::Connect,
+                reason: crate::egress::DenyReason::NotListed,
+            }],
         }
     }
 
@@ -224,6 +236,10 @@ mod tests {
         assert_eq!(json["duration_ms"], 2100.0);
         assert_eq!(json["artifacts"][0]["base64"], "AQI=");
         assert_eq!(json["policy"]["network"], "install-only");
+        assert_eq!(
+            json["egress_denied"],
+            serde_json::json!([{"host": "evil.net", "port": 443, "via": "connect", "reason": {"kind": "not-listed"}}])
+        );
     }
 
     #[test]

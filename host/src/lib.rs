@@ -29,6 +29,7 @@ pub mod backend;
 mod capability;
 pub mod config;
 pub mod dirs;
+pub mod egress;
 mod entry;
 mod error;
 pub mod execution;

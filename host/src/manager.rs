@@ -441,7 +441,8 @@ impl SessionManager {
     pub fn new(service: Service, settings: ManagerSettings) -> SessionManager {
         let policy = settings
             .policy
-            .or(service.sandlot().config().policy)
+            .clone()
+            .or_else(|| service.sandlot().config().policy.clone())
             .unwrap_or_default();
         let inner = Arc::new(Inner {
             service: RwLock::new(service),
@@ -485,7 +486,7 @@ impl SessionManager {
     /// client to tighten.
     pub fn request(&self, language: &str) -> OpenRequest {
         let mut request = OpenRequest::new(language);
-        request.policy = self.inner.policy;
+        request.policy = self.inner.policy.clone();
         request.limits = self.inner.settings.limits;
         request.secrets = self.inner.settings.secrets.clone();
         request

@@ -26,6 +26,7 @@
 //!
 //! [`Execution`]: crate::Execution
 
+use crate::egress::AllowList;
 use crate::error::{Error, Result};
 use crate::language::Severity;
 use serde::{Deserialize, Serialize};
@@ -46,6 +47,11 @@ pub enum Network {
     InstallOnly,
     /// Always, including while the user's code runs.
     On,
+    /// Only to the destinations of [`Policy::allow`], installs and code alike,
+    /// through a proxy the host runs: the sandbox itself has no network (see
+    /// [`crate::egress`]). What was refused is in
+    /// [`Execution::egress_denied`](crate::Execution::egress_denied).
+    AllowList,
 }
 
 /// Seccomp filtering of a container's system calls.
@@ -64,7 +70,7 @@ pub enum Seccomp {
 /// What the host allows a sandbox. The container fields apply to the Docker and Podman
 /// backends; the wasm backend never has a network, a root filesystem or capabilities,
 /// whatever the policy says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Policy {
     /// Refuse code with a finding at or above this severity; `None` only reports
     /// findings (they are in every [`Execution`](crate::Execution)).
@@ -74,6 +80,9 @@ pub struct Policy {
     pub report_at: Severity,
     /// When the sandbox may reach the network.
     pub network: Network,
+    /// Where it may go when [`Policy::network`] is [`Network::AllowList`]: names
+    /// (`pypi.org`, `*.pythonhosted.org`) and networks (`10.0.0.0/8`).
+    pub allow: AllowList,
     /// Mount the image's root filesystem read-only; only the workspace and `/tmp`
     /// (size-capped tmpfs) are writable.
     pub read_only_root: bool,
@@ -134,13 +143,13 @@ impl Policy {
     /// assert_eq!(looser.looser_than(&server), [PolicyField::Network]);
     /// ```
     pub fn looser_than(&self, base: &Policy) -> Vec<PolicyField> {
-        fn openness(network: Network) -> u8 {
-            match network {
-                Network::Off => 0,
-                Network::InstallOnly => 1,
-                Network::On => 2,
-            }
-        }
+        // Installs anywhere and code nowhere, or both to a few places: neither is
+        // within the other.
+        let network_looser = match (self.network, base.network) {
+            (_, Network::On) | (Network::Off, _) => false,
+            (Network::AllowList, Network::AllowList) => !self.allow.within(&base.allow),
+            (mine, theirs) => mine != theirs,
+        };
         // Engines read a limit of 0 as none at all.
         fn more(mine: u64, base: u64) -> bool {
             base != 0 && (mine == 0 || mine > base)
@@ -153,10 +162,7 @@ impl Policy {
         };
         let checks = [
             (PolicyField::BlockAt, blocks_less),
-            (
-                PolicyField::Network,
-                openness(self.network) > openness(base.network),
-            ),
+            (PolicyField::Network, network_looser),
             (
                 PolicyField::ReadOnlyRoot,
                 base.read_only_root && !self.read_only_root,
@@ -206,6 +212,7 @@ impl Default for Policy {
             block_at: Some(Severity::Critical),
             report_at: Severity::Info,
             network: Network::InstallOnly,
+            allow: AllowList::empty(),
             read_only_root: true,
             uid: 1000,
             gid: 1000,
@@ -403,6 +410,7 @@ pub(crate) struct PolicySettings {
     block_at: Option<BlockAt>,
     report_at: Option<Severity>,
     network: Option<Network>,
+    allow: Option<AllowList>,
     read_only_root: Option<bool>,
     uid: Option<u32>,
     gid: Option<u32>,
@@ -422,6 +430,7 @@ impl PolicySettings {
             block_at: self.block_at.map_or(base.block_at, BlockAt::severity),
             report_at: self.report_at.unwrap_or(base.report_at),
             network: self.network.unwrap_or(base.network),
+            allow: self.allow.clone().unwrap_or(base.allow),
             read_only_root: self.read_only_root.unwrap_or(base.read_only_root),
             uid: self.uid.unwrap_or(base.uid),
             gid: self.gid.unwrap_or(base.gid),
@@ -436,6 +445,16 @@ impl PolicySettings {
             return Err(format!(
                 "report_at ({}) is above block_at ({}): findings that block must be reported",
                 policy.report_at, block_at
+            ));
+        }
+        if !policy.allow.is_empty() && policy.network != Network::AllowList {
+            return Err(format!(
+                "allow lists where network = \"allow-list\" may go, but network is \"{}\"; \
+                 set network = \"allow-list\" or drop allow",
+                serde_json::to_value(policy.network)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
             ));
         }
         if policy.pids_limit == 0 || policy.cpu_millis == 0 || policy.workdir_size == 0 {
@@ -510,17 +529,23 @@ mod tests {
         );
 
         let base = Policy::default();
-        let root = Policy { uid: 0, ..base };
+        let root = Policy {
+            uid: 0,
+            ..base.clone()
+        };
         assert_eq!(root.looser_than(&base), [PolicyField::Uid]);
-        let other_user = Policy { uid: 4242, ..base };
+        let other_user = Policy {
+            uid: 4242,
+            ..base.clone()
+        };
         assert!(other_user.looser_than(&base).is_empty());
-        let reports_only = base.with_block_at(None);
+        let reports_only = base.clone().with_block_at(None);
         assert_eq!(reports_only.looser_than(&base), [PolicyField::BlockAt]);
-        let blocks_more = base.with_block_at(Some(Severity::Medium));
+        let blocks_more = base.clone().with_block_at(Some(Severity::Medium));
         assert!(blocks_more.looser_than(&base).is_empty());
         let unconfined = Policy {
             seccomp: Seccomp::Unconfined,
-            ..base
+            ..base.clone()
         };
         assert_eq!(unconfined.looser_than(&base), [PolicyField::Seccomp]);
         // 0 is no limit to the engines, so it is the loosest of all.
@@ -528,7 +553,7 @@ mod tests {
             pids_limit: 0,
             cpu_millis: 0,
             workdir_size: 0,
-            ..base
+            ..base.clone()
         };
         assert_eq!(
             unlimited.looser_than(&base),
@@ -538,6 +563,53 @@ mod tests {
                 PolicyField::WorkdirSize
             ]
         );
+    }
+
+    #[test]
+    fn an_allow_list_is_tighter_than_on_and_narrower_lists_are_tighter_still() {
+        let list = |entries: &str| Policy {
+            network: Network::AllowList,
+            allow: entries.parse().unwrap(),
+            ..Policy::default()
+        };
+        let on = Policy {
+            network: Network::On,
+            ..Policy::default()
+        };
+        let install_only = Policy::default();
+        let wide = list("pypi.org *.pythonhosted.org");
+        assert!(wide.looser_than(&on).is_empty());
+        assert!(list("pypi.org").looser_than(&wide).is_empty());
+        assert_eq!(list("evil.net").looser_than(&wide), [PolicyField::Network]);
+        // Neither holds the other: installs anywhere, or code to a few places.
+        assert_eq!(wide.looser_than(&install_only), [PolicyField::Network]);
+        assert_eq!(install_only.looser_than(&wide), [PolicyField::Network]);
+        assert!(Preset::Strict.policy().looser_than(&wide).is_empty());
+    }
+
+    #[test]
+    fn an_allow_list_is_read_from_a_file_and_needs_its_network() {
+        let policy = Policy::from_toml(
+            "network = \"allow-list\"\nallow = [\"pypi.org\", \"10.0.0.0/8\"]\n",
+            "p.toml".as_ref(),
+        )
+        .unwrap();
+        assert_eq!(policy.network, Network::AllowList);
+        assert_eq!(policy.allow.to_string(), "pypi.org, 10.0.0.0/8");
+        let err = Policy::from_toml(
+            "network = \"allow-list\"\nallow = [\"pypi.org:443\"]\n",
+            "p.toml".as_ref(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("pypi.org:443") && err.contains("line 2"),
+            "{err}"
+        );
+        let err = Policy::from_toml("allow = [\"pypi.org\"]\n", "p.toml".as_ref())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("network = \"allow-list\""), "{err}");
     }
 
     #[test]

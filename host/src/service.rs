@@ -216,7 +216,7 @@ impl Service {
         builder
             .backend(request.backend.clone())
             .limits(request.limits)
-            .policy(request.policy)
+            .policy(request.policy.clone())
             .libraries(&request.libraries)
             .one_shot(request.one_shot)
             .earlier_output(request.earlier_output);

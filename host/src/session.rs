@@ -557,8 +557,20 @@ impl Session {
             end: outcome.end,
             session: outcome.session,
             backend: self.backend_name.clone(),
-            policy: self.policy,
+            policy: self.policy.clone(),
             unenforced: self.unenforced.clone(),
+            // A denied name can carry a secret out as well as a connection could.
+            egress_denied: outcome
+                .egress_denied
+                .into_iter()
+                .map(|mut denial| {
+                    if !secrets.is_empty() {
+                        let masked = secrets.mask(denial.host.into_bytes(), false);
+                        denial.host = String::from_utf8_lossy(&masked).into_owned();
+                    }
+                    denial
+                })
+                .collect(),
         })
     }
 

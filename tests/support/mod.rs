@@ -145,3 +145,46 @@ pub fn sandbox_exists(sandlot: &sandlot::Sandlot, backend: &str, name: &str) -> 
     let containers = sandlot.containers(engine).unwrap().sandboxes().unwrap();
     containers.iter().any(|c| c.name == name)
 }
+
+/// The servers of `tests/egress_servers.py`, on every address of this machine:
+/// `http` and `https` answer `allowed-http` and `allowed-https`, `other` answers
+/// `other-http`. They stop when this is dropped.
+pub struct EgressServers {
+    child: std::process::Child,
+    pub http: u16,
+    pub https: u16,
+    pub other: u16,
+}
+
+impl EgressServers {
+    pub fn start() -> EgressServers {
+        use std::io::BufRead;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/egress_servers.py");
+        let mut child = std::process::Command::new("python3")
+            .arg(script)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs the test servers");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let ports: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the test servers said {line:?}: {e}"));
+        let port = |name: &str| ports[name].as_u64().unwrap() as u16;
+        EgressServers {
+            http: port("http"),
+            https: port("https"),
+            other: port("other"),
+            child,
+        }
+    }
+}
+
+impl Drop for EgressServers {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

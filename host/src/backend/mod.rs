@@ -487,6 +487,8 @@ pub struct Outcome {
     pub end: EndReason,
     /// What the session is now.
     pub session: SessionState,
+    /// What an egress allow-list refused during the run.
+    pub egress_denied: Vec<crate::egress::Denial>,
 }
 
 impl Outcome {

@@ -118,7 +118,7 @@ impl Key {
         Key {
             language: spec.language.to_string(),
             image: spec.image.to_string(),
-            policy: *spec.policy,
+            policy: spec.policy.clone(),
             memory: spec.memory,
             kernel: spec.kernel.cloned(),
             preinstall: preinstall.cloned(),

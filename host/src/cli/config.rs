@@ -64,7 +64,7 @@ fn effective(global: &Global) -> Result<Value> {
         (None, Ok(host)) if !host.is_empty() => sourced(host, Origin::Environment(variable)),
         _ => sourced(default, Origin::Default),
     };
-    let policy = config.policy.unwrap_or_default();
+    let policy = config.policy.clone().unwrap_or_default();
     let kubernetes = &config.kubernetes;
     let cluster_configured = kubernetes != &sandlot::config::KubernetesConfig::default();
     Ok(json!({

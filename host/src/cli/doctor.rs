@@ -14,7 +14,7 @@ use std::process::ExitCode;
 /// the machine, not failures of the command.
 pub(super) fn command(global: &Global, json: bool) -> Result<ExitCode> {
     let config = global.config()?;
-    let policy = config.policy.unwrap_or_default();
+    let policy = config.policy.clone().unwrap_or_default();
     let service = Service::from_config(config, &global.overrides())?;
     let sandlot = service.sandlot();
     let backends = sandlot

@@ -46,7 +46,7 @@ pub(super) fn command(global: &Global, args: ReplArgs) -> Result<ExitCode> {
         .info()
         .id
         .clone();
-    let configured = service.sandlot().config().policy;
+    let configured = service.sandlot().config().policy.clone();
     let mut request = args.sandbox.request(&language, configured)?;
     if args.clear_output {
         request.earlier_output = EarlierOutput::Clear;

@@ -70,6 +70,12 @@ pub(super) struct SandboxArgs {
     /// policy's is `install`).
     #[arg(long, value_enum)]
     network: Option<NetworkArg>,
+    /// Lets the code reach this destination and no other: a name (`pypi.org`), a
+    /// wildcard (`*.pythonhosted.org`), an address or a network (`10.0.0.0/8`).
+    /// Implies `--network allow-list`; repeatable, or comma-separated. Container
+    /// backends on this machine only.
+    #[arg(long = "allow", value_name = "DEST")]
+    allow: Vec<String>,
     /// Passes this environment variable of yours to the code as a secret: its value
     /// is masked (`***`) in the output and the files that come back. The value is
     /// read from your environment, so it never shows in a command line. Repeatable.
@@ -106,7 +112,25 @@ impl SandboxArgs {
                 NetworkArg::Off => Network::Off,
                 NetworkArg::Install => Network::InstallOnly,
                 NetworkArg::On => Network::On,
+                NetworkArg::AllowList => Network::AllowList,
             };
+        }
+        if !self.allow.is_empty() {
+            if self
+                .network
+                .is_some_and(|n| !matches!(n, NetworkArg::AllowList))
+            {
+                bail!("--allow lists where the code may go, so it goes with --network allow-list only");
+            }
+            let listed: sandlot::egress::AllowList = self
+                .allow
+                .join(",")
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--allow: {e}"))?;
+            policy.network = Network::AllowList;
+            let mut entries = policy.allow.entries().to_vec();
+            entries.extend(listed.entries().iter().cloned());
+            policy.allow = entries.into();
         }
         request.policy = policy;
         request.secrets = secrets_from_environment(&self.secrets)?;
@@ -158,6 +182,8 @@ enum NetworkArg {
     Install,
     /// Always.
     On,
+    /// Only to the policy's allow-list (`--allow`).
+    AllowList,
 }
 
 /// Exit status when sandlot itself fails during `run`, as `docker run` does.
@@ -167,7 +193,7 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let mut service = Service::from_config(global.config()?, &global.overrides())?;
     plugin_notes(service.sandlot().plugins());
     let (code, handler) = args.source.load(service.sandlot().plugins())?;
-    let configured = service.sandlot().config().policy;
+    let configured = service.sandlot().config().policy.clone();
     let request = args.sandbox.request(&handler.info().id, configured)?;
     let opened = service.open(&request, |step| note!("sandlot: {step}"));
     let mut session = match opened {
@@ -262,6 +288,9 @@ pub(super) fn notes(execution: &Execution, memory_mib: usize, kept: bool) {
             note!("sandlot: stopped at the memory cap of {memory_mib} MiB (--memory)")
         }
         other => note!("sandlot: {other}"),
+    }
+    for denial in &execution.egress_denied {
+        note!("sandlot: egress refused: {denial}");
     }
     if !execution.artifacts.is_empty() && !kept {
         let names: Vec<_> = execution

@@ -69,6 +69,8 @@ enum NetworkChoice {
     InstallOnly,
     /// Always (only where the server's policy allows it).
     On,
+    /// Only to the destinations of the server's allow-list.
+    AllowList,
 }
 
 impl From<NetworkChoice> for crate::Network {
@@ -77,6 +79,7 @@ impl From<NetworkChoice> for crate::Network {
             NetworkChoice::Off => crate::Network::Off,
             NetworkChoice::InstallOnly => crate::Network::InstallOnly,
             NetworkChoice::On => crate::Network::On,
+            NetworkChoice::AllowList => crate::Network::AllowList,
         }
     }
 }
@@ -111,8 +114,9 @@ struct OpenSession {
     /// Packages every run of the session needs.
     #[serde(default)]
     libraries: Vec<String>,
-    /// Network access: `off`, `install-only` (only while installing libraries) or
-    /// `on`. Only as open as the server's policy; the default is the server's.
+    /// Network access: `off`, `install-only` (only while installing libraries), `on`,
+    /// or `allow-list` (only where the server's allow-list lets it). Only as open as
+    /// the server's policy; the default is the server's.
     network: Option<NetworkChoice>,
     /// Wall-clock limit of each run, in seconds; at most the server's.
     timeout_seconds: Option<f64>,

@@ -14,6 +14,7 @@
 
 mod beneath;
 mod command;
+mod egress;
 mod files;
 mod kernel;
 mod process;
@@ -161,6 +162,8 @@ fn serve(
     let mut kernel: Option<Kernel> = None;
     // Artifacts are collected from here; it exists before any code runs.
     let _ = root.make_dirs("output");
+    // Under an egress allow-list, the way out is there before any code runs.
+    egress::start_from_environment()?;
     let writer: Writer = Arc::new(Mutex::new(writer));
     send(
         &writer,

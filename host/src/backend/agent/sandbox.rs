@@ -21,6 +21,11 @@ pub trait SandboxHandle: Send {
     fn set_network(&mut self, online: bool) -> Result<()>;
     /// Kills and removes the sandbox and everything it holds. Called once.
     fn destroy(&mut self);
+    /// What the sandbox's egress allow-list refused since the last call; nothing
+    /// for an engine that enforces none.
+    fn take_denials(&mut self) -> Vec<crate::egress::Denial> {
+        Vec::new()
+    }
 }
 
 /// A sandbox whose agent runs plans, shell commands and file requests, on behalf of
@@ -217,14 +222,14 @@ impl Sandbox for AgentSandbox {
             Workload::Code(code) if self.kernel.is_some() => self.run_cell(code, request),
             other @ Workload::Code(_) => return Err(other.unsupported(&self.handle.name())),
         };
-        match result {
+        let mut outcome = match result {
             // The agent is process 1: without it the sandbox is gone.
-            Err(Error::Agent { reason }) => {
-                Ok(Outcome::lost(format!("the sandbox stopped: {reason}")))
-            }
-            Err(Error::SessionEnded { reason }) => Ok(Outcome::lost(reason)),
-            other => other,
-        }
+            Err(Error::Agent { reason }) => Outcome::lost(format!("the sandbox stopped: {reason}")),
+            Err(Error::SessionEnded { reason }) => Outcome::lost(reason),
+            other => other?,
+        };
+        outcome.egress_denied = self.handle.take_denials();
+        Ok(outcome)
     }
 
     fn files(&mut self) -> &mut dyn SandboxFiles {

@@ -24,8 +24,10 @@
 //! [`Policy`]: crate::Policy
 
 mod checks;
+mod egress;
 pub mod images;
 mod sandbox;
+mod socket;
 
 use crate::backend::{
     check_capabilities, owner, wait, Backend, BackendName, Capabilities, Capability, Check, Needs,
@@ -509,6 +511,7 @@ impl ContainerBackend {
             removed.push(sandbox.name);
         }
         sandbox::sweep_ipc_dirs();
+        egress::sweep_dirs();
         Ok(removed)
     }
 

@@ -1,5 +1,7 @@
 //! One container: created from the policy with the agent as process 1, removed at once.
 
+use super::egress::Egress;
+use super::socket::open_to_container;
 use super::{wait, AgentDelivery, ContainerBackend, Engine};
 use crate::backend::agent::{accept_unix, AgentClient, AgentSandbox, SandboxHandle, Transport};
 use crate::backend::{owner, SandboxSpec};
@@ -45,6 +47,8 @@ struct Container {
     install_network: String,
     /// The socket directory (bind-mount delivery).
     ipc: Option<tempfile::TempDir>,
+    /// The egress proxy, under an allow-list; it goes after the container.
+    egress: Option<Egress>,
     removed: bool,
 }
 
@@ -70,6 +74,13 @@ impl SandboxHandle for Container {
             ),
             source: Box::new(source),
         })
+    }
+
+    fn take_denials(&mut self) -> Vec<crate::egress::Denial> {
+        self.egress
+            .as_ref()
+            .map(Egress::take_denials)
+            .unwrap_or_default()
     }
 
     fn destroy(&mut self) {
@@ -155,7 +166,7 @@ pub(super) fn open(backend: &ContainerBackend, spec: &SandboxSpec<'_>) -> Result
 
     let id = owner::sandbox_id();
     let name = format!("sandlot-{id}");
-    let policy = *spec.policy;
+    let policy = spec.policy.clone();
     let (listener, ipc) = match backend.delivery {
         AgentDelivery::BindMount => {
             // Named after this process, so one killed before it removed the directory
@@ -184,7 +195,21 @@ pub(super) fn open(backend: &ContainerBackend, spec: &SandboxSpec<'_>) -> Result
         AgentDelivery::BindMount => Some(crate::backend::agent::executable_file()?),
         AgentDelivery::Attach => None,
     };
-    let config = container_config(
+    let egress = if policy.network == Network::AllowList {
+        if backend.delivery != AgentDelivery::BindMount {
+            return Err(Error::BackendCannot {
+                backend: backend.name.to_string(),
+                capability: crate::capability::Capability::NetworkControl,
+                hint: "an egress allow-list needs an engine on this machine, whose containers \
+                       can reach a socket of the host's; use network = \"off\" or \"on\" here"
+                    .into(),
+            });
+        }
+        Some(Egress::start(&policy, &handle)?)
+    } else {
+        None
+    };
+    let mut config = container_config(
         spec,
         &id,
         backend.delivery,
@@ -192,6 +217,9 @@ pub(super) fn open(backend: &ContainerBackend, spec: &SandboxSpec<'_>) -> Result
         ipc.as_ref().map(|d| d.path()),
         &backend.install_network,
     );
+    if let Some(egress) = &egress {
+        egress.configure(&mut config);
+    }
     let created = backend.create_named(&name, config)?;
     // From here on, dropping `container` removes it: a sandbox that never became one
     // leaves nothing behind.
@@ -204,6 +232,7 @@ pub(super) fn open(backend: &ContainerBackend, spec: &SandboxSpec<'_>) -> Result
         name,
         install_network: backend.install_network.clone(),
         ipc,
+        egress,
         removed: false,
     };
     let id = created.id;
@@ -259,13 +288,11 @@ pub(super) fn open(backend: &ContainerBackend, spec: &SandboxSpec<'_>) -> Result
             })?,
         (None, None) => unreachable!("every delivery gives the agent a way back"),
     };
-    Ok(AgentSandbox::new(
-        agent,
-        Box::new(container),
-        policy,
-        policy.network == Network::On,
+    let online = policy.network == Network::On;
+    Ok(
+        AgentSandbox::new(agent, Box::new(container), policy, online)
+            .with_kernel(spec.kernel.cloned()),
     )
-    .with_kernel(spec.kernel.cloned()))
 }
 
 /// Copies the agent into the created container and attaches to its standard streams,
@@ -348,26 +375,6 @@ fn deliver_and_attach(
         },
     );
     Ok((transport, stderr))
-}
-
-/// Makes `dir` and the socket in it reachable by the container's user `uid:gid` and
-/// by nobody else: another local user who could connect first would be taken for the
-/// agent. When sandlot cannot give files away (it is not root), the directory is
-/// opened to every user instead, which is all an unprivileged host can do.
-fn open_to_container(dir: &Path, socket: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = |path: &Path, mode: u32| {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-    };
-    let given = std::os::unix::fs::chown(dir, Some(uid), Some(gid))
-        .and_then(|()| std::os::unix::fs::chown(socket, Some(uid), Some(gid)));
-    if given.is_ok() {
-        mode(dir, 0o700)?;
-        mode(socket, 0o600)
-    } else {
-        mode(dir, 0o755)?;
-        mode(socket, 0o666)
-    }
 }
 
 /// Removes agent socket directories that processes killed while starting a sandbox

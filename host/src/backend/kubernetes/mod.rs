@@ -606,6 +606,16 @@ impl Backend for KubernetesBackend {
     }
 
     fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
+        if spec.policy.network == Network::AllowList {
+            return Err(Error::BackendCannot {
+                backend: self.name.to_string(),
+                capability: crate::capability::Capability::NetworkControl,
+                hint: "an egress allow-list is enforced by the Docker and Podman backends only; \
+                       on Kubernetes use network = \"off\", \"install-only\" or \"on\", \
+                       with a NetworkPolicy-enforcing cluster for the first two"
+                    .into(),
+            });
+        }
         {
             let mut reaped = self.reaped.lock().unwrap_or_else(|e| e.into_inner());
             if !*reaped {

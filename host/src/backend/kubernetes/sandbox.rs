@@ -199,14 +199,11 @@ pub(super) fn open(backend: &KubernetesBackend, spec: &SandboxSpec<'_>) -> Resul
             }
         }
     })?;
-    let policy = *spec.policy;
-    Ok(AgentSandbox::new(
-        agent,
-        Box::new(handle),
-        policy,
-        policy.network == Network::On,
+    let online = spec.policy.network == Network::On;
+    Ok(
+        AgentSandbox::new(agent, Box::new(handle), spec.policy.clone(), online)
+            .with_kernel(spec.kernel.cloned()),
     )
-    .with_kernel(spec.kernel.cloned()))
 }
 
 /// How a start ended before the attach went through.

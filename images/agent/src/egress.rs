@@ -1,0 +1,133 @@
+//! The sandbox's end of an egress allow-list. The container has no network, only its
+//! loopback; on it the agent listens where code looks for a way out, and relays every
+//! connection, as it is, to the host's proxy over a Unix socket the host mounted in:
+//!
+//! - 127.0.0.1:3128, the HTTP proxy `HTTP_PROXY` and `HTTPS_PROXY` name;
+//! - 127.0.0.1:80 and :443, where a listed name resolves, for code that ignores the
+//!   proxy variables;
+//! - 127.0.0.1:53 (UDP), the DNS server `/etc/resolv.conf` names.
+//!
+//! The relay decides nothing: the host reads each connection and refuses what the
+//! list does not hold, so code that replaced the relay would gain nothing.
+
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream, UdpSocket};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The environment variable that names the host's socket.
+pub(crate) const SOCKET_VARIABLE: &str = "SANDLOT_EGRESS_SOCKET";
+
+/// Starts relaying to the socket in `SANDLOT_EGRESS_SOCKET`, if it is set. The proxy
+/// port must be had; the others are a convenience, and a warning if taken.
+pub(crate) fn start_from_environment() -> io::Result<()> {
+    let Some(socket) = std::env::var_os(SOCKET_VARIABLE) else {
+        return Ok(());
+    };
+    let socket = Arc::new(PathBuf::from(socket));
+    let proxy = TcpListener::bind((Ipv4Addr::LOCALHOST, 3128))
+        .map_err(|e| io::Error::new(e.kind(), format!("egress proxy port 3128: {e}")))?;
+    relay_connections(proxy, socket.clone(), "proxy");
+    for (port, line) in [(80, "transparent 80"), (443, "transparent 443")] {
+        match TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+            Ok(listener) => relay_connections(listener, socket.clone(), line),
+            Err(e) => eprintln!("sandlot-agent: egress port {port} not relayed: {e}"),
+        }
+    }
+    match UdpSocket::bind((Ipv4Addr::LOCALHOST, 53)) {
+        Ok(udp) => {
+            std::thread::spawn(move || relay_dns(&udp, &socket));
+        }
+        Err(e) => eprintln!("sandlot-agent: DNS not relayed: {e}"),
+    }
+    Ok(())
+}
+
+fn relay_connections(listener: TcpListener, socket: Arc<PathBuf>, line: &'static str) {
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else {
+                // Out of descriptors or threads: let the code's connections wait.
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            let socket = socket.clone();
+            // A connection refused for want of a thread is no worse than one refused.
+            let _ = std::thread::Builder::new()
+                .stack_size(64 << 10)
+                .spawn(move || relay(client, &socket, line));
+        }
+    });
+}
+
+/// Copies one connection both ways until the host is done with it.
+fn relay(client: TcpStream, socket: &Path, line: &str) -> io::Result<()> {
+    let mut host = UnixStream::connect(socket)?;
+    host.write_all(format!("{line}\n").as_bytes())?;
+    let (mut from_client, mut to_host) = (client.try_clone()?, host.try_clone()?);
+    let up = std::thread::Builder::new()
+        .stack_size(64 << 10)
+        .spawn(move || {
+            let _ = io::copy(&mut from_client, &mut to_host);
+            let _ = to_host.shutdown(Shutdown::Write);
+        })?;
+    let mut to_client = client;
+    let _ = io::copy(&mut host, &mut to_client);
+    // The host closed (the server did, or it refused): nothing more goes either way.
+    let _ = to_client.shutdown(Shutdown::Both);
+    let _ = up.join();
+    Ok(())
+}
+
+/// Relays DNS queries, each with its two-byte length as over TCP, on one connection
+/// to the host that is made again if it breaks.
+fn relay_dns(udp: &UdpSocket, socket: &Path) {
+    let mut host: Option<UnixStream> = None;
+    let mut query = [0u8; 4096];
+    loop {
+        let Ok((n, from)) = udp.recv_from(&mut query) else {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        for _attempt in 0..2 {
+            let stream = match host.as_mut() {
+                Some(stream) => stream,
+                None => match connect_dns(socket) {
+                    Ok(stream) => host.insert(stream),
+                    Err(_) => break,
+                },
+            };
+            match exchange(stream, &query[..n]) {
+                Ok(answer) => {
+                    // The host answers nothing (an empty frame) to what is no query.
+                    if !answer.is_empty() {
+                        let _ = udp.send_to(&answer, from);
+                    }
+                    break;
+                }
+                Err(_) => host = None,
+            }
+        }
+    }
+}
+
+fn connect_dns(socket: &Path) -> io::Result<UnixStream> {
+    let mut stream = UnixStream::connect(socket)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.write_all(b"dns\n")?;
+    Ok(stream)
+}
+
+fn exchange(stream: &mut UnixStream, query: &[u8]) -> io::Result<Vec<u8>> {
+    let length = u16::try_from(query.len()).map_err(|_| io::ErrorKind::InvalidInput)?;
+    let mut framed = length.to_be_bytes().to_vec();
+    framed.extend_from_slice(query);
+    stream.write_all(&framed)?;
+    let mut length = [0u8; 2];
+    stream.read_exact(&mut length)?;
+    let mut answer = vec![0; usize::from(u16::from_be_bytes(length))];
+    stream.read_exact(&mut answer)?;
+    Ok(answer)
+}
