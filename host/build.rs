@@ -33,7 +33,9 @@ fn main() {
         .arg(&target)
         .arg("--target-dir")
         .arg(&target_dir)
-        // The outer build's flags (and its target dir) are not the agent's.
+        // The outer build's flags, wrapper (clippy, the fuzz build's instrumentation)
+        // and target dir are not the agent's.
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")

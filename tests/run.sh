@@ -10,6 +10,7 @@
 # 4. the local Kubernetes cluster runs (k8s-local/up.sh; its first run builds it, ~11 min)
 # 5. Docker and Podman run, with sandlot's images built (tests/services.sh)
 # 6. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples
+# 7. every fuzz target for a bounded time, after replaying the inputs it once crashed on
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -90,3 +91,8 @@ tests/services.sh "${CARGO_TARGET_DIR:-target}/debug/sandlot"
 
 step "cargo test"
 cargo test --workspace --locked
+
+# Last, so that its build of sandlot with coverage instrumentation (its own artifact,
+# beside the plain one) comes after every test binary is linked.
+step "fuzz targets, 20 s each (host/fuzz/run.sh)"
+host/fuzz/run.sh 20

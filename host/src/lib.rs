@@ -33,6 +33,8 @@ pub mod egress;
 mod entry;
 mod error;
 pub mod execution;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod language;
 pub mod layout;
 mod listener;

@@ -601,7 +601,7 @@ fn check_info(info: LanguageInfo) -> std::result::Result<LanguageInfo, String> {
 }
 
 /// A path the host may write: relative, normal components only, no NUL.
-fn check_relative_path(path: &str) -> std::result::Result<(), String> {
+pub(crate) fn check_relative_path(path: &str) -> std::result::Result<(), String> {
     let escapes = path.is_empty()
         || path.starts_with('/')
         || path.contains('\0')
@@ -619,7 +619,7 @@ fn check_relative_path(path: &str) -> std::result::Result<(), String> {
     }
 }
 
-fn check_command(command: &Command) -> std::result::Result<(), String> {
+pub(crate) fn check_command(command: &Command) -> std::result::Result<(), String> {
     match command.argv.first() {
         None => return Err("a command has an empty argv".into()),
         Some(program) if program.is_empty() => return Err("a command's program is empty".into()),

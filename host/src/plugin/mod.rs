@@ -7,9 +7,9 @@
 //! same language id as one loaded before it replaces that one, and the report says so.
 
 pub(crate) mod builtin;
-mod contract;
-mod handler;
-mod manifest;
+pub(crate) mod contract;
+pub(crate) mod handler;
+pub(crate) mod manifest;
 
 pub use crate::wasmtime_engine::cache::CacheOutcome;
 pub use contract::{Inspection, PluginKind, SUPPORTED_API_VERSIONS};

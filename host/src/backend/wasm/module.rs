@@ -146,12 +146,20 @@ pub fn normalize_library(requirement: &str) -> String {
 impl RuntimeManifest {
     /// Reads and checks the manifest at `path`.
     pub fn read(path: &Path) -> Result<RuntimeManifest> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Manifest {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        RuntimeManifest::parse(&text, path)
+    }
+
+    /// Checks `text` as the manifest at `path`.
+    pub(crate) fn parse(text: &str, path: &Path) -> Result<RuntimeManifest> {
         let invalid = |reason: String| Error::Manifest {
             path: path.to_path_buf(),
             reason,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| invalid(e.to_string()))?;
-        let protocol = toml::from_str::<toml::Table>(&text)
+        let protocol = toml::from_str::<toml::Table>(text)
             .ok()
             .and_then(|t| Some(t.get("protocol")?.as_str()? == "component"));
         if protocol == Some(true) {
@@ -162,8 +170,7 @@ impl RuntimeManifest {
                     .into(),
             ));
         }
-        let manifest: RuntimeManifest =
-            toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        let manifest: RuntimeManifest = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         if manifest.protocol == Protocol::Command
             && !manifest.argv.iter().any(|a| a.contains("{file}"))
         {

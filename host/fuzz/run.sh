@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of sandlot for a bounded time (coverage-guided, libFuzzer):
+#
+#   host/fuzz/run.sh [SECONDS_PER_TARGET] [TARGET...]     (default 20 s, every target)
+#
+# First each target replays its kept inputs (host/fuzz/regressions/TARGET/: crashes
+# found once, fixed, and kept), then fuzzes from its seeds (host/fuzz/seeds/TARGET/)
+# and the corpus earlier runs grew (in $SANDLOT_FUZZ_DIR, default
+# /var/tmp/sandlot-fuzz). A crash stops the run: the input is left in
+# $SANDLOT_FUZZ_DIR/crashes/TARGET/; fix the bug, then copy the input into
+# host/fuzz/regressions/TARGET/ so it is replayed ever after.
+set -euo pipefail
+cd "$(dirname "$0")"
+seconds="${1:-20}"
+shift || true
+work="${SANDLOT_FUZZ_DIR:-/var/tmp/sandlot-fuzz}"
+targets=("$@")
+if [ "${#targets[@]}" -eq 0 ]; then
+  targets=($(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^sandlot-fuzz$'))
+fi
+RUSTC_WORKSPACE_WRAPPER="$PWD/sancov-rustc" cargo build --quiet --locked -p sandlot-fuzz --bins
+bin="${CARGO_TARGET_DIR:-../../target}/debug"
+for target in "${targets[@]}"; do
+  mkdir -p "$work/corpus/$target" "$work/crashes/$target"
+  if compgen -G "regressions/$target/*" >/dev/null; then
+    "$bin/$target" -runs=1 regressions/"$target"/* 2>"$work/$target.replay.log" || {
+      tail -30 "$work/$target.replay.log"
+      echo "fuzz: $target fails on a kept regression input" >&2
+      exit 1
+    }
+  fi
+  seeds=()
+  [ -d "seeds/$target" ] && seeds=("seeds/$target")
+  if ! "$bin/$target" -max_total_time="$seconds" -rss_limit_mb=2048 \
+      -max_len=65536 -print_final_stats=1 -artifact_prefix="$work/crashes/$target/" \
+      "$work/corpus/$target" "${seeds[@]}" >"$work/$target.log" 2>&1; then
+    tail -40 "$work/$target.log"
+    echo "fuzz: $target crashed; the input is in $work/crashes/$target/" >&2
+    exit 1
+  fi
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$target.log")
+  echo "fuzz: $target: ${runs:-?} inputs in ${seconds} s, no crash"
+done

@@ -1,0 +1,10 @@
+//! An egress allow-list as a user writes it.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(text) = std::str::from_utf8(data) {
+        sandlot::fuzzing::allow_list(text);
+    }
+});
