@@ -137,9 +137,9 @@ impl Policy {
     /// ```
     /// use sandlot::{Network, Policy, PolicyField};
     /// let server = Policy::default();
-    /// let tighter = Policy { network: Network::Off, pids_limit: 64, ..server };
+    /// let tighter = Policy { network: Network::Off, pids_limit: 64, ..server.clone() };
     /// assert!(tighter.looser_than(&server).is_empty());
-    /// let looser = Policy { network: Network::On, ..server };
+    /// let looser = Policy { network: Network::On, ..server.clone() };
     /// assert_eq!(looser.looser_than(&server), [PolicyField::Network]);
     /// ```
     pub fn looser_than(&self, base: &Policy) -> Vec<PolicyField> {
