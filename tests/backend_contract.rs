@@ -260,6 +260,65 @@ fn the_analysis_gate_blocks_before_anything_runs() {
 }
 
 #[test]
+fn a_policy_file_restricts_modules_and_calls_and_a_misspelt_language_is_an_error() {
+    let fake = Fake::new("fake", &[Capability::PersistentState]);
+    let seen = fake.seen.clone();
+    let sandlot = sandlot_with(vec![fake]);
+    let policy = Policy::from_toml(
+        "[restricted.py]\nmodules = [\"requests\"]\ncalls = { \"os.getcwd\" = \"low\" }\n",
+        "policy.toml".as_ref(),
+    )
+    .unwrap();
+    let mut session = sandlot
+        .session("python")
+        .policy(policy.clone())
+        .open()
+        .unwrap();
+    let error = session
+        .run("import requests as r\nr.get('http://x')\n")
+        .unwrap_err();
+    let Error::Blocked { findings, .. } = &error else {
+        panic!("{error}");
+    };
+    assert_eq!(findings.len(), 2, "the import and the use: {findings:?}");
+    assert!(error
+        .to_string()
+        .contains("line 1: python.restricted-module.requests"));
+    assert!(seen.lock().unwrap().is_empty(), "nothing ran");
+    // A restriction below the blocking threshold is a warning.
+    let run = session
+        .run("from os import getcwd\nprint(getcwd())\n")
+        .unwrap();
+    assert!(run
+        .findings
+        .iter()
+        .any(|f| f.rule_id == "python.restricted-call.os.getcwd" && f.severity == Severity::Low));
+    // Another language's session is not restricted by Python's list.
+    let mut other = sandlot.session("javascript").policy(policy).open().unwrap();
+    assert!(other
+        .run("const requests = require('requests');\n")
+        .unwrap()
+        .findings
+        .is_empty());
+
+    let misspelt = Policy::from_toml(
+        "[restricted.pyhton]\nmodules = [\"os\"]\n",
+        "policy.toml".as_ref(),
+    )
+    .unwrap();
+    let error = sandlot
+        .session("python")
+        .policy(misspelt)
+        .open()
+        .unwrap_err();
+    assert!(matches!(error, Error::InvalidPolicy { .. }), "{error}");
+    assert!(
+        error.to_string().contains("[policy.restricted.pyhton]"),
+        "{error}"
+    );
+}
+
+#[test]
 fn interpreters_get_the_plot_prelude_once_before_the_first_plotting_run() {
     let fake = Fake::new("fake", &[Capability::PersistentState]);
     let seen = fake.seen.clone();

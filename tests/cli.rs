@@ -86,7 +86,7 @@ fn languages_lists_the_builtins_as_table_and_json() {
         languages[5]["info"]["aliases"],
         serde_json::json!(["py", "python3"])
     );
-    assert_eq!(languages[5]["api_version"], "0.2.0");
+    assert_eq!(languages[5]["api_version"], "0.3.0");
     // The default cache directory was used.
     assert!(
         home.path()
@@ -320,6 +320,86 @@ fn plan_prints_files_commands_and_findings_without_running_anything() {
     );
     let plan: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(plan["findings"][0]["rule_id"], "bash.destructive");
+}
+
+/// The analysis `plan` shows looks for the restricted modules and calls of the
+/// configuration's policy, or of `--policy`'s.
+#[test]
+fn plan_shows_what_the_policys_restrictions_find() {
+    let home = tempfile::tempdir().unwrap();
+    let code = "import socket as s\ns.create_connection(('x', 1))\n";
+    let (json, _) = ok(&mut sandlot(
+        home.path(),
+        &["plan", "-l", "python", "-c", code, "--json"],
+    ));
+    let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        !json.contains("restricted"),
+        "no restrictions configured: {plan}"
+    );
+
+    let policy = home.path().join("policy.toml");
+    std::fs::write(&policy, "[restricted.python]\nmodules = [\"socket\"]\n").unwrap();
+    let (json, _) = ok(&mut sandlot(
+        home.path(),
+        &[
+            "plan",
+            "-l",
+            "python",
+            "-c",
+            code,
+            "--json",
+            "--policy",
+            policy.to_str().unwrap(),
+        ],
+    ));
+    let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let restricted: Vec<(&str, u64, &str)> = plan["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule_id"] == "python.restricted-module.socket")
+        .map(|f| {
+            (
+                f["severity"].as_str().unwrap(),
+                f["line"].as_u64().unwrap(),
+                f["message"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        restricted,
+        [
+            (
+                "critical",
+                1,
+                "uses the module `socket`, which the policy restricts"
+            ),
+            (
+                "critical",
+                2,
+                "uses the module `socket`, which the policy restricts"
+            ),
+        ]
+    );
+
+    std::fs::write(&policy, "[restricted.python]\nmodules = \"socket\"\n").unwrap();
+    let (_, _, stderr) = run(&mut sandlot(
+        home.path(),
+        &[
+            "plan",
+            "-l",
+            "python",
+            "-c",
+            code,
+            "--policy",
+            policy.to_str().unwrap(),
+        ],
+    ));
+    assert!(
+        stderr.contains("policy.toml") && stderr.contains("line 2"),
+        "{stderr}"
+    );
 }
 
 #[test]

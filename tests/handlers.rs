@@ -6,7 +6,9 @@
 
 mod support;
 
-use sandlot::{Error, Phase, Plan, PlanOptions, PluginHost, Severity};
+use sandlot::{
+    Error, Phase, Plan, PlanOptions, PluginHost, Restriction, RestrictionKind, Severity,
+};
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -453,7 +455,11 @@ fn analysis_flags_dangerous_code_by_line_and_severity() {
         ),
     ];
     for &(language, code, rule, severity, line) in cases {
-        let findings = host().language(language).unwrap().analyze(code).unwrap();
+        let findings = host()
+            .language(language)
+            .unwrap()
+            .analyze(code, &[])
+            .unwrap();
         let finding = findings
             .iter()
             .find(|f| f.rule_id == rule)
@@ -487,7 +493,11 @@ fn analysis_is_quiet_on_ordinary_code_and_comments() {
         ),
     ];
     for (language, code) in cases {
-        let findings = host().language(language).unwrap().analyze(code).unwrap();
+        let findings = host()
+            .language(language)
+            .unwrap()
+            .analyze(code, &[])
+            .unwrap();
         assert!(findings.is_empty(), "{language}: {findings:?}");
     }
 }
@@ -496,10 +506,10 @@ fn analysis_is_quiet_on_ordinary_code_and_comments() {
 /// that the result is duplicate-free and the same on a second call.
 fn flagged(language: &str, code: &str) -> Vec<(String, u32)> {
     let handler = host().language(language).unwrap();
-    let findings = handler.analyze(code).unwrap();
+    let findings = handler.analyze(code, &[]).unwrap();
     assert_eq!(
         findings,
-        handler.analyze(code).unwrap(),
+        handler.analyze(code, &[]).unwrap(),
         "{language}: unstable"
     );
     let mut seen: Vec<(String, u32)> = findings
@@ -656,6 +666,165 @@ fn every_gate_reads_code_and_not_comments_strings_or_heredoc_text() {
     for &(language, code) in quiet {
         assert_eq!(flagged(language, code), [], "{language} {code:?}");
     }
+}
+
+/// `kind:name` restrictions at `high`, parsed as a policy file would give them.
+fn restrictions(list: &[&str]) -> Vec<Restriction> {
+    list.iter()
+        .map(|entry| {
+            let (kind, name) = entry.split_once(':').unwrap();
+            Restriction {
+                kind: match kind {
+                    "module" => RestrictionKind::Module,
+                    _ => RestrictionKind::Call,
+                },
+                name: name.parse().unwrap(),
+                severity: Severity::High,
+            }
+        })
+        .collect()
+}
+
+/// The lines on which `restricted` gives findings for `code`, with their rule ids.
+fn restricted_lines(language: &str, code: &str, restricted: &[&str]) -> Vec<(String, u32)> {
+    let handler = host().language(language).unwrap();
+    let restricted = restrictions(restricted);
+    let findings = handler.analyze(code, &restricted).unwrap();
+    assert_eq!(findings, handler.analyze(code, &restricted).unwrap());
+    let mut lines: Vec<(String, u32)> = findings
+        .iter()
+        .filter(|f| f.rule_id.contains(".restricted-"))
+        .map(|f| {
+            assert_eq!(f.severity, Severity::High, "{f:?}");
+            assert!(f.message.contains("which the policy restricts"), "{f:?}");
+            (f.rule_id.clone(), f.line.unwrap())
+        })
+        .collect();
+    lines.sort_by_key(|(_, line)| *line);
+    lines
+}
+
+#[test]
+fn restricted_modules_and_calls_are_found_under_every_name_code_binds_them_to() {
+    let rule = |id: &str, line: u32| (id.to_string(), line);
+    // Language, code, restrictions, and the (rule id, line) findings they must give.
+    type Case<'a> = (&'a str, &'a str, &'a [&'a str], Vec<(String, u32)>);
+    let cases: &[Case] = &[
+        (
+            "python",
+            "import socket as s\nfrom os import getcwd as g\nh = __import__('socket')\n\
+             x = 1  # import socket\ny = 'os.getcwd()'\ng()\nimport requests.adapters\n",
+            &["module:socket", "call:os.getcwd", "module:requests"],
+            vec![
+                rule("python.restricted-module.socket", 1),
+                rule("python.restricted-call.os.getcwd", 2),
+                rule("python.restricted-module.socket", 3),
+                rule("python.restricted-call.os.getcwd", 6),
+                rule("python.restricted-module.requests", 7),
+            ],
+        ),
+        (
+            "javascript",
+            "const cp = require('child_process');\ncp.exec('id');\n\
+             const { exec: run } = require('node:child_process');\nrun('id');\n\
+             // cp.exec('x')\nconsole.log('child_process.exec');\n",
+            &["call:child_process.exec"],
+            // Taking the function out of the module is reaching it, as in Python.
+            vec![
+                rule("javascript.restricted-call.child_process.exec", 2),
+                rule("javascript.restricted-call.child_process.exec", 3),
+                rule("javascript.restricted-call.child_process.exec", 4),
+            ],
+        ),
+        (
+            "typescript",
+            "import { exec as run } from 'child_process';\nimport * as net from 'net';\n\
+             run('id');\nconst x: string = 'run(1)';\n",
+            &["call:child_process.exec", "module:net"],
+            vec![
+                rule("typescript.restricted-call.child_process.exec", 1),
+                rule("typescript.restricted-module.net", 2),
+                rule("typescript.restricted-call.child_process.exec", 3),
+            ],
+        ),
+        (
+            "go",
+            "package main\n\nimport (\n\tx \"os/exec\"\n\t\"net/http\"\n)\n\n\
+             func main() { x.Command(\"id\").Run(); http.Get(\"u\") }\n",
+            &["call:os/exec.Command", "module:net"],
+            vec![
+                rule("go.restricted-module.net", 5),
+                rule("go.restricted-call.os/exec.Command", 8),
+            ],
+        ),
+        (
+            "java",
+            "import java.net.Socket;\nimport java.nio.file.Files;\n\
+             class Main { void f() throws Exception { Files.delete(null); } }\n\
+             // Files.delete(x)\n",
+            &["module:java.net", "call:java.nio.file.Files.delete"],
+            vec![
+                rule("java.restricted-module.java.net", 1),
+                rule("java.restricted-call.java.nio.file.Files.delete", 3),
+            ],
+        ),
+        (
+            "cpp",
+            "#include <sys/socket.h>\n#include \"local.h\"\nint main() { system(\"id\"); }\n\
+             // system(x)\n",
+            &["module:sys/socket.h", "module:local.h", "call:system"],
+            vec![
+                rule("cpp.restricted-module.sys/socket.h", 1),
+                rule("cpp.restricted-module.local.h", 2),
+                rule("cpp.restricted-call.system", 3),
+            ],
+        ),
+        (
+            "r",
+            "library(httr)\nx <- jsonlite::fromJSON('[]')\nsystem2('id')\n# system2('x')\n",
+            &["module:httr", "module:jsonlite", "call:system2"],
+            vec![
+                rule("r.restricted-module.httr", 1),
+                rule("r.restricted-module.jsonlite", 2),
+                rule("r.restricted-call.system2", 3),
+            ],
+        ),
+        (
+            "ruby",
+            "require 'net/http'\nsystem('id')\nputs 'system(1)' # system\nsystems = 1\n",
+            &["module:net", "call:system"],
+            vec![
+                rule("ruby.restricted-module.net", 1),
+                rule("ruby.restricted-call.system", 2),
+            ],
+        ),
+        (
+            "bash",
+            "curl -s http://x\ncurl-config --libs\n# curl\ncat <<'EOF'\ncurl\nEOF\n",
+            &["call:curl"],
+            vec![rule("bash.restricted-call.curl", 1)],
+        ),
+    ];
+    for (language, code, restricted, expected) in cases {
+        assert_eq!(
+            &restricted_lines(language, code, restricted),
+            expected,
+            "{language}: {code}"
+        );
+    }
+}
+
+#[test]
+fn without_restrictions_a_name_gives_no_restricted_finding_and_a_wildcard_matches_a_family() {
+    assert_eq!(restricted_lines("python", "import socket\n", &[]), []);
+    assert_eq!(
+        restricted_lines(
+            "python",
+            "import os\nos.execvp('id', [])\nos.exe = 1\n",
+            &["call:os.exec*"]
+        ),
+        [("python.restricted-call.os.exec*".to_string(), 2)]
+    );
 }
 
 #[test]

@@ -5,7 +5,10 @@
 mod support;
 
 use sandlot::plugin::{CacheOutcome, PluginKind, PluginReport, PluginStatus};
-use sandlot::{Error, HandlerLimits, LanguageCapability, PlanOptions, PluginHost, PluginSource};
+use sandlot::{
+    Error, HandlerLimits, LanguageCapability, PlanOptions, PluginHost, PluginSource, Restriction,
+    RestrictionKind, Severity,
+};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::{component, plugin_dir};
@@ -75,7 +78,7 @@ fn all_builtins_load_and_declare_api_0_2_0() {
             matches!(report.status, PluginStatus::Active { replaces: None }),
             "{report:?}"
         );
-        assert_eq!(report.api_version.as_deref(), Some("0.2.0"));
+        assert_eq!(report.api_version.as_deref(), Some("0.3.0"));
         assert_eq!(report.kind, Some(PluginKind::LanguageHandler));
     }
     // Aliases and case do not matter; unknown names list what is known.
@@ -131,7 +134,7 @@ fn handlers_of_both_contracts_load_side_by_side() {
     let python = host.language("python").unwrap();
     assert_eq!(
         (lua.api_version(), python.api_version()),
-        ("0.1.0", "0.2.0")
+        ("0.1.0", "0.3.0")
     );
     // 0.1's two flags became capabilities.
     assert!(lua.info().has(LanguageCapability::InstallLibraries));
@@ -205,11 +208,43 @@ fn out_of_tree_plugins_of_both_contracts_load_from_one_directory() {
     assert_eq!(plan.commands.last().unwrap().argv, ["perl", "main.pl"]);
     let refused = perl.plan("1", &["Moose".into()], &PlanOptions::default());
     assert!(refused.is_err(), "Perl installs no libraries");
-    let findings = perl.analyze("system('ls')").unwrap();
+    let findings = perl.analyze("system('ls')", &[]).unwrap();
     assert!(
         findings.iter().any(|f| f.rule_id == "perl.process"),
         "{findings:?}"
     );
+}
+
+/// Handlers built before contract 0.3 cannot look for a policy's restricted modules
+/// and calls: the host says so with a finding as severe as the restrictions, so a
+/// policy that would block them blocks instead of letting code through unchecked.
+#[test]
+fn handlers_of_older_contracts_fail_closed_on_restrictions_they_cannot_check() {
+    let dir = plugin_dir(&[("examples/lua", "lua.wasm"), ("examples/perl", "perl.wasm")]);
+    let host = load_from(dir.path());
+    let restricted = |severity| Restriction {
+        kind: RestrictionKind::Module,
+        name: "socket".parse().unwrap(),
+        severity,
+    };
+    for language in ["lua", "perl"] {
+        let handler = host.language(language).unwrap();
+        let findings = handler
+            .analyze(
+                "print(1)",
+                &[restricted(Severity::Low), restricted(Severity::Critical)],
+            )
+            .unwrap();
+        assert_eq!(findings.len(), 1, "{language}: {findings:?}");
+        assert_eq!(findings[0].rule_id, "sandlot.restrictions-unchecked");
+        assert_eq!(findings[0].severity, Severity::Critical);
+        assert!(
+            findings[0].message.contains("0.3.0") && findings[0].message.contains(language),
+            "{}",
+            findings[0].message
+        );
+        assert_eq!(handler.analyze("print(1)", &[]).unwrap(), []);
+    }
 }
 
 #[test]
@@ -384,7 +419,7 @@ fn contract_breaking_answers_are_refused_per_call() {
     assert!(err.to_string().contains("empty argv"), "{err}");
 
     let started = Instant::now();
-    let err = bad.analyze("x").unwrap_err();
+    let err = bad.analyze("x", &[]).unwrap_err();
     assert!(
         matches!(
             err,
@@ -402,7 +437,7 @@ fn contract_breaking_answers_are_refused_per_call() {
     let findings = host
         .language("bash")
         .unwrap()
-        .analyze("curl http://x")
+        .analyze("curl http://x", &[])
         .unwrap();
     assert_eq!(findings[0].rule_id, "bash.network");
 }

@@ -48,7 +48,7 @@ fn call(c: &mut Criterion) {
         b.iter(|| python.plan(code, &libraries, &options).unwrap())
     });
     group.bench_function("python analyze", |b| {
-        b.iter(|| python.analyze(code).unwrap())
+        b.iter(|| python.analyze(code, &[]).unwrap())
     });
     group.finish();
 }

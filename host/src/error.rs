@@ -541,6 +541,13 @@ pub enum Error {
         threshold: crate::language::Severity,
     },
 
+    /// A policy cannot be applied as written (it names a language no handler is).
+    #[error("invalid policy: {reason}")]
+    InvalidPolicy {
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+
     /// A Kubernetes pod template is unusable.
     #[error("invalid pod template {}: {reason}", path.display())]
     PodTemplate {

@@ -244,3 +244,89 @@ pub struct Finding {
     /// What was found.
     pub message: String,
 }
+
+/// Whether a [`Restriction`] names a module or a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum RestrictionKind {
+    /// A module, package or library as the language imports it (`socket`,
+    /// `child_process`, `os/exec`): importing it or a module beneath it is a finding.
+    Module,
+    /// A function or command as the language calls it, with its module where it has
+    /// one (`os.system`, `child_process.exec`, `curl`): reaching it under any name
+    /// the code bound it to is a finding.
+    Call,
+}
+
+impl fmt::Display for RestrictionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(match self {
+            RestrictionKind::Module => "module",
+            RestrictionKind::Call => "call",
+        })
+    }
+}
+
+/// A module or call name as a language writes it: what a [`Restriction`] names.
+///
+/// 1 to 200 characters: letters, digits and `_ . / : - $ @ +`, with an optional `*` at
+/// the end that matches any continuation (`os.exec*`).
+///
+/// ```
+/// use sandlot::RestrictedName;
+/// assert!("child_process.exec".parse::<RestrictedName>().is_ok());
+/// assert!("os.exec*".parse::<RestrictedName>().is_ok());
+/// assert!("os system".parse::<RestrictedName>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct RestrictedName(String);
+
+impl RestrictedName {
+    /// The name as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RestrictedName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&self.0)
+    }
+}
+
+impl std::str::FromStr for RestrictedName {
+    type Err = String;
+
+    fn from_str(name: &str) -> std::result::Result<Self, String> {
+        let body = name.strip_suffix('*').unwrap_or(name);
+        let valid = !body.is_empty()
+            && name.len() <= 200
+            && body
+                .chars()
+                .all(|c| c.is_alphanumeric() || "_./:-$@+".contains(c));
+        if valid {
+            Ok(RestrictedName(name.to_string()))
+        } else {
+            Err(format!(
+                "`{}` is not a module or call name: use 1-200 letters, digits or `_./:-$@+`, \
+                 with an optional `*` at the end",
+                name.escape_debug()
+            ))
+        }
+    }
+}
+
+/// A module or call a policy restricts in one language, and the severity of each
+/// finding it gives. The language's handler finds it under the names code binds it
+/// to; the policy's thresholds decide whether that blocks.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Restriction {
+    /// Whether [`Restriction::name`] is a module or a call.
+    pub kind: RestrictionKind,
+    /// The module or call.
+    pub name: RestrictedName,
+    /// The severity of its findings.
+    pub severity: Severity,
+}

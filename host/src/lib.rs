@@ -60,7 +60,7 @@ pub use error::{Error, PluginSource, Result};
 pub use execution::Execution;
 pub use language::{
     Command, Finding, KernelSpec, LanguageCapability, LanguageInfo, Phase, Plan, PlanOptions,
-    Severity, SourceFile,
+    RestrictedName, Restriction, RestrictionKind, Severity, SourceFile,
 };
 pub use plugin::{HandlerLimits, LanguageHandler, PluginHost, PluginHostBuilder};
 pub use policy::{Network, Policy, PolicyField, Seccomp};

@@ -274,7 +274,8 @@ impl Session {
     /// Runs `code` with `options`.
     pub fn run_with(&mut self, code: &str, options: RunOptions) -> Result<Execution> {
         self.sandbox()?;
-        let mut findings = self.handler.analyze(code)?;
+        let restricted = self.policy.restricted.for_language(self.handler.info());
+        let mut findings = self.handler.analyze(code, &restricted)?;
         findings.retain(|f| self.policy.gate(f.severity) != Gate::Ignore);
         if let Some(threshold) = self.policy.block_at {
             let blocking: Vec<Finding> = findings

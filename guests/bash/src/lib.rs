@@ -47,8 +47,8 @@ impl Guest for Bash {
         ))
     }
 
-    fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, &scan::SHELL, no_imports, RULES)
+    fn analyze(code: String, restricted: Vec<Restriction>) -> Vec<Finding> {
+        analyze_restricted(&code, &LANGUAGE, &restricted)
     }
 }
 
@@ -107,5 +107,15 @@ const RULES: &[Rule] = &[
         message: "deletes files",
     },
 ];
+
+/// How the analysis reads bash code.
+const LANGUAGE: Language = Language {
+    id: "bash",
+    syntax: &scan::SHELL,
+    imports: no_imports,
+    bindings: restrict::no_bindings,
+    rules: RULES,
+    name_chars: "-",
+};
 
 export_handler!(Bash);

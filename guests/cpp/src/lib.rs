@@ -54,9 +54,42 @@ impl Guest for Cpp {
 
     no_plots_no_kernel!();
 
-    fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, &scan::C_LIKE, no_imports, RULES)
+    fn analyze(code: String, restricted: Vec<Restriction>) -> Vec<Finding> {
+        analyze_restricted(&code, &LANGUAGE, &restricted)
     }
+}
+
+/// The headers of `#include <x>` and `#include "x"`.
+fn include_imports(scan: &Scan) -> Vec<Import> {
+    let mut imports = Vec::new();
+    let mut offset = 0;
+    for (index, line) in scan.code.split_inclusive('\n').enumerate() {
+        let start = offset;
+        offset += line.len();
+        let Some(rest) = line.trim_start().strip_prefix('#') else {
+            continue;
+        };
+        let Some(rest) = rest.trim_start().strip_prefix("include") else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let header = if let Some(angled) = rest.strip_prefix('<') {
+            angled.split('>').next().map(String::from)
+        } else {
+            // A quoted header is a string literal: its text is blanked in the code.
+            scan.literals
+                .iter()
+                .find(|l| l.at >= start && l.at < offset)
+                .map(|l| l.text.clone())
+        };
+        if let Some(header) = header.filter(|h| !h.is_empty()) {
+            imports.push(Import {
+                module: header,
+                line: index as u32 + 1,
+            });
+        }
+    }
+    imports
 }
 
 const RULES: &[Rule] = &[
@@ -103,5 +136,15 @@ const RULES: &[Rule] = &[
         message: "deletes files",
     },
 ];
+
+/// How the analysis reads cpp code.
+const LANGUAGE: Language = Language {
+    id: "cpp",
+    syntax: &scan::C_LIKE,
+    imports: include_imports,
+    bindings: restrict::no_bindings,
+    rules: RULES,
+    name_chars: "",
+};
 
 export_handler!(Cpp);

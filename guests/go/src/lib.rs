@@ -5,7 +5,7 @@
 
 extern crate alloc;
 
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 use sandlot_handler_kit::*;
@@ -61,13 +61,36 @@ impl Guest for Go {
 
     no_plots_no_kernel!();
 
-    fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, &scan::C_LIKE, go_imports, RULES)
+    fn analyze(code: String, restricted: Vec<Restriction>) -> Vec<Finding> {
+        analyze_restricted(&code, &LANGUAGE, &restricted)
     }
 }
 
 /// The packages of `import "x"`, `import name "x"` and `import ( ... )` declarations.
 fn go_imports(scan: &Scan) -> Vec<Import> {
+    import_specs(scan).into_iter().map(|(import, _)| import).collect()
+}
+
+/// The name each import binds: its alias, or the last element of its path
+/// (`exec` for `os/exec`). Blank and dot imports bind none the analysis follows.
+fn go_bindings(scan: &Scan) -> Vec<Binding> {
+    import_specs(scan)
+        .into_iter()
+        .filter_map(|(import, alias)| {
+            let name = match alias {
+                Some(alias) => alias.to_string(),
+                None => import.module.rsplit('/').next()?.to_string(),
+            };
+            (name != "_" && name != ".").then_some(Binding {
+                name,
+                stands_for: import.module,
+            })
+        })
+        .collect()
+}
+
+/// Each import and the alias written before its path, if any.
+fn import_specs(scan: &Scan) -> Vec<(Import, Option<&str>)> {
     let mut imports = Vec::new();
     for literal in &scan.literals {
         let before = &scan.code[..literal.at];
@@ -79,10 +102,15 @@ fn go_imports(scan: &Scan) -> Vec<Import> {
         let single = between.trim().split_whitespace().count() <= 1 && !between.contains('(');
         let grouped = between.trim_start().starts_with('(') && !between.contains(')');
         if single || grouped {
-            imports.push(Import {
-                module: literal.text.clone(),
-                line: literal.line,
-            });
+            let line_start = before.rfind(['\n', '(']).map_or(0, |at| at + 1);
+            let alias = before[line_start.max(keyword + "import".len())..].trim();
+            imports.push((
+                Import {
+                    module: literal.text.clone(),
+                    line: literal.line,
+                },
+                (!alias.is_empty()).then_some(alias),
+            ));
         }
     }
     imports
@@ -133,5 +161,15 @@ const RULES: &[Rule] = &[
         message: "deletes files",
     },
 ];
+
+/// How the analysis reads go code.
+const LANGUAGE: Language = Language {
+    id: "go",
+    syntax: &scan::C_LIKE,
+    imports: go_imports,
+    bindings: go_bindings,
+    rules: RULES,
+    name_chars: "",
+};
 
 export_handler!(Go);

@@ -52,9 +52,48 @@ impl Guest for Java {
 
     no_plots_no_kernel!();
 
-    fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, &scan::C_LIKE, no_imports, RULES)
+    fn analyze(code: String, restricted: Vec<Restriction>) -> Vec<Finding> {
+        analyze_restricted(&code, &LANGUAGE, &restricted)
     }
+}
+
+/// The classes and packages of `import a.b.C;`, `import a.b.*;` (`a.b`) and
+/// `import static a.b.C.m;`.
+fn java_imports(scan: &Scan) -> Vec<Import> {
+    let mut imports = Vec::new();
+    for (index, line) in scan.code.lines().enumerate() {
+        let Some(rest) = line.trim_start().strip_prefix("import ") else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let rest = rest.strip_prefix("static ").unwrap_or(rest);
+        let Some(name) = rest.split(';').next() else {
+            continue;
+        };
+        let name: String = name.chars().filter(|c| !c.is_whitespace()).collect();
+        let name = name.strip_suffix(".*").unwrap_or(&name);
+        if !name.is_empty() {
+            imports.push(Import {
+                module: name.to_string(),
+                line: index as u32 + 1,
+            });
+        }
+    }
+    imports
+}
+
+/// `import a.b.C;` binds `C` to `a.b.C`, so `C.m` reaches `a.b.C.m`.
+fn java_bindings(scan: &Scan) -> Vec<Binding> {
+    java_imports(scan)
+        .into_iter()
+        .filter_map(|import| {
+            let (_, name) = import.module.rsplit_once('.')?;
+            Some(Binding {
+                name: name.to_string(),
+                stands_for: import.module.clone(),
+            })
+        })
+        .collect()
 }
 
 /// The class javac requires the file to be named after: the public class, else the
@@ -126,5 +165,15 @@ const RULES: &[Rule] = &[
         message: "deletes files",
     },
 ];
+
+/// How the analysis reads java code.
+const LANGUAGE: Language = Language {
+    id: "java",
+    syntax: &scan::C_LIKE,
+    imports: java_imports,
+    bindings: java_bindings,
+    rules: RULES,
+    name_chars: "$",
+};
 
 export_handler!(Java);

@@ -49,8 +49,8 @@ impl Guest for JavaScript {
         ))
     }
 
-    fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, &scan::JAVASCRIPT, node_imports, NODE_RULES)
+    fn analyze(code: String, restricted: Vec<Restriction>) -> Vec<Finding> {
+        analyze_restricted(&code, &LANGUAGE, &restricted)
     }
 }
 
@@ -58,5 +58,15 @@ impl Guest for JavaScript {
 /// value as the REPL does, waits for what a cell started, turns SIGINT into an
 /// interrupt of the cell.
 const KERNEL: &str = include_str!("kernel.js");
+
+/// How the analysis reads javascript code.
+const LANGUAGE: Language = Language {
+    id: "javascript",
+    syntax: &scan::JAVASCRIPT,
+    imports: node_imports,
+    bindings: restrict::node_bindings,
+    rules: NODE_RULES,
+    name_chars: "$",
+};
 
 export_handler!(JavaScript);

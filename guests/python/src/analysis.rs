@@ -12,8 +12,9 @@
 use alloc::collections::BTreeMap;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use sandlot_handler_kit::restrict;
 use sandlot_handler_kit::scan::{self, Scan};
-use sandlot_handler_kit::{Finding, Severity};
+use sandlot_handler_kit::{Finding, Restriction, Severity};
 
 /// One rule: code that reaches any of `names` gives a finding.
 struct Rule {
@@ -154,13 +155,16 @@ const SENSITIVE_ROOTS: &[&str] = &[
     "signal",
 ];
 
-/// The findings for `code`, in line order, one per rule and line.
-pub fn analyze(code: &str) -> Vec<Finding> {
+/// The findings for `code`, in line order, one per rule and line: the handler's rules
+/// and the `restricted` modules and calls. Both match the names code reaches, so
+/// a restricted `socket` is found behind `import socket as s` and `__import__('socket')`.
+pub fn analyze(code: &str, restricted: &[Restriction]) -> Vec<Finding> {
     let scan = scan::scan(code, &scan::PYTHON);
     let tokens = tokenize(&scan);
     let mut analysis = Analysis {
         tokens: &tokens,
         scan: &scan,
+        restricted,
         bindings: BTreeMap::new(),
         hits: Vec::new(),
     };
@@ -174,11 +178,14 @@ pub fn analyze(code: &str) -> Vec<Finding> {
     hits.sort_unstable();
     hits.dedup();
     hits.into_iter()
-        .map(|(line, r)| Finding {
-            rule_id: RULES[r].id.to_string(),
-            severity: RULES[r].severity,
-            line: Some(line),
-            message: RULES[r].message.to_string(),
+        .map(|(line, r)| match RULES.get(r) {
+            Some(rule) => Finding {
+                rule_id: rule.id.to_string(),
+                severity: rule.severity,
+                line: Some(line),
+                message: rule.message.to_string(),
+            },
+            None => restrict::finding("python", &restricted[r - RULES.len()], line),
         })
         .collect()
 }
@@ -334,8 +341,9 @@ enum Binding {
 struct Analysis<'a, 't> {
     tokens: &'t [Token<'a>],
     scan: &'t Scan,
+    restricted: &'t [Restriction],
     bindings: BTreeMap<&'a str, Binding>,
-    /// (line, rule index)
+    /// (line, rule index); indices past [`RULES`] are restrictions, in order.
     hits: Vec<(u32, usize)>,
 }
 
@@ -778,12 +786,18 @@ impl<'a> Analysis<'a, '_> {
         self.hits.push((line, rule));
     }
 
-    /// Records the rules that `name` (a full dotted name) matches.
+    /// Records the rules and restrictions that `name` (a full dotted name) matches.
+    /// A module and a call restriction both match the name and what lies under it.
     fn reach(&mut self, name: &str, line: u32) {
         let name = normalize(name);
         for (index, rule) in RULES.iter().enumerate() {
             if rule.names.iter().any(|pattern| matches(pattern, name)) {
                 self.hits.push((line, index));
+            }
+        }
+        for (index, restriction) in self.restricted.iter().enumerate() {
+            if matches(normalize(&restriction.name), name) {
+                self.hits.push((line, RULES.len() + index));
             }
         }
     }

@@ -122,8 +122,8 @@ impl Guest for Python {
         ))
     }
 
-    fn analyze(code: String) -> Vec<Finding> {
-        analysis::analyze(&code)
+    fn analyze(code: String, restricted: Vec<Restriction>) -> Vec<Finding> {
+        analysis::analyze(&code, &restricted)
     }
 }
 

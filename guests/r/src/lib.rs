@@ -104,9 +104,59 @@ impl Guest for R {
         ))
     }
 
-    fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, &scan::R, no_imports, RULES)
+    fn analyze(code: String, restricted: Vec<Restriction>) -> Vec<Finding> {
+        analyze_restricted(&code, &LANGUAGE, &restricted)
     }
+}
+
+/// Packages code loads: `library(x)`, `require(x)`, `requireNamespace("x")`,
+/// `loadNamespace("x")` (a name or a string), and `x::f` / `x:::f`.
+fn r_imports(scan: &Scan) -> Vec<Import> {
+    let mut imports = Vec::new();
+    let code = scan.code.as_str();
+    let is_name = |c: char| c.is_alphanumeric() || c == '.' || c == '_';
+    for call in ["library(", "require(", "requireNamespace(", "loadNamespace("] {
+        for (at, _) in code.match_indices(call) {
+            if code[..at].chars().next_back().is_some_and(is_name) {
+                continue;
+            }
+            let after = at + call.len();
+            let rest = code[after..].trim_start();
+            let name: String = if let Some(literal) = scan
+                .literals
+                .iter()
+                .find(|l| l.at == code.len() - rest.len())
+            {
+                literal.text.clone()
+            } else {
+                rest.chars().take_while(|c| is_name(*c)).collect()
+            };
+            if !name.is_empty() {
+                imports.push(Import {
+                    module: name,
+                    line: scan.line_of(at),
+                });
+            }
+        }
+    }
+    for (at, _) in code.match_indices("::") {
+        if code[..at].ends_with(':') {
+            continue;
+        }
+        let start = code[..at]
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| is_name(*c))
+            .last()
+            .map_or(at, |(i, _)| i);
+        if start < at {
+            imports.push(Import {
+                module: code[start..at].to_string(),
+                line: scan.line_of(at),
+            });
+        }
+    }
+    imports
 }
 
 /// The kernel's driver: runs cells in one R process, prints visible values as R's
@@ -207,5 +257,15 @@ const RULES: &[Rule] = &[
         message: "deletes files",
     },
 ];
+
+/// How the analysis reads R code.
+const LANGUAGE: Language = Language {
+    id: "r",
+    syntax: &scan::R,
+    imports: r_imports,
+    bindings: restrict::no_bindings,
+    rules: RULES,
+    name_chars: ".",
+};
 
 export_handler!(R);

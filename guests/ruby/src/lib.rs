@@ -70,8 +70,8 @@ impl Guest for Ruby {
         ))
     }
 
-    fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, &scan::RUBY, ruby_imports, RULES)
+    fn analyze(code: String, restricted: Vec<Restriction>) -> Vec<Finding> {
+        analyze_restricted(&code, &LANGUAGE, &restricted)
     }
 }
 
@@ -124,5 +124,15 @@ const RULES: &[Rule] = &[
         message: "deletes files",
     },
 ];
+
+/// How the analysis reads ruby code.
+const LANGUAGE: Language = Language {
+    id: "ruby",
+    syntax: &scan::RUBY,
+    imports: ruby_imports,
+    bindings: restrict::no_bindings,
+    rules: RULES,
+    name_chars: "",
+};
 
 export_handler!(Ruby);

@@ -60,9 +60,19 @@ impl Guest for TypeScript {
 
     no_plots_no_kernel!();
 
-    fn analyze(code: String) -> Vec<Finding> {
-        analyze(&code, &scan::JAVASCRIPT, node_imports, NODE_RULES)
+    fn analyze(code: String, restricted: Vec<Restriction>) -> Vec<Finding> {
+        analyze_restricted(&code, &LANGUAGE, &restricted)
     }
 }
+
+/// How the analysis reads TypeScript: as the JavaScript it becomes.
+const LANGUAGE: Language = Language {
+    id: "typescript",
+    syntax: &scan::JAVASCRIPT,
+    imports: node_imports,
+    bindings: restrict::node_bindings,
+    rules: NODE_RULES,
+    name_chars: "$",
+};
 
 export_handler!(TypeScript);

@@ -195,7 +195,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Commands::Languages { json } => plugins::languages(&global.plugins(true)?, json),
         Commands::Plugins(command) => plugins::command(global, command),
-        Commands::Plan(args) => plan::command(&global.plugins(true)?, args),
+        Commands::Plan(args) => plan::command(
+            &global.plugins(true)?,
+            global.config()?.policy.clone(),
+            args,
+        ),
         Commands::Run(args) => run::command(global, args),
         Commands::Repl(args) => repl::command(global, args),
         Commands::Config(command) => config::command(global, command),

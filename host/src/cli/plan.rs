@@ -5,7 +5,7 @@ use super::output;
 use super::plugins::source_label;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use sandlot::{LanguageCapability, PlanOptions, PluginHost};
+use sandlot::{LanguageCapability, PlanOptions, PluginHost, Policy};
 use serde_json::json;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -49,6 +49,10 @@ pub(super) struct PlanArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// The policy whose restricted modules and calls the analysis looks for: a preset
+    /// or a policy file. Default: the configuration's `[policy]`.
+    #[arg(long, value_name = "FILE|PRESET")]
+    policy: Option<String>,
     /// Arguments for the program.
     #[arg(last = true)]
     args: Vec<String>,
@@ -92,15 +96,23 @@ fn pick_language<'h>(
     })
 }
 
-pub(super) fn command(host: &PluginHost, args: PlanArgs) -> Result<ExitCode> {
+pub(super) fn command(
+    host: &PluginHost,
+    configured: Option<Policy>,
+    args: PlanArgs,
+) -> Result<ExitCode> {
     let (code, handler) = args.source.load(host)?;
+    let policy = match &args.policy {
+        Some(value) => Policy::from_preset_or_file(value)?,
+        None => configured.unwrap_or_default(),
+    };
     let options = PlanOptions {
         capture_plots: !args.no_plots && handler.info().has(LanguageCapability::CapturePlots),
         args: args.args.clone(),
         ..PlanOptions::default()
     };
     let plan = handler.plan(&code, &args.libraries, &options)?;
-    let findings = handler.analyze(&code)?;
+    let findings = handler.analyze(&code, &policy.restricted.for_language(handler.info()))?;
     if args.json {
         let value = json!({
             "language": handler.info().id,

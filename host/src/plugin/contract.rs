@@ -11,8 +11,12 @@ use std::fmt;
 use wasmparser::{Encoding, Parser, Payload};
 
 /// Versions of the `sandlot:plugin` WIT package this host loads, oldest first.
-/// Language handlers and runtimes may be built for any of them.
-pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
+/// Language handlers may be built for any of them, runtimes for the ones that have a
+/// runtime world ([`PluginKind::api_versions`]).
+pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0"];
+
+/// The versions that define a runtime world: 0.3.0 changed only handlers.
+const RUNTIME_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
 
 /// The WIT package every plugin exports from.
 const PACKAGE: &str = "sandlot:plugin";
@@ -32,7 +36,7 @@ impl PluginKind {
     pub fn api_versions(self) -> &'static [&'static str] {
         match self {
             PluginKind::LanguageHandler => SUPPORTED_API_VERSIONS,
-            PluginKind::Runtime => SUPPORTED_API_VERSIONS,
+            PluginKind::Runtime => RUNTIME_API_VERSIONS,
         }
     }
 }

@@ -5,7 +5,7 @@
 use crate::error::{Error, PluginSource, Result};
 use crate::language::{
     Command, Finding, KernelSpec, LanguageCapability, LanguageInfo, Phase, Plan, PlanOptions,
-    Severity, SourceFile,
+    Restriction, RestrictionKind, Severity, SourceFile,
 };
 use crate::wasmtime_engine::{self as engine, MemoryCap};
 use std::time::Duration;
@@ -28,14 +28,23 @@ mod v0_2_0 {
     });
 }
 
+mod v0_3_0 {
+    wasmtime::component::bindgen!({
+        path: "../wit/v0.3.0",
+        world: "language-handler",
+    });
+}
+
 use v0_1_0::exports::sandlot::plugin::handler as wit1;
 use v0_2_0::exports::sandlot::plugin::handler as wit2;
+use v0_3_0::exports::sandlot::plugin::handler as wit3;
 
 /// A prepared handler, by the contract version it was built for.
 #[derive(Clone)]
 enum Pre {
     V0_1(v0_1_0::LanguageHandlerPre<MemoryCap>),
     V0_2(v0_2_0::LanguageHandlerPre<MemoryCap>),
+    V0_3(v0_3_0::LanguageHandlerPre<MemoryCap>),
 }
 
 /// The exports of one fresh instance, by contract version.
@@ -43,9 +52,37 @@ enum Pre {
 enum Guest<'a> {
     V0_1(&'a wit1::Guest),
     V0_2(&'a wit2::Guest),
+    V0_3(&'a wit3::Guest),
 }
 
-/// The same conversion for the types both contract versions define alike.
+/// Runs `$body` on a handler of contract 0.2 or later, with `$wit` naming that
+/// version's bindings (their types differ, the calls do not); a handler of 0.1 answers
+/// `$older` without being instantiated.
+macro_rules! since_0_2 {
+    ($self:expr, $function:literal, $older:expr, |$h:ident, $store:ident, $wit:ident| $body:expr) => {{
+        if $self.guest_kind() == Version::V0_1 {
+            Ok($older)
+        } else {
+            $self.call($function, |guest, $store| match guest {
+                Guest::V0_1(_) => Ok($older),
+                Guest::V0_2($h) => {
+                    // Bodies that name no type of their version leave it unused.
+                    #[allow(unused_imports)]
+                    use wit2 as $wit;
+                    $body
+                }
+                Guest::V0_3($h) => {
+                    // Bodies that name no type of their version leave it unused.
+                    #[allow(unused_imports)]
+                    use wit3 as $wit;
+                    $body
+                }
+            })
+        }
+    }};
+}
+
+/// The same conversion for the types every contract version defines alike.
 macro_rules! convert_command {
     ($wit:ident, $c:expr) => {{
         let c = $c;
@@ -91,6 +128,36 @@ macro_rules! call_plan {
                 (files, commands)
             })
     }};
+}
+
+/// A handler's `info` of any contract version, with its capabilities already read.
+macro_rules! language_info {
+    ($info:expr, $capabilities:expr) => {{
+        let info = $info;
+        LanguageInfo {
+            id: info.id,
+            aliases: info.aliases,
+            display_name: info.display_name,
+            file_extension: info.file_extension,
+            default_image: info.default_image,
+            capabilities: $capabilities,
+            version: info.version,
+        }
+    }};
+}
+
+/// The capabilities of contract 0.2 or later.
+macro_rules! capabilities {
+    ($wit:ident, $list:expr) => {
+        $list
+            .iter()
+            .map(|c| match c {
+                $wit::Capability::InstallLibraries => LanguageCapability::InstallLibraries,
+                $wit::Capability::CapturePlots => LanguageCapability::CapturePlots,
+                $wit::Capability::Interactive => LanguageCapability::Interactive,
+            })
+            .collect()
+    };
 }
 
 macro_rules! convert_finding {
@@ -183,7 +250,8 @@ impl LanguageHandler {
         let pre = linker.instantiate_pre(component).map_err(mismatch)?;
         let pre = match api_version {
             "0.1.0" => Pre::V0_1(v0_1_0::LanguageHandlerPre::new(pre).map_err(mismatch)?),
-            _ => Pre::V0_2(v0_2_0::LanguageHandlerPre::new(pre).map_err(mismatch)?),
+            "0.2.0" => Pre::V0_2(v0_2_0::LanguageHandlerPre::new(pre).map_err(mismatch)?),
+            _ => Pre::V0_3(v0_3_0::LanguageHandlerPre::new(pre).map_err(mismatch)?),
         };
         let mut handler = LanguageHandler {
             source,
@@ -196,47 +264,28 @@ impl LanguageHandler {
             Ok(match guest {
                 Guest::V0_1(h) => {
                     let info = h.call_info(store)?;
-                    let capabilities = [
+                    let flags = [
                         (
                             info.can_install_libraries,
                             LanguageCapability::InstallLibraries,
                         ),
                         (info.can_capture_plots, LanguageCapability::CapturePlots),
                     ];
-                    LanguageInfo {
-                        id: info.id,
-                        aliases: info.aliases,
-                        display_name: info.display_name,
-                        file_extension: info.file_extension,
-                        default_image: info.default_image,
-                        capabilities: capabilities
-                            .into_iter()
-                            .filter_map(|(has, capability)| has.then_some(capability))
-                            .collect(),
-                        version: info.version,
-                    }
+                    let capabilities = flags
+                        .into_iter()
+                        .filter_map(|(has, capability)| has.then_some(capability))
+                        .collect();
+                    language_info!(info, capabilities)
                 }
                 Guest::V0_2(h) => {
                     let info = h.call_info(store)?;
-                    LanguageInfo {
-                        id: info.id,
-                        aliases: info.aliases,
-                        display_name: info.display_name,
-                        file_extension: info.file_extension,
-                        default_image: info.default_image,
-                        capabilities: info
-                            .capabilities
-                            .into_iter()
-                            .map(|c| match c {
-                                wit2::Capability::InstallLibraries => {
-                                    LanguageCapability::InstallLibraries
-                                }
-                                wit2::Capability::CapturePlots => LanguageCapability::CapturePlots,
-                                wit2::Capability::Interactive => LanguageCapability::Interactive,
-                            })
-                            .collect(),
-                        version: info.version,
-                    }
+                    let capabilities = capabilities!(wit2, info.capabilities);
+                    language_info!(info, capabilities)
+                }
+                Guest::V0_3(h) => {
+                    let info = h.call_info(store)?;
+                    let capabilities = capabilities!(wit3, info.capabilities);
+                    language_info!(info, capabilities)
                 }
             })
         })?;
@@ -277,6 +326,7 @@ impl LanguageHandler {
                 Ok(match guest {
                     Guest::V0_1(h) => call_plan!(wit1, h, store, code, libraries, options),
                     Guest::V0_2(h) => call_plan!(wit2, h, store, code, libraries, options),
+                    Guest::V0_3(h) => call_plan!(wit3, h, store, code, libraries, options),
                 })
             })?
             .map_err(|message| self.refused("plan", message))?;
@@ -310,6 +360,11 @@ impl LanguageHandler {
                             .map(|c| convert_command!(wit2, c))
                             .collect::<Vec<_>>()
                     }),
+                    Guest::V0_3(h) => h.call_install(store, libraries, workdir)?.map(|c| {
+                        c.into_iter()
+                            .map(|c| convert_command!(wit3, c))
+                            .collect::<Vec<_>>()
+                    }),
                 })
             })?
             .map_err(|message| self.refused("install", message))?;
@@ -322,15 +377,15 @@ impl LanguageHandler {
         self.call("plot-prelude", |guest, store| match guest {
             Guest::V0_1(h) => h.call_plot_prelude(store, output_dir),
             Guest::V0_2(h) => h.call_plot_prelude(store, output_dir),
+            Guest::V0_3(h) => h.call_plot_prelude(store, output_dir),
         })
     }
 
     /// Code that saves the figures a run left open into `output_dir`, if the
     /// language's prelude needs it. Handlers of contract 0.1 have none.
     pub fn plot_flush(&self, output_dir: &str) -> Result<Option<String>> {
-        self.call_0_2("plot-flush", None, |h, store| {
-            h.call_plot_flush(store, output_dir)
-        })
+        since_0_2!(self, "plot-flush", None, |h, store, _wit| h
+            .call_plot_flush(store, output_dir))
     }
 
     /// Whether `code` may draw a figure. Handlers of contract 0.1 cannot say, so the
@@ -339,9 +394,12 @@ impl LanguageHandler {
         if !self.info.has(LanguageCapability::CapturePlots) {
             return Ok(false);
         }
-        self.call_0_2("may-plot", mentions_plotting(code), |h, store| {
-            h.call_may_plot(store, code)
-        })
+        since_0_2!(
+            self,
+            "may-plot",
+            mentions_plotting(code),
+            |h, store, _wit| h.call_may_plot(store, code)
+        )
     }
 
     /// The language's kernel for a sandbox whose working directory is `workdir` and
@@ -350,52 +408,81 @@ impl LanguageHandler {
         if !self.info.has(LanguageCapability::Interactive) {
             return Ok(None);
         }
-        let options = wit2::KernelOptions {
-            workdir: workdir.to_string(),
-            output_dir: output_dir.to_string(),
-        };
-        let spec = self.call_0_2("kernel", None, |h, store| h.call_kernel(store, &options))?;
+        let spec = since_0_2!(self, "kernel", None, |h, store, wit| {
+            let options = wit::KernelOptions {
+                workdir: workdir.to_string(),
+                output_dir: output_dir.to_string(),
+            };
+            h.call_kernel(store, &options).map(|spec| {
+                spec.map(|spec| {
+                    let wit::CellFraming::SandlotCell = spec.framing;
+                    KernelSpec {
+                        driver: spec.driver,
+                        driver_name: spec.driver_name,
+                        argv: spec.argv,
+                        env: spec.env,
+                    }
+                })
+            })
+        })?;
         let Some(spec) = spec else {
             return Ok(None);
         };
-        let wit2::CellFraming::SandlotCell = spec.framing;
-        let spec = KernelSpec {
-            driver: spec.driver,
-            driver_name: spec.driver_name,
-            argv: spec.argv,
-            env: spec.env,
-        };
         check_kernel(&spec).map_err(|reason| self.invalid("kernel", reason))?;
         Ok(Some(spec))
-    }
-
-    /// Calls `function`, an export contract 0.2 added; a handler of 0.1 answers
-    /// `older` without being instantiated.
-    fn call_0_2<R>(
-        &self,
-        function: &'static str,
-        older: R,
-        f: impl FnOnce(&wit2::Guest, &mut Store<MemoryCap>) -> wasmtime::Result<R>,
-    ) -> Result<R> {
-        if self.guest_kind() == Version::V0_1 {
-            return Ok(older);
-        }
-        self.call(function, |guest, store| match guest {
-            Guest::V0_2(h) => f(h, store),
-            Guest::V0_1(_) => Ok(older),
-        })
     }
 
     fn guest_kind(&self) -> Version {
         match self.pre {
             Pre::V0_1(_) => Version::V0_1,
             Pre::V0_2(_) => Version::V0_2,
+            Pre::V0_3(_) => Version::V0_3,
         }
     }
 
-    /// Static analysis of `code` for the security policy, most severe first.
-    pub fn analyze(&self, code: &str) -> Result<Vec<Finding>> {
-        let findings = self.call("analyze", |guest, store| {
+    /// Static analysis of `code` for the security policy, most severe first: the
+    /// handler's own rules and the `restricted` modules and calls of its language.
+    ///
+    /// A handler built before contract 0.3 cannot look for restrictions; it gives
+    /// one finding, `sandlot.restrictions-unchecked`, as severe as the most severe
+    /// restriction, so a policy that would block a restricted name blocks the code
+    /// instead of letting it through unchecked.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sandlot::Error> {
+    /// use sandlot::{Restriction, RestrictionKind, Severity};
+    /// let host = sandlot::PluginHost::builder().no_cache().load()?;
+    /// let python = host.language("python")?;
+    /// let socket = Restriction {
+    ///     kind: RestrictionKind::Module,
+    ///     name: "socket".parse().unwrap(),
+    ///     severity: Severity::Critical,
+    /// };
+    /// let findings = python.analyze("import socket as s\ns.create_connection", &[socket])?;
+    /// assert_eq!(findings[0].rule_id, "python.restricted-module.socket");
+    /// assert_eq!(findings[0].line, Some(1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn analyze(&self, code: &str, restricted: &[Restriction]) -> Result<Vec<Finding>> {
+        let rules: Vec<wit3::Restriction> = restricted
+            .iter()
+            .map(|r| wit3::Restriction {
+                kind: match r.kind {
+                    RestrictionKind::Module => wit3::RestrictionKind::Module,
+                    RestrictionKind::Call => wit3::RestrictionKind::Call,
+                },
+                name: r.name.to_string(),
+                severity: match r.severity {
+                    Severity::Info => wit3::Severity::Info,
+                    Severity::Low => wit3::Severity::Low,
+                    Severity::Medium => wit3::Severity::Medium,
+                    Severity::High => wit3::Severity::High,
+                    Severity::Critical => wit3::Severity::Critical,
+                },
+            })
+            .collect();
+        let mut findings = self.call("analyze", |guest, store| {
             Ok(match guest {
                 Guest::V0_1(h) => h
                     .call_analyze(store, code)?
@@ -407,8 +494,28 @@ impl LanguageHandler {
                     .into_iter()
                     .map(|f| convert_finding!(wit2, f))
                     .collect(),
+                Guest::V0_3(h) => h
+                    .call_analyze(store, code, &rules)?
+                    .into_iter()
+                    .map(|f| convert_finding!(wit3, f))
+                    .collect(),
             })
         })?;
+        if self.guest_kind() < Version::V0_3 {
+            if let Some(severity) = restricted.iter().map(|r| r.severity).max() {
+                findings.push(Finding {
+                    rule_id: "sandlot.restrictions-unchecked".into(),
+                    severity,
+                    line: None,
+                    message: format!(
+                        "the `{}` handler is built for plugin contract {}, which cannot look \
+                         for restricted modules and calls: use a handler built for 0.3.0, or \
+                         drop the policy's restrictions for `{}`",
+                        self.info.id, self.api_version, self.info.id
+                    ),
+                });
+            }
+        }
         for f in &findings {
             if f.rule_id.trim().is_empty() {
                 return Err(self.invalid("analyze", "a finding has an empty rule id".into()));
@@ -417,7 +524,6 @@ impl LanguageHandler {
                 return Err(self.invalid("analyze", "line numbers start at 1".into()));
             }
         }
-        let mut findings = findings;
         // Stable whatever order the plugin answers in, and one finding per rule and line.
         findings.sort_by(|a, b| {
             (b.severity, a.line, &a.rule_id).cmp(&(a.severity, b.line, &b.rule_id))
@@ -444,6 +550,9 @@ impl LanguageHandler {
             Pre::V0_2(pre) => pre
                 .instantiate(&mut store)
                 .and_then(|b| f(Guest::V0_2(b.sandlot_plugin_handler()), &mut store)),
+            Pre::V0_3(pre) => pre
+                .instantiate(&mut store)
+                .and_then(|b| f(Guest::V0_3(b.sandlot_plugin_handler()), &mut store)),
         };
         result.map_err(|e| {
             if store.data().hit {
@@ -527,10 +636,11 @@ fn check_name(what: &str, name: &str) -> std::result::Result<(), String> {
 }
 
 /// The contract version a handler was built for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Version {
     V0_1,
     V0_2,
+    V0_3,
 }
 
 /// Whether `code` may draw a figure, directly or through a library (`df.plot()`,

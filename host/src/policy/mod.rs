@@ -26,6 +26,10 @@
 //!
 //! [`Execution`]: crate::Execution
 
+mod restricted;
+
+pub use restricted::{Restrictions, LISTED_SEVERITY};
+
 use crate::egress::AllowList;
 use crate::error::{Error, Result};
 use crate::language::Severity;
@@ -78,6 +82,9 @@ pub struct Policy {
     /// Findings below this severity are ignored: neither blocking nor reported.
     /// Between it and [`Policy::block_at`] they are warnings, in the execution.
     pub report_at: Severity,
+    /// Modules and calls the static analysis reports, per language, beyond the
+    /// handlers' own rules, each at its severity ([`Restrictions`]).
+    pub restricted: Restrictions,
     /// When the sandbox may reach the network.
     pub network: Network,
     /// Where it may go when [`Policy::network`] is [`Network::AllowList`]: names
@@ -162,6 +169,10 @@ impl Policy {
         };
         let checks = [
             (PolicyField::BlockAt, blocks_less),
+            (
+                PolicyField::Restricted,
+                !self.restricted.cover(&base.restricted),
+            ),
             (PolicyField::Network, network_looser),
             (
                 PolicyField::ReadOnlyRoot,
@@ -211,6 +222,7 @@ impl Default for Policy {
         Policy {
             block_at: Some(Severity::Critical),
             report_at: Severity::Info,
+            restricted: Restrictions::none(),
             network: Network::InstallOnly,
             allow: AllowList::empty(),
             read_only_root: true,
@@ -247,6 +259,8 @@ pub enum Gate {
 pub enum PolicyField {
     /// [`Policy::block_at`].
     BlockAt,
+    /// [`Policy::restricted`].
+    Restricted,
     /// [`Policy::network`].
     Network,
     /// [`Policy::read_only_root`].
@@ -273,6 +287,7 @@ impl std::fmt::Display for PolicyField {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             PolicyField::BlockAt => "block_at",
+            PolicyField::Restricted => "restricted",
             PolicyField::Network => "network",
             PolicyField::ReadOnlyRoot => "read_only_root",
             PolicyField::Uid => "uid",
@@ -409,6 +424,7 @@ pub(crate) struct PolicySettings {
     preset: Option<Preset>,
     block_at: Option<BlockAt>,
     report_at: Option<Severity>,
+    restricted: Option<Restrictions>,
     network: Option<Network>,
     allow: Option<AllowList>,
     read_only_root: Option<bool>,
@@ -429,6 +445,7 @@ impl PolicySettings {
         let policy = Policy {
             block_at: self.block_at.map_or(base.block_at, BlockAt::severity),
             report_at: self.report_at.unwrap_or(base.report_at),
+            restricted: self.restricted.clone().unwrap_or(base.restricted),
             network: self.network.unwrap_or(base.network),
             allow: self.allow.clone().unwrap_or(base.allow),
             read_only_root: self.read_only_root.unwrap_or(base.read_only_root),
