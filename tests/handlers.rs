@@ -298,14 +298,20 @@ fn go_sets_up_a_module_so_go_get_works() {
         &["github.com/google/uuid@v1.6.0"],
         dir.path(),
     );
+    let argvs = argvs(&plan);
     assert_eq!(
-        argvs(&plan),
-        [
-            "sh -c test -f go.mod || exec go mod init sandlot.local/main",
-            "go get github.com/google/uuid@v1.6.0",
-            "go build -o main .",
-            "./main first arg second",
-        ]
+        argvs[0],
+        "sh -c test -f go.mod || exec go mod init sandlot.local/main"
+    );
+    assert_eq!(
+        argvs[2..],
+        ["go build -o main .", "./main first arg second"]
+    );
+    // The install is a script; the module names are its arguments.
+    assert_eq!(plan.commands[1].argv[..2], ["sh", "-c"]);
+    assert_eq!(
+        plan.commands[1].argv[3..],
+        ["go-get", "github.com/google/uuid@v1.6.0"]
     );
     assert_eq!(
         plan.commands.iter().map(|c| c.phase).collect::<Vec<_>>(),
@@ -321,6 +327,181 @@ fn go_sets_up_a_module_so_go_get_works() {
             .env
             .contains(&("GOTOOLCHAIN".into(), "local".into())));
     }
+}
+
+/// A Go module proxy on loopback that serves `modules` (path, Go source) at v1.0.0 and
+/// writes the path of every request to `log`. Python's http.server, so the test needs
+/// nothing but the toolchains the handler tests already use.
+struct GoProxy {
+    child: std::process::Child,
+    url: String,
+    log: std::path::PathBuf,
+}
+
+impl GoProxy {
+    fn start(root: &Path, modules: &[(&str, &str)]) -> GoProxy {
+        for (module, source) in modules {
+            let dir = root.join(module).join("@v");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("list"), "v1.0.0\n").unwrap();
+            std::fs::write(dir.join("v1.0.0.info"), "{\"Version\":\"v1.0.0\"}").unwrap();
+            std::fs::write(dir.join("v1.0.0.mod"), format!("module {module}\n")).unwrap();
+            let zipped = std::process::Command::new("python3")
+                .args([
+                    "-c",
+                    "import sys, zipfile\n\
+                     out, module, source = sys.argv[1:]\n\
+                     with zipfile.ZipFile(out, 'w') as z:\n\
+                     \x20   z.writestr(module + '@v1.0.0/go.mod', 'module ' + module + '\\n')\n\
+                     \x20   z.writestr(module + '@v1.0.0/lib.go', source)\n",
+                    dir.join("v1.0.0.zip").to_str().unwrap(),
+                    module,
+                    source,
+                ])
+                .status()
+                .unwrap();
+            assert!(zipped.success());
+        }
+        let log = root.join("requests.log");
+        let mut child = std::process::Command::new("python3")
+            .args([
+                "-u",
+                "-c",
+                "import functools, http.server, sys\n\
+                 root, log = sys.argv[1:]\n\
+                 class Handler(http.server.SimpleHTTPRequestHandler):\n\
+                 \x20   def log_message(self, *args):\n\
+                 \x20       open(log, 'a').write(self.path + '\\n')\n\
+                 server = http.server.ThreadingHTTPServer(('127.0.0.1', 0),\n\
+                 \x20   functools.partial(Handler, directory=root))\n\
+                 print(server.server_address[1], flush=True)\n\
+                 server.serve_forever()\n",
+                root.to_str().unwrap(),
+                log.to_str().unwrap(),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut port = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut port,
+        )
+        .unwrap();
+        GoProxy {
+            child,
+            url: format!("http://127.0.0.1:{}", port.trim()),
+            log,
+        }
+    }
+
+    fn requests(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for GoProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the plan's commands as the container backends do: an install gets a fresh
+/// home of its own and the session's environment (here, where the proxy is). Returns
+/// each command's exit status and output.
+fn execute_go(plan: &Plan, workdir: &Path, proxy: &str) -> Vec<(bool, String)> {
+    for file in &plan.files {
+        std::fs::write(workdir.join(&file.path), &file.contents).unwrap();
+    }
+    let mut results = Vec::new();
+    for command in &plan.commands {
+        let home = tempfile::tempdir().unwrap();
+        let output = std::process::Command::new(&command.argv[0])
+            .args(&command.argv[1..])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap())
+            .env("HOME", home.path())
+            .env("GOPROXY", proxy)
+            .env("GOSUMDB", "off")
+            .envs(command.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(workdir)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).to_string()
+            + &String::from_utf8_lossy(&output.stderr);
+        results.push((output.status.success(), text));
+        if !output.status.success() {
+            break;
+        }
+    }
+    results
+}
+
+/// Earlier code of a Go session can rewrite the session's `go.mod` and add a
+/// `go.work`: a `replace` or `require` there would send a later install, online, to
+/// a module (a host, a path carrying data) of its choosing. The install downloads in a
+/// module of its own, so only what was asked for goes out; the session's own files
+/// then apply offline.
+#[test]
+fn go_installs_download_only_what_was_asked_for_whatever_the_sessions_module_says() {
+    let proxy_root = tempfile::tempdir().unwrap();
+    let proxy = GoProxy::start(
+        proxy_root.path(),
+        &[
+            (
+                "example.com/greet",
+                "package greet\n\nfunc Hello() string { return \"hello\" }\n",
+            ),
+            (
+                "leak.example/data",
+                "package greet\n\nfunc Hello() string { return \"planted\" }\n",
+            ),
+        ],
+    );
+    let code = "package main\n\nimport (\n\t\"fmt\"\n\t\"example.com/greet\"\n)\n\n\
+                func main() { fmt.Println(greet.Hello()) }\n";
+
+    // Untouched, the install works and the program builds and runs offline.
+    let dir = tempfile::tempdir().unwrap();
+    let plan = plan("go", code, &["example.com/greet@v1.0.0"], dir.path());
+    let results = execute_go(&plan, dir.path(), &proxy.url);
+    assert!(results.iter().all(|(ok, _)| *ok), "{results:?}");
+    assert_eq!(results.last().unwrap().1, "hello\n");
+    let go_mod = std::fs::read_to_string(dir.path().join("go.mod")).unwrap();
+    assert!(go_mod.contains("example.com/greet v1.0.0"), "{go_mod}");
+    assert!(proxy
+        .requests()
+        .contains("/example.com/greet/@v/v1.0.0.zip"));
+    assert!(
+        std::fs::read_dir(dir.path().join(".sandlot/go/pkg/mod/example.com"))
+            .unwrap()
+            .count()
+            > 0,
+        "the module is in the session's own cache"
+    );
+
+    // Planted: the session's module swaps the library for another module and requires
+    // one more; a go.work names a directory module.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("go.mod"),
+        "module sandlot.local/main\n\ngo 1.19\n\nrequire leak.example/data v1.0.0\n\n\
+         replace example.com/greet => leak.example/data v1.0.0\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("go.work"), "go 1.19\n\nuse .\n").unwrap();
+    let plan = self::plan("go", code, &["example.com/greet@v1.0.0"], dir.path());
+    let results = execute_go(&plan, dir.path(), &proxy.url);
+    let requests = proxy.requests();
+    assert!(
+        !requests.contains("leak.example"),
+        "the planted module went out: {requests}"
+    );
+    // Installing against the planted module file fails offline, saying what it lacked.
+    let (ok, output) = results.last().unwrap();
+    assert!(!ok, "{results:?}");
+    assert!(output.contains("leak.example/data"), "{output}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Go handler: sets up a module so `go get` works, builds `main.go` and runs the
 //! binary. The module cache and build cache live in the working directory because the
-//! sandbox's root is read-only.
+//! sandbox's root is read-only; installs download in a module of their own
+//! ([`GO_GET`]).
 #![no_std]
 
 extern crate alloc;
@@ -52,7 +53,8 @@ impl Guest for Go {
         }
         // A module path with an optional `@version`.
         check_libraries(&libraries, "Go module", |l| only(l, "._~/-@+"))?;
-        let mut install = command(Phase::Install, &["go", "get"])
+        // The names are the script's arguments, never part of its text.
+        let mut install = command(Phase::Install, &["sh", "-c", GO_GET, "go-get"])
             .args(&libraries)
             .network();
         install.env = go_env(&workdir);
@@ -115,6 +117,28 @@ fn import_specs(scan: &Scan) -> Vec<(Import, Option<&str>)> {
     }
     imports
 }
+
+/// Installs the modules named in its arguments without letting the workspace steer
+/// what goes online. Earlier code may have written the session's `go.mod` (a
+/// `require` or `replace` names any host, and a path can carry data out) or a
+/// `go.work`; so the download runs in a module of its own, in the install's fresh
+/// home, into a module cache there: only the names asked for and what they need go
+/// out. Then `go get` in the working directory adds them to the session's module
+/// from that cache alone: no proxy, no checksum database, no version control, so
+/// whatever the session's files say, nothing more reaches the network.
+const GO_GET: &str = "set -e\n\
+work=$PWD\n\
+fetch=\"$HOME/go-fetch\"\n\
+mkdir -p \"$fetch/module\"\n\
+cd \"$fetch/module\"\n\
+export GOWORK=off GOMODCACHE=\"$fetch/cache\" GOFLAGS='-mod=mod -modcacherw'\n\
+go mod init sandlot.local/fetch 2>/dev/null\n\
+go get \"$@\"\n\
+cd \"$work\"\n\
+export GOPROXY=\"file://$GOMODCACHE/cache/download\" GOSUMDB=off GONOPROXY= GONOSUMDB= \
+GOPRIVATE= GOVCS='*:off' GOFLAGS=-mod=mod\n\
+unset GOWORK GOMODCACHE\n\
+go get \"$@\"\n";
 
 /// Environment of every go command: caches inside the working directory, no automatic
 /// toolchain download, no cgo (no C compiler is needed in the image).
