@@ -383,19 +383,19 @@ fn plan_shows_what_the_policys_restrictions_find() {
         ]
     );
 
-    std::fs::write(&policy, "[restricted.python]\nmodules = \"socket\"\n").unwrap();
-    let (_, _, stderr) = run(&mut sandlot(
-        home.path(),
-        &[
-            "plan",
-            "-l",
-            "python",
-            "-c",
-            code,
-            "--policy",
-            policy.to_str().unwrap(),
-        ],
-    ));
+    // What `plan` says on stderr with `text` as its policy file.
+    let refused = |text: &str| {
+        std::fs::write(&policy, text).unwrap();
+        let args = ["plan", "-l", "python", "-c", code, "--policy"];
+        let mut command = sandlot(home.path(), &args);
+        command.arg(&policy);
+        let (output, _, stderr) = run(&mut command);
+        assert_ne!(output.status.code(), Some(0), "{stderr}");
+        stderr
+    };
+    let stderr = refused("[restricted.pyhton]\nmodules = [\"socket\"]\n");
+    assert!(stderr.contains("[policy.restricted.pyhton]"), "{stderr}");
+    let stderr = refused("[restricted.python]\nmodules = \"socket\"\n");
     assert!(
         stderr.contains("policy.toml") && stderr.contains("line 2"),
         "{stderr}"

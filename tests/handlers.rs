@@ -995,6 +995,89 @@ fn restricted_modules_and_calls_are_found_under_every_name_code_binds_them_to() 
     }
 }
 
+/// The forms a reviewer found slipping past the first version of the restriction
+/// matching, one language at a time.
+#[test]
+fn restrictions_follow_multi_line_chained_dotted_and_wildcard_imports() {
+    let rule = |id: &str, line: u32| (id.to_string(), line);
+    type Case<'a> = (&'a str, &'a str, &'a [&'a str], Vec<(String, u32)>);
+    let cases: &[Case] = &[
+        (
+            "javascript",
+            "const d = 'child_process';\nconst fs = require('fs'), cp = require('child_process');\n\
+             cp.exec('id');\nrequire('child_process').exec('id');\n\
+             const { execSync } = module.require('child_process');\nexecSync('id');\n",
+            &["call:child_process.exec*"],
+            vec![
+                rule("javascript.restricted-call.child_process.exec*", 3),
+                rule("javascript.restricted-call.child_process.exec*", 4),
+                rule("javascript.restricted-call.child_process.exec*", 5),
+                rule("javascript.restricted-call.child_process.exec*", 6),
+            ],
+        ),
+        (
+            "typescript",
+            "import cp, {\n  spawn as go,\n} from 'child_process';\nlet n = 1\ngo('id');\ncp.spawn('x');\n",
+            &["call:child_process.spawn"],
+            vec![
+                rule("typescript.restricted-call.child_process.spawn", 2),
+                rule("typescript.restricted-call.child_process.spawn", 5),
+                rule("typescript.restricted-call.child_process.spawn", 6),
+            ],
+        ),
+        (
+            "go",
+            "package main\n\nimport . \"os\"\nimport \"github.com/go-git/go-git/v5\"\n\n\
+             func main() { RemoveAll(\"/\"); git.PlainClone(\"d\", false, nil) }\n",
+            &["call:os.RemoveAll", "call:github.com/go-git/go-git/v5.PlainClone"],
+            vec![
+                rule("go.restricted-call.github.com/go-git/go-git/v5.PlainClone", 6),
+                rule("go.restricted-call.os.RemoveAll", 6),
+            ],
+        ),
+        (
+            "java",
+            "import\tjava.util.*; import java.net.*;\n\
+             class Main { void f() throws Exception { new Socket(\"h\", 1); System.exit(1); } }\n",
+            &["module:java.net", "call:java.net.Socket", "call:java.lang.System.exit"],
+            vec![
+                rule("java.restricted-module.java.net", 1),
+                rule("java.restricted-call.java.lang.System.exit", 2),
+                rule("java.restricted-call.java.net.Socket", 2),
+            ],
+        ),
+        (
+            "r",
+            "base:::system('id')\n",
+            &["call:base::system"],
+            vec![rule("r.restricted-call.base::system", 1)],
+        ),
+        (
+            "bash",
+            "echo hi; source ./lib.sh\n. \"/etc/profile\"\n",
+            &["module:./lib.sh", "module:/etc/profile"],
+            vec![
+                rule("bash.restricted-module../lib.sh", 1),
+                rule("bash.restricted-module./etc/profile", 2),
+            ],
+        ),
+        (
+            "python",
+            "import socket\nimport socketserver\n",
+            &["module:socket*"],
+            vec![
+                rule("python.restricted-module.socket*", 1),
+                rule("python.restricted-module.socket*", 2),
+            ],
+        ),
+    ];
+    for (language, code, restricted, expected) in cases {
+        let mut found = restricted_lines(language, code, restricted);
+        found.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        assert_eq!(&found, expected, "{language}: {code}");
+    }
+}
+
 #[test]
 fn without_restrictions_a_name_gives_no_restricted_finding_and_a_wildcard_matches_a_family() {
     assert_eq!(restricted_lines("python", "import socket\n", &[]), []);

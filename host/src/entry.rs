@@ -784,21 +784,9 @@ impl SessionBuilder {
     fn resolve(&self) -> Result<Resolved> {
         let handler = self.sandlot.plugins.language(&self.language)?.clone();
         let language = handler.info().id.clone();
-        // A misspelt language would restrict nothing, silently.
-        if let Some(unknown) = self
-            .policy
-            .restricted
-            .languages()
-            .find(|name| self.sandlot.plugins.language(name).is_err())
-        {
-            return Err(Error::InvalidPolicy {
-                reason: format!(
-                    "it restricts modules or calls of `{unknown}`, which is no loaded \
-                     language (`sandlot languages` lists them); fix or drop \
-                     [policy.restricted.{unknown}]"
-                ),
-            });
-        }
+        self.sandlot
+            .plugins
+            .check_restricted(&self.policy.restricted)?;
         let kernel = match self.one_shot {
             true => None,
             false => handler.kernel(Layout::WORKSPACE, &Layout.output_dir())?,

@@ -4,7 +4,7 @@
 
 extern crate alloc;
 
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 use sandlot_handler_kit::*;
@@ -108,12 +108,39 @@ const RULES: &[Rule] = &[
     },
 ];
 
+/// The files code reads in as part of itself: `source FILE` and `. FILE`. A shell's
+/// modules are those files; its calls are commands.
+fn sourced_files(scan: &Scan) -> Vec<Import> {
+    let mut imports = Vec::new();
+    for (index, line) in scan.code.lines().enumerate() {
+        for command in line.split([';', '&', '|']) {
+            let command = command.trim_start();
+            let Some(rest) = command
+                .strip_prefix("source ")
+                .or_else(|| command.strip_prefix(". "))
+            else {
+                continue;
+            };
+            let file = rest.split_whitespace().next().unwrap_or("");
+            let file = file.trim_matches(['"', '\'']);
+            if !file.is_empty() {
+                imports.push(Import {
+                    module: file.to_string(),
+                    line: index as u32 + 1,
+                });
+            }
+        }
+    }
+    imports
+}
+
 /// How the analysis reads bash code.
 const LANGUAGE: Language = Language {
     id: "bash",
     syntax: &scan::SHELL,
-    imports: no_imports,
+    imports: sourced_files,
     bindings: restrict::no_bindings,
+    uses: restrict::no_uses,
     rules: RULES,
     name_chars: "-",
 };

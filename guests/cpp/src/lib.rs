@@ -143,6 +143,7 @@ const LANGUAGE: Language = Language {
     syntax: &scan::C_LIKE,
     imports: include_imports,
     bindings: restrict::no_bindings,
+    uses: restrict::no_uses,
     rules: RULES,
     name_chars: "",
 };

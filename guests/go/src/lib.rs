@@ -73,22 +73,53 @@ fn go_imports(scan: &Scan) -> Vec<Import> {
     import_specs(scan).into_iter().map(|(import, _)| import).collect()
 }
 
-/// The name each import binds: its alias, or the last element of its path
-/// (`exec` for `os/exec`). Blank and dot imports bind none the analysis follows.
+/// The name each import binds: its alias, or the package's name as the path suggests
+/// it (`exec` for `os/exec`, `yaml` for `gopkg.in/yaml.v3`, `git` as well as `go-git`
+/// for `github.com/go-git/go-git/v5`). A dot import makes the members plain names;
+/// a blank import binds nothing.
 fn go_bindings(scan: &Scan) -> Vec<Binding> {
-    import_specs(scan)
-        .into_iter()
-        .filter_map(|(import, alias)| {
-            let name = match alias {
-                Some(alias) => alias.to_string(),
-                None => import.module.rsplit('/').next()?.to_string(),
-            };
-            (name != "_" && name != ".").then_some(Binding {
+    let mut bindings = Vec::new();
+    for (import, alias) in import_specs(scan) {
+        let names: Vec<String> = match alias {
+            Some("_") => continue,
+            Some(".") => vec![String::new()],
+            Some(alias) => vec![alias.to_string()],
+            None => package_names(&import.module),
+        };
+        for name in names {
+            bindings.push(Binding {
                 name,
-                stands_for: import.module,
-            })
-        })
-        .collect()
+                stands_for: import.module.clone(),
+            });
+        }
+    }
+    bindings
+}
+
+/// The names a package at `path` is likely declared with: its last element without
+/// a major-version element or suffix, and without a `go-` prefix or `-go` suffix.
+fn package_names(path: &str) -> Vec<String> {
+    let is_version = |s: &str| {
+        s.strip_prefix('v')
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let mut elements = path.rsplit('/');
+    let mut last = elements.next().unwrap_or(path);
+    if is_version(last) {
+        last = elements.next().unwrap_or(last);
+    }
+    if let Some((base, version)) = last.rsplit_once('.') {
+        if is_version(version) {
+            last = base;
+        }
+    }
+    let mut names = vec![last.to_string()];
+    let bare = last.strip_prefix("go-").unwrap_or(last);
+    let bare = bare.strip_suffix("-go").unwrap_or(bare);
+    if bare != last {
+        names.push(bare.to_string());
+    }
+    names
 }
 
 /// Each import and the alias written before its path, if any.
@@ -132,7 +163,7 @@ fetch=\"$HOME/go-fetch\"\n\
 mkdir -p \"$fetch/module\"\n\
 cd \"$fetch/module\"\n\
 export GOWORK=off GOMODCACHE=\"$fetch/cache\" GOFLAGS='-mod=mod -modcacherw'\n\
-go mod init sandlot.local/fetch 2>/dev/null\n\
+go mod init sandlot.local/fetch 2>\"$fetch/init.log\" || { cat \"$fetch/init.log\" >&2; exit 1; }\n\
 go get \"$@\"\n\
 cd \"$work\"\n\
 export GOPROXY=\"file://$GOMODCACHE/cache/download\" GOSUMDB=off GONOPROXY= GONOSUMDB= \
@@ -192,6 +223,7 @@ const LANGUAGE: Language = Language {
     syntax: &scan::C_LIKE,
     imports: go_imports,
     bindings: go_bindings,
+    uses: restrict::no_uses,
     rules: RULES,
     name_chars: "",
 };

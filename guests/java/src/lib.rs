@@ -57,43 +57,71 @@ impl Guest for Java {
     }
 }
 
-/// The classes and packages of `import a.b.C;`, `import a.b.*;` (`a.b`) and
-/// `import static a.b.C.m;`.
-fn java_imports(scan: &Scan) -> Vec<Import> {
+/// The imports of the code: `import a.b.C;` (`a.b.C`), `import a.b.*;` (`a.b`, and
+/// whether it is a whole package) and `import static a.b.C.m;`, any number to a line.
+fn java_import_specs(scan: &Scan) -> Vec<(Import, bool)> {
+    let code = scan.code.as_str();
     let mut imports = Vec::new();
-    for (index, line) in scan.code.lines().enumerate() {
-        let Some(rest) = line.trim_start().strip_prefix("import ") else {
+    let mut start = 0;
+    for statement in code.split_inclusive(';') {
+        let at = start;
+        start += statement.len();
+        let trimmed = statement.trim_start();
+        let Some(rest) = trimmed.strip_prefix("import") else {
             continue;
         };
+        if !rest.starts_with(char::is_whitespace) {
+            continue;
+        }
         let rest = rest.trim_start();
-        let rest = rest.strip_prefix("static ").unwrap_or(rest);
-        let Some(name) = rest.split(';').next() else {
-            continue;
+        let rest = rest
+            .strip_prefix("static")
+            .filter(|r| r.starts_with(char::is_whitespace))
+            .unwrap_or(rest);
+        let name: String = rest
+            .trim_end_matches(';')
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        let (name, package) = match name.strip_suffix(".*") {
+            Some(package) => (package.to_string(), true),
+            None => (name, false),
         };
-        let name: String = name.chars().filter(|c| !c.is_whitespace()).collect();
-        let name = name.strip_suffix(".*").unwrap_or(&name);
         if !name.is_empty() {
-            imports.push(Import {
-                module: name.to_string(),
-                line: index as u32 + 1,
-            });
+            let line = scan.line_of(at + (statement.len() - trimmed.len()));
+            imports.push((Import { module: name, line }, package));
         }
     }
     imports
 }
 
-/// `import a.b.C;` binds `C` to `a.b.C`, so `C.m` reaches `a.b.C.m`.
-fn java_bindings(scan: &Scan) -> Vec<Binding> {
-    java_imports(scan)
+/// The classes and packages the code imports.
+fn java_imports(scan: &Scan) -> Vec<Import> {
+    java_import_specs(scan)
         .into_iter()
-        .filter_map(|import| {
-            let (_, name) = import.module.rsplit_once('.')?;
-            Some(Binding {
-                name: name.to_string(),
-                stands_for: import.module.clone(),
-            })
-        })
+        .map(|(import, _)| import)
         .collect()
+}
+
+/// `import a.b.C;` binds `C` to `a.b.C`, so `C.m` reaches `a.b.C.m`; `import a.b.*;`
+/// and the implicit `java.lang.*` make a package's classes plain names.
+fn java_bindings(scan: &Scan) -> Vec<Binding> {
+    let mut bindings = vec![Binding {
+        name: String::new(),
+        stands_for: "java.lang".into(),
+    }];
+    for (import, package) in java_import_specs(scan) {
+        let name = match import.module.rsplit_once('.') {
+            _ if package => String::new(),
+            Some((_, name)) => name.to_string(),
+            None => continue,
+        };
+        bindings.push(Binding {
+            name,
+            stands_for: import.module,
+        });
+    }
+    bindings
 }
 
 /// The class javac requires the file to be named after: the public class, else the
@@ -172,6 +200,7 @@ const LANGUAGE: Language = Language {
     syntax: &scan::C_LIKE,
     imports: java_imports,
     bindings: java_bindings,
+    uses: restrict::no_uses,
     rules: RULES,
     name_chars: "$",
 };

@@ -19,6 +19,8 @@ pub struct Language {
     pub imports: fn(&Scan) -> Vec<Import>,
     /// The names imports bind.
     pub bindings: fn(&Scan) -> Vec<Binding>,
+    /// Names code reaches where no name is bound (`require('x').exec`).
+    pub uses: fn(&Scan) -> Vec<Import>,
     /// The handler's own rules.
     pub rules: &'static [Rule],
     /// Characters a name may hold besides letters, digits and `_` (`$` in
@@ -29,7 +31,9 @@ pub struct Language {
 /// A name code binds to a module or to something in one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Binding {
-    /// The name as the code uses it (`cp`, `run`, `exec`).
+    /// The name as the code uses it (`cp`, `run`, `exec`); empty when the import
+    /// makes the module's members plain names (Go's `import . "os"`, Java's
+    /// `import java.net.*;`).
     pub name: String,
     /// What it stands for, as a restriction names it (`child_process`,
     /// `child_process.exec`, `os/exec`).
@@ -38,6 +42,11 @@ pub struct Binding {
 
 /// For languages whose imports bind no names the analysis follows.
 pub fn no_bindings(_: &Scan) -> Vec<Binding> {
+    Vec::new()
+}
+
+/// For languages where every use goes through a name.
+pub fn no_uses(_: &Scan) -> Vec<Import> {
     Vec::new()
 }
 
@@ -79,6 +88,7 @@ pub fn analyze_restricted(
         return found;
     }
     let bindings = (language.bindings)(&scan);
+    let uses = (language.uses)(&scan);
     let mut extra: Vec<(u32, usize)> = Vec::new();
     for (r, restriction) in restricted.iter().enumerate() {
         match restriction.kind {
@@ -97,6 +107,11 @@ pub fn analyze_restricted(
                         .any(|name| contains_name(line, name, language.name_chars))
                     {
                         extra.push((index as u32 + 1, r));
+                    }
+                }
+                for used in &uses {
+                    if beneath(&restriction.name, &used.module) {
+                        extra.push((used.line, r));
                     }
                 }
             }
@@ -143,16 +158,35 @@ pub fn beneath(pattern: &str, module: &str) -> bool {
 }
 
 /// The names code may reach the call `restricted` by: itself, and for each binding
-/// of its module (or of it), the bound name with the rest appended.
+/// of its module (or of it), the bound name with the rest appended. A family
+/// (`child_process.exec*`) also reaches a name bound to one of its members
+/// (`execSync` of `const { execSync } = require('child_process')`).
 fn local_names(restricted: &str, bindings: &[Binding]) -> Vec<String> {
     let mut names = alloc::vec![restricted.to_string()];
+    // R reaches a package's internals with `:::` as well as `::`.
+    if restricted.contains("::") && !restricted.contains(":::") {
+        names.push(restricted.replacen("::", ":::", 1));
+    }
+    let family = restricted.strip_suffix('*');
     for binding in bindings {
         if let Some(rest) = restricted.strip_prefix(binding.stands_for.as_str()) {
             if rest.is_empty() || rest.starts_with('.') || rest.starts_with("::") {
-                let mut name = binding.name.clone();
-                name.push_str(rest);
-                names.push(name);
+                let name = if binding.name.is_empty() {
+                    rest.trim_start_matches(['.', ':']).to_string()
+                } else {
+                    let mut name = binding.name.clone();
+                    name.push_str(rest);
+                    name
+                };
+                if !name.is_empty() {
+                    names.push(name);
+                }
             }
+        }
+        if family.is_some_and(|prefix| binding.stands_for.starts_with(prefix))
+            && !binding.name.is_empty()
+        {
+            names.push(binding.name.clone());
         }
     }
     names.sort();
@@ -183,54 +217,150 @@ pub fn contains_name(line: &str, name: &str, name_chars: &str) -> bool {
 }
 
 /// Names bound by Node.js imports: `const cp = require('x')`, `import cp from 'x'`,
-/// `import * as cp from 'x'` bind `cp` to `x`; `const { exec, spawn: run } =
-/// require('x')` and `import { exec, spawn as run } from 'x'` bind `exec` and `run`
-/// to `x.exec` and `x.spawn`.
+/// `import * as cp from 'x'` and `import cp = require('x')` bind `cp` to `x`;
+/// `const { exec, spawn: run } = require('x')` and `import { exec, spawn as run }
+/// from 'x'` bind `exec` and `run` to `x.exec` and `x.spawn`. A statement may span
+/// lines inside braces and hold several declarations (`const a = require('a'), b =
+/// require('b')`).
 pub fn node_bindings(scan: &Scan) -> Vec<Binding> {
     let mut bindings = Vec::new();
-    for import in crate::node_imports(scan) {
-        let Some(literal) = scan
-            .literals
+    let code = scan.code.as_str();
+    for literal in crate::import_literals(scan, crate::NODE_IMPORT_KEYWORDS) {
+        let module = literal.text.strip_prefix("node:").unwrap_or(&literal.text);
+        // Where the keyword before the string starts: the statement ends there.
+        let before = code[..literal.at].trim_end();
+        let Some(keyword) = crate::NODE_IMPORT_KEYWORDS
             .iter()
-            .find(|l| l.line == import.line && l.text.trim_start_matches("node:") == import.module)
+            .filter(|k| before.ends_with(**k))
+            .max_by_key(|k| k.len())
         else {
             continue;
         };
-        // The statement up to the module's string: `const cp = require(` or
-        // `import { a as b } from `.
-        let start = scan.code[..literal.at]
-            .rfind([';', '\n'])
-            .map_or(0, |at| at + 1);
-        let head = scan.code[start..literal.at].trim();
-        let head = head
-            .strip_prefix("import")
-            .or_else(|| {
-                ["const", "let", "var"]
-                    .iter()
-                    .find_map(|k| head.strip_prefix(k))
-            })
-            .unwrap_or("");
-        let head = head
-            .trim_end_matches(|c: char| c.is_whitespace() || c == '(')
-            .trim_end_matches("require")
-            .trim_end_matches("from")
-            .trim_end_matches(|c: char| c.is_whitespace() || c == '=')
-            .trim();
-        if let Some(named) = head.strip_prefix('{').and_then(|h| h.strip_suffix('}')) {
-            for part in named.split(',') {
-                let part = part.trim();
-                let (original, local) = part
-                    .split_once(" as ")
-                    .or_else(|| part.split_once(':'))
-                    .unwrap_or((part, part));
-                push_binding(&mut bindings, local.trim(), &import.module, original.trim());
+        let end = before.len() - keyword.len();
+        let head = code[statement_start(code, end)..end].trim();
+        let head = head.strip_prefix("export ").unwrap_or(head).trim_start();
+        if let Some(rest) = word_after(head, "import") {
+            // `import a, { b as c }, * as d from` or TypeScript's `import a = require(`.
+            let rest = rest.trim_end().trim_end_matches('=').trim_end();
+            for part in split_top(rest, ',') {
+                bind_clause(&mut bindings, part, module, " as ");
             }
         } else {
-            let local = head.strip_prefix("* as ").unwrap_or(head).trim();
-            push_binding(&mut bindings, local, &import.module, "");
+            let rest = ["const", "let", "var"]
+                .iter()
+                .find_map(|k| word_after(head, k))
+                .unwrap_or(head);
+            // The declaration this string belongs to is the last one so far.
+            let last = split_top(rest, ',').pop().unwrap_or("");
+            if let Some((target, _)) = last.split_once('=') {
+                bind_clause(&mut bindings, target, module, ":");
+            }
         }
     }
     bindings
+}
+
+/// Names code reaches by a module's member without binding the module:
+/// `require('child_process').exec` and `(await import('child_process')).exec`.
+pub fn node_uses(scan: &Scan) -> Vec<Import> {
+    let code = scan.code.as_str();
+    let mut uses = Vec::new();
+    for literal in crate::import_literals(scan, crate::NODE_IMPORT_KEYWORDS) {
+        let after = code[literal.end..].trim_start_matches(|c: char| c == ')' || c == ' ');
+        let Some(member) = after.strip_prefix('.') else {
+            continue;
+        };
+        let member: String = member
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$' || *c == '.')
+            .collect();
+        let member = member.trim_end_matches('.');
+        if member.is_empty() {
+            continue;
+        }
+        let module = literal.text.strip_prefix("node:").unwrap_or(&literal.text);
+        uses.push(Import {
+            module: format!("{module}.{member}"),
+            line: literal.line,
+        });
+    }
+    uses
+}
+
+/// Where the statement that ends at `end` starts: after a `;`, or after a line break
+/// outside brackets that does not follow a `=` or `,` (which continue a statement).
+fn statement_start(code: &str, end: usize) -> usize {
+    let bytes = code.as_bytes();
+    let mut depth = 0usize;
+    let mut at = end;
+    while at > 0 {
+        let c = bytes[at - 1];
+        match c {
+            b')' | b']' | b'}' => depth += 1,
+            b'(' | b'[' | b'{' => {
+                if depth == 0 {
+                    return at;
+                }
+                depth -= 1;
+            }
+            b';' if depth == 0 => return at,
+            b'\n' if depth == 0 => {
+                let previous = code[..at - 1].trim_end();
+                if !previous.ends_with(['=', ',']) {
+                    return at;
+                }
+            }
+            _ => {}
+        }
+        at -= 1;
+    }
+    0
+}
+
+/// `text` after the word `word` at its start, if it starts with it.
+fn word_after<'t>(text: &'t str, word: &str) -> Option<&'t str> {
+    let rest = text.strip_prefix(word)?;
+    (rest.is_empty() || rest.starts_with(|c: char| c.is_whitespace() || c == '{'))
+        .then_some(rest)
+}
+
+/// `text` split at `separator` outside brackets.
+fn split_top(text: &str, separator: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    for (at, c) in text.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            c if c == separator && depth == 0 => {
+                parts.push(&text[start..at]);
+                start = at + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+/// One clause of an import or a declaration: `{ a, b <rename> c }` binds members,
+/// `* as x` and `x` bind the module.
+fn bind_clause(bindings: &mut Vec<Binding>, clause: &str, module: &str, rename: &str) {
+    let clause = clause.trim();
+    if let Some(named) = clause.strip_prefix('{').and_then(|c| c.strip_suffix('}')) {
+        for part in split_top(named, ',') {
+            let part = part.trim();
+            let part = part.strip_prefix("type ").unwrap_or(part);
+            // A default value (`{ exec = fallback }`) is not part of the name.
+            let part = part.split('=').next().unwrap_or("").trim();
+            let (member, local) = part.split_once(rename).unwrap_or((part, part));
+            push_binding(bindings, local.trim(), module, member.trim());
+        }
+    } else {
+        let local = clause.strip_prefix("* as ").unwrap_or(clause).trim();
+        push_binding(bindings, local, module, "");
+    }
 }
 
 fn push_binding(bindings: &mut Vec<Binding>, name: &str, module: &str, member: &str) {
@@ -251,4 +381,3 @@ fn push_binding(bindings: &mut Vec<Binding>, name: &str, module: &str, member: &
         stands_for,
     });
 }
-

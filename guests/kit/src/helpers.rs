@@ -215,19 +215,7 @@ pub fn no_imports(_: &Scan) -> Vec<Import> {
 /// String literals that follow one of `keywords` (ignoring spaces): `require('x')`,
 /// `from 'x'`, `require "x"`. `node:` prefixes are dropped.
 pub fn imports_after(scan: &Scan, keywords: &[&str]) -> Vec<Import> {
-    scan.literals
-        .iter()
-        .filter(|literal| {
-            let before = scan.code[..literal.at].trim_end();
-            keywords.iter().any(|k| {
-                before.strip_suffix(k).is_some_and(|rest| {
-                    !rest
-                        .chars()
-                        .next_back()
-                        .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == '.')
-                })
-            })
-        })
+    import_literals(scan, keywords)
         .map(|literal| Import {
             module: literal
                 .text
@@ -239,10 +227,33 @@ pub fn imports_after(scan: &Scan, keywords: &[&str]) -> Vec<Import> {
         .collect()
 }
 
-/// Imports of JavaScript and TypeScript: `require('x')`, `import ... from 'x'`,
-/// `import 'x'`, `import('x')`, `export ... from 'x'`.
+/// The string literals [`imports_after`] reads as imports.
+pub fn import_literals<'s>(
+    scan: &'s Scan,
+    keywords: &'s [&'s str],
+) -> impl Iterator<Item = &'s scan::Literal> + 's {
+    scan.literals.iter().filter(move |literal| {
+        let before = scan.code[..literal.at].trim_end();
+        keywords.iter().any(|k| {
+            before.strip_suffix(k).is_some_and(|rest| {
+                !rest
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == '.')
+            })
+        })
+    })
+}
+
+/// What introduces a module in JavaScript and TypeScript: `require('x')`,
+/// `module.require('x')`, `import ... from 'x'`, `import 'x'`, `import('x')`,
+/// `export ... from 'x'`.
+pub const NODE_IMPORT_KEYWORDS: &[&str] =
+    &["require(", "module.require(", "from", "import", "import("];
+
+/// Imports of JavaScript and TypeScript (see [`NODE_IMPORT_KEYWORDS`]).
 pub fn node_imports(scan: &Scan) -> Vec<Import> {
-    imports_after(scan, &["require(", "from", "import", "import("])
+    imports_after(scan, NODE_IMPORT_KEYWORDS)
 }
 
 /// Whether `needle` occurs in `line` at a position not preceded by an identifier

@@ -796,7 +796,14 @@ impl<'a> Analysis<'a, '_> {
             }
         }
         for (index, restriction) in self.restricted.iter().enumerate() {
-            if matches(normalize(&restriction.name), name) {
+            // A restriction's `*` matches any continuation, none included, as in every
+            // handler: `socket*` is `socket` and `socketserver`.
+            let pattern = normalize(&restriction.name);
+            let hit = match pattern.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => matches(pattern, name),
+            };
+            if hit {
                 self.hits.push((line, RULES.len() + index));
             }
         }

@@ -264,6 +264,7 @@ const LANGUAGE: Language = Language {
     syntax: &scan::R,
     imports: r_imports,
     bindings: restrict::no_bindings,
+    uses: restrict::no_uses,
     rules: RULES,
     name_chars: ".",
 };

@@ -131,6 +131,7 @@ const LANGUAGE: Language = Language {
     syntax: &scan::RUBY,
     imports: ruby_imports,
     bindings: restrict::no_bindings,
+    uses: restrict::no_uses,
     rules: RULES,
     name_chars: "",
 };

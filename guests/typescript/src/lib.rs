@@ -71,6 +71,7 @@ const LANGUAGE: Language = Language {
     syntax: &scan::JAVASCRIPT,
     imports: node_imports,
     bindings: restrict::node_bindings,
+    uses: restrict::node_uses,
     rules: NODE_RULES,
     name_chars: "$",
 };

@@ -106,6 +106,7 @@ pub(super) fn command(
         Some(value) => Policy::from_preset_or_file(value)?,
         None => configured.unwrap_or_default(),
     };
+    host.check_restricted(&policy.restricted)?;
     let options = PlanOptions {
         capture_plots: !args.no_plots && handler.info().has(LanguageCapability::CapturePlots),
         args: args.args.clone(),

@@ -251,7 +251,12 @@ impl LanguageHandler {
         let pre = match api_version {
             "0.1.0" => Pre::V0_1(v0_1_0::LanguageHandlerPre::new(pre).map_err(mismatch)?),
             "0.2.0" => Pre::V0_2(v0_2_0::LanguageHandlerPre::new(pre).map_err(mismatch)?),
-            _ => Pre::V0_3(v0_3_0::LanguageHandlerPre::new(pre).map_err(mismatch)?),
+            "0.3.0" => Pre::V0_3(v0_3_0::LanguageHandlerPre::new(pre).map_err(mismatch)?),
+            other => {
+                return Err(mismatch(wasmtime::format_err!(
+                    "contract {other} has no bindings in this host"
+                )))
+            }
         };
         let mut handler = LanguageHandler {
             source,

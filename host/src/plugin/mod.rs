@@ -18,6 +18,7 @@ pub use manifest::Manifest;
 
 use crate::dirs::{Dirs, Origin, PluginDir};
 use crate::error::{Error, PluginSource, Result};
+use crate::policy::Restrictions;
 use crate::wasmtime_engine::{self as engine, cache};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -250,6 +251,25 @@ impl PluginHost {
                     .map(|h| h.info().id.clone())
                     .collect(),
             })
+    }
+
+    /// Checks that every language `restricted` names is a loaded language, so a typo
+    /// in `[policy.restricted.LANGUAGE]` is an error and not a restriction that
+    /// silently applies to nothing.
+    pub fn check_restricted(&self, restricted: &Restrictions) -> Result<()> {
+        match restricted
+            .languages()
+            .find(|name| self.language(name).is_err())
+        {
+            None => Ok(()),
+            Some(unknown) => Err(Error::InvalidPolicy {
+                reason: format!(
+                    "it restricts modules or calls of `{unknown}`, which is no loaded \
+                     language (`sandlot languages` lists them); fix or drop \
+                     [policy.restricted.{unknown}]"
+                ),
+            }),
+        }
     }
 
     /// The handler whose file extension is `extension` (without the dot).
