@@ -233,16 +233,28 @@ impl AllowList {
     }
 }
 
+impl AllowList {
+    /// The list of `entries`, each parsed as a [`Destination`].
+    fn parse_entries<S: AsRef<str>>(
+        entries: impl IntoIterator<Item = S>,
+    ) -> Result<Self, InvalidDestination> {
+        entries
+            .into_iter()
+            .map(|e| e.as_ref().parse())
+            .collect::<Result<Vec<_>, _>>()
+            .map(AllowList)
+    }
+}
+
 impl FromStr for AllowList {
     type Err = InvalidDestination;
 
     /// Entries separated by commas or white space.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        text.split(|c: char| c == ',' || c.is_whitespace())
-            .filter(|entry| !entry.is_empty())
-            .map(str::parse)
-            .collect::<Result<Vec<_>, _>>()
-            .map(AllowList)
+        AllowList::parse_entries(
+            text.split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|entry| !entry.is_empty()),
+        )
     }
 }
 
@@ -250,11 +262,7 @@ impl<S: AsRef<str>, const N: usize> TryFrom<[S; N]> for AllowList {
     type Error = InvalidDestination;
 
     fn try_from(entries: [S; N]) -> Result<Self, Self::Error> {
-        entries
-            .iter()
-            .map(|e| e.as_ref().parse())
-            .collect::<Result<Vec<_>, _>>()
-            .map(AllowList)
+        AllowList::parse_entries(entries)
     }
 }
 
@@ -268,11 +276,7 @@ impl TryFrom<Vec<String>> for AllowList {
     type Error = InvalidDestination;
 
     fn try_from(entries: Vec<String>) -> Result<Self, Self::Error> {
-        entries
-            .iter()
-            .map(|e| e.parse())
-            .collect::<Result<Vec<_>, _>>()
-            .map(AllowList)
+        AllowList::parse_entries(entries)
     }
 }
 
