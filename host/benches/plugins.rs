@@ -7,7 +7,7 @@
 #![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use sandlot::{PlanOptions, PluginHost};
+use sandlot::{PlanOptions, PluginHost, Restriction, RestrictionKind, Severity};
 use std::time::Duration;
 
 fn load(c: &mut Criterion) {
@@ -49,6 +49,26 @@ fn call(c: &mut Criterion) {
     });
     group.bench_function("python analyze", |b| {
         b.iter(|| python.analyze(code, &[]).unwrap())
+    });
+    // A policy's restrictions travel with every call and are matched against every
+    // name the analysis resolves.
+    let restricted: Vec<Restriction> = ["socket", "ctypes", "pandas"]
+        .map(|name| Restriction {
+            kind: RestrictionKind::Module,
+            name: name.parse().unwrap(),
+            severity: Severity::High,
+        })
+        .into_iter()
+        .chain(
+            ["os.system", "eval", "subprocess.run*"].map(|name| Restriction {
+                kind: RestrictionKind::Call,
+                name: name.parse().unwrap(),
+                severity: Severity::Critical,
+            }),
+        )
+        .collect();
+    group.bench_function("python analyze, 6 restrictions", |b| {
+        b.iter(|| python.analyze(code, &restricted).unwrap())
     });
     group.finish();
 }
