@@ -881,16 +881,32 @@ fn restricted_lines(language: &str, code: &str, restricted: &[&str]) -> Vec<(Str
             (f.rule_id.clone(), f.line.unwrap())
         })
         .collect();
-    lines.sort_by_key(|(_, line)| *line);
+    lines.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
     lines
+}
+
+/// Language, code, restrictions, and the (rule id, line) findings they must give, in
+/// line order.
+type RestrictedCase<'a> = (&'a str, &'a str, &'a [&'a str], Vec<(String, u32)>);
+
+/// A restricted finding's rule id and line, as [`restricted_lines`] gives them.
+fn rule(id: &str, line: u32) -> (String, u32) {
+    (id.to_string(), line)
+}
+
+fn assert_restricted(cases: &[RestrictedCase]) {
+    for (language, code, restricted, expected) in cases {
+        assert_eq!(
+            &restricted_lines(language, code, restricted),
+            expected,
+            "{language}: {code}"
+        );
+    }
 }
 
 #[test]
 fn restricted_modules_and_calls_are_found_under_every_name_code_binds_them_to() {
-    let rule = |id: &str, line: u32| (id.to_string(), line);
-    // Language, code, restrictions, and the (rule id, line) findings they must give.
-    type Case<'a> = (&'a str, &'a str, &'a [&'a str], Vec<(String, u32)>);
-    let cases: &[Case] = &[
+    assert_restricted(&[
         (
             "python",
             "import socket as s\nfrom os import getcwd as g\nh = __import__('socket')\n\
@@ -985,23 +1001,14 @@ fn restricted_modules_and_calls_are_found_under_every_name_code_binds_them_to() 
             &["call:curl"],
             vec![rule("bash.restricted-call.curl", 1)],
         ),
-    ];
-    for (language, code, restricted, expected) in cases {
-        assert_eq!(
-            &restricted_lines(language, code, restricted),
-            expected,
-            "{language}: {code}"
-        );
-    }
+    ]);
 }
 
 /// The forms a reviewer found slipping past the first version of the restriction
 /// matching, one language at a time.
 #[test]
 fn restrictions_follow_multi_line_chained_dotted_and_wildcard_imports() {
-    let rule = |id: &str, line: u32| (id.to_string(), line);
-    type Case<'a> = (&'a str, &'a str, &'a [&'a str], Vec<(String, u32)>);
-    let cases: &[Case] = &[
+    assert_restricted(&[
         (
             "javascript",
             "const d = 'child_process';\nconst fs = require('fs'), cp = require('child_process');\n\
@@ -1070,12 +1077,7 @@ fn restrictions_follow_multi_line_chained_dotted_and_wildcard_imports() {
                 rule("python.restricted-module.socket*", 2),
             ],
         ),
-    ];
-    for (language, code, restricted, expected) in cases {
-        let mut found = restricted_lines(language, code, restricted);
-        found.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
-        assert_eq!(&found, expected, "{language}: {code}");
-    }
+    ]);
 }
 
 #[test]

@@ -245,6 +245,24 @@ pub struct Finding {
     pub message: String,
 }
 
+/// Language ids and aliases: short, lower case, usable on a command line.
+pub(crate) fn check_language_name(what: &str, name: &str) -> std::result::Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= 32
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-_.#".contains(c))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} `{}` must be 1-32 lower-case letters, digits or `+-_.#`, starting with a letter or digit",
+            name.escape_debug()
+        ))
+    }
+}
+
 /// Whether a [`Restriction`] names a module or a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

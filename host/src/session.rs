@@ -26,7 +26,7 @@ use crate::backend::{
 };
 use crate::error::{Error, Result};
 use crate::execution::Execution;
-use crate::language::{Finding, PlanOptions};
+use crate::language::{Finding, PlanOptions, Restriction};
 use crate::layout::Layout;
 use crate::plugin::LanguageHandler;
 use crate::policy::{Gate, Policy};
@@ -149,6 +149,9 @@ pub struct Session {
     handler: LanguageHandler,
     limits: Limits,
     policy: Policy,
+    /// The policy's restricted modules and calls of the session's language, handed
+    /// to every analysis.
+    restricted: Vec<Restriction>,
     env: Vec<(String, String)>,
     /// Given to every run as variables, masked in everything returned.
     secrets: Secrets,
@@ -204,6 +207,7 @@ impl Session {
             sandbox: Some(sandbox),
             backend_name: backend.name(),
             unenforced: backend.unenforced(&policy),
+            restricted: policy.restricted.for_language(handler.info()),
             passed_over,
             backend,
             capabilities,
@@ -274,8 +278,7 @@ impl Session {
     /// Runs `code` with `options`.
     pub fn run_with(&mut self, code: &str, options: RunOptions) -> Result<Execution> {
         self.sandbox()?;
-        let restricted = self.policy.restricted.for_language(self.handler.info());
-        let mut findings = self.handler.analyze(code, &restricted)?;
+        let mut findings = self.handler.analyze(code, &self.restricted)?;
         findings.retain(|f| self.policy.gate(f.severity) != Gate::Ignore);
         if let Some(threshold) = self.policy.block_at {
             let blocking: Vec<Finding> = findings

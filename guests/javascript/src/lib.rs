@@ -59,15 +59,7 @@ impl Guest for JavaScript {
 /// interrupt of the cell.
 const KERNEL: &str = include_str!("kernel.js");
 
-/// How the analysis reads javascript code.
-const LANGUAGE: Language = Language {
-    id: "javascript",
-    syntax: &scan::JAVASCRIPT,
-    imports: node_imports,
-    bindings: restrict::node_bindings,
-    uses: restrict::node_uses,
-    rules: NODE_RULES,
-    name_chars: "$",
-};
+/// How the analysis reads JavaScript.
+const LANGUAGE: Language = restrict::node_language("javascript");
 
 export_handler!(JavaScript);

@@ -58,35 +58,13 @@ pub fn analyze_restricted(
     restricted: &[Restriction],
 ) -> Vec<Finding> {
     let scan = scan::scan(code, language.syntax);
-    let mut hits: Vec<(u32, usize)> = Vec::new();
-    let lines: Vec<&str> = scan.code.lines().collect();
-    for (index, line) in lines.iter().enumerate() {
-        for (r, rule) in language.rules.iter().enumerate() {
-            if rule
-                .needles
-                .iter()
-                .any(|needle| crate::contains_token(line, needle))
-            {
-                hits.push((index as u32 + 1, r));
-            }
-        }
-    }
     let imports = (language.imports)(&scan);
-    for import in &imports {
-        for (r, rule) in language.rules.iter().enumerate() {
-            if rule
-                .modules
-                .iter()
-                .any(|pattern| crate::module_matches(pattern, &import.module))
-            {
-                hits.push((import.line, r));
-            }
-        }
-    }
+    let hits = crate::rule_hits(&scan, &imports, language.rules);
     let mut found = findings(hits, language.rules);
     if restricted.is_empty() {
         return found;
     }
+    let lines: Vec<&str> = scan.code.lines().collect();
     let bindings = (language.bindings)(&scan);
     let uses = (language.uses)(&scan);
     let mut extra: Vec<(u32, usize)> = Vec::new();
@@ -216,6 +194,20 @@ pub fn contains_name(line: &str, name: &str, name_chars: &str) -> bool {
     })
 }
 
+/// How the analysis reads code that runs on Node.js: JavaScript, and TypeScript once
+/// its types are erased. `id` prefixes the rule ids of restricted names.
+pub const fn node_language(id: &'static str) -> Language {
+    Language {
+        id,
+        syntax: &scan::JAVASCRIPT,
+        imports: crate::node_imports,
+        bindings: node_bindings,
+        uses: node_uses,
+        rules: crate::NODE_RULES,
+        name_chars: "$",
+    }
+}
+
 /// Names bound by Node.js imports: `const cp = require('x')`, `import cp from 'x'`,
 /// `import * as cp from 'x'` and `import cp = require('x')` bind `cp` to `x`;
 /// `const { exec, spawn: run } = require('x')` and `import { exec, spawn as run }
@@ -225,17 +217,10 @@ pub fn contains_name(line: &str, name: &str, name_chars: &str) -> bool {
 pub fn node_bindings(scan: &Scan) -> Vec<Binding> {
     let mut bindings = Vec::new();
     let code = scan.code.as_str();
-    for literal in crate::import_literals(scan, crate::NODE_IMPORT_KEYWORDS) {
+    for (literal, keyword) in crate::import_literals(scan, crate::NODE_IMPORT_KEYWORDS) {
         let module = literal.text.strip_prefix("node:").unwrap_or(&literal.text);
-        // Where the keyword before the string starts: the statement ends there.
+        // The statement ends where the keyword before the string starts.
         let before = code[..literal.at].trim_end();
-        let Some(keyword) = crate::NODE_IMPORT_KEYWORDS
-            .iter()
-            .filter(|k| before.ends_with(**k))
-            .max_by_key(|k| k.len())
-        else {
-            continue;
-        };
         let end = before.len() - keyword.len();
         let head = code[statement_start(code, end)..end].trim();
         let head = head.strip_prefix("export ").unwrap_or(head).trim_start();
@@ -265,7 +250,7 @@ pub fn node_bindings(scan: &Scan) -> Vec<Binding> {
 pub fn node_uses(scan: &Scan) -> Vec<Import> {
     let code = scan.code.as_str();
     let mut uses = Vec::new();
-    for literal in crate::import_literals(scan, crate::NODE_IMPORT_KEYWORDS) {
+    for (literal, _) in crate::import_literals(scan, crate::NODE_IMPORT_KEYWORDS) {
         let after = code[literal.end..].trim_start_matches(|c: char| c == ')' || c == ' ');
         let Some(member) = after.strip_prefix('.') else {
             continue;

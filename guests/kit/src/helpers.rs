@@ -159,6 +159,12 @@ pub fn analyze(
     rules: &[Rule],
 ) -> Vec<Finding> {
     let scan = scan::scan(code, syntax);
+    findings(rule_hits(&scan, &imports(&scan), rules), rules)
+}
+
+/// The `(line, rule index)` pairs at which `rules` match: their needles in the lexed
+/// code, their modules among `imports`.
+pub fn rule_hits(scan: &Scan, imports: &[Import], rules: &[Rule]) -> Vec<(u32, usize)> {
     let mut hits: Vec<(u32, usize)> = Vec::new();
     for (index, line) in scan.code.lines().enumerate() {
         for (r, rule) in rules.iter().enumerate() {
@@ -171,7 +177,7 @@ pub fn analyze(
             }
         }
     }
-    for import in imports(&scan) {
+    for import in imports {
         for (r, rule) in rules.iter().enumerate() {
             if rule
                 .modules
@@ -182,7 +188,7 @@ pub fn analyze(
             }
         }
     }
-    findings(hits, rules)
+    hits
 }
 
 /// Findings for `(line, rule index)` hits: sorted by line then rule, one per pair.
@@ -216,7 +222,7 @@ pub fn no_imports(_: &Scan) -> Vec<Import> {
 /// `from 'x'`, `require "x"`. `node:` prefixes are dropped.
 pub fn imports_after(scan: &Scan, keywords: &[&str]) -> Vec<Import> {
     import_literals(scan, keywords)
-        .map(|literal| Import {
+        .map(|(literal, _)| Import {
             module: literal
                 .text
                 .strip_prefix("node:")
@@ -227,21 +233,25 @@ pub fn imports_after(scan: &Scan, keywords: &[&str]) -> Vec<Import> {
         .collect()
 }
 
-/// The string literals [`imports_after`] reads as imports.
+/// The string literals [`imports_after`] reads as imports, each with the keyword
+/// before it.
 pub fn import_literals<'s>(
     scan: &'s Scan,
     keywords: &'s [&'s str],
-) -> impl Iterator<Item = &'s scan::Literal> + 's {
-    scan.literals.iter().filter(move |literal| {
+) -> impl Iterator<Item = (&'s scan::Literal, &'s str)> + 's {
+    scan.literals.iter().filter_map(move |literal| {
         let before = scan.code[..literal.at].trim_end();
-        keywords.iter().any(|k| {
-            before.strip_suffix(k).is_some_and(|rest| {
-                !rest
-                    .chars()
-                    .next_back()
-                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == '.')
+        keywords
+            .iter()
+            .find(|k| {
+                before.strip_suffix(**k).is_some_and(|rest| {
+                    !rest
+                        .chars()
+                        .next_back()
+                        .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == '.')
+                })
             })
-        })
+            .map(|keyword| (literal, *keyword))
     })
 }
 

@@ -796,14 +796,9 @@ impl<'a> Analysis<'a, '_> {
             }
         }
         for (index, restriction) in self.restricted.iter().enumerate() {
-            // A restriction's `*` matches any continuation, none included, as in every
-            // handler: `socket*` is `socket` and `socketserver`.
-            let pattern = normalize(&restriction.name);
-            let hit = match pattern.strip_suffix('*') {
-                Some(prefix) => name.starts_with(prefix),
-                None => matches(pattern, name),
-            };
-            if hit {
+            // As in every handler: a name and what lies under it, and a `*` matching
+            // any continuation, none included (`socket*` is `socket` too).
+            if restrict::beneath(normalize(&restriction.name), name) {
                 self.hits.push((line, RULES.len() + index));
             }
         }

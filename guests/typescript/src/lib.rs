@@ -66,14 +66,6 @@ impl Guest for TypeScript {
 }
 
 /// How the analysis reads TypeScript: as the JavaScript it becomes.
-const LANGUAGE: Language = Language {
-    id: "typescript",
-    syntax: &scan::JAVASCRIPT,
-    imports: node_imports,
-    bindings: restrict::node_bindings,
-    uses: restrict::node_uses,
-    rules: NODE_RULES,
-    name_chars: "$",
-};
+const LANGUAGE: Language = restrict::node_language("typescript");
 
 export_handler!(TypeScript);

@@ -4,8 +4,8 @@
 
 use crate::error::{Error, PluginSource, Result};
 use crate::language::{
-    Command, Finding, KernelSpec, LanguageCapability, LanguageInfo, Phase, Plan, PlanOptions,
-    Restriction, RestrictionKind, Severity, SourceFile,
+    check_language_name, Command, Finding, KernelSpec, LanguageCapability, LanguageInfo, Phase,
+    Plan, PlanOptions, Restriction, RestrictionKind, Severity, SourceFile,
 };
 use crate::wasmtime_engine::{self as engine, MemoryCap};
 use std::time::Duration;
@@ -622,24 +622,6 @@ fn placeholder_info() -> LanguageInfo {
     }
 }
 
-/// Language ids and aliases: short, lower case, usable on a command line.
-fn check_name(what: &str, name: &str) -> std::result::Result<(), String> {
-    let valid = !name.is_empty()
-        && name.len() <= 32
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-_.#".contains(c))
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} `{}` must be 1-32 lower-case letters, digits or `+-_.#`, starting with a letter or digit",
-            name.escape_debug()
-        ))
-    }
-}
-
 /// The contract version a handler was built for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Version {
@@ -684,9 +666,9 @@ fn check_kernel(spec: &KernelSpec) -> std::result::Result<(), String> {
 }
 
 fn check_info(info: LanguageInfo) -> std::result::Result<LanguageInfo, String> {
-    check_name("language id", &info.id)?;
+    check_language_name("language id", &info.id)?;
     for alias in &info.aliases {
-        check_name("alias", alias)?;
+        check_language_name("alias", alias)?;
     }
     let extension_ok = !info.file_extension.is_empty()
         && info.file_extension.len() <= 16
@@ -788,10 +770,10 @@ mod tests {
     #[test]
     fn names_are_command_line_friendly() {
         for good in ["python", "c++", "c#", "lua5.4", "objective-c"] {
-            assert!(check_name("id", good).is_ok(), "{good}");
+            assert!(check_language_name("id", good).is_ok(), "{good}");
         }
         for bad in ["", "Python", "two words", "-x", "a;b", &"x".repeat(33)] {
-            assert!(check_name("id", bad).is_err(), "{bad}");
+            assert!(check_language_name("id", bad).is_err(), "{bad}");
         }
     }
 

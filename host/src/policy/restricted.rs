@@ -16,7 +16,9 @@
 //! # Ok::<(), sandlot::Error>(())
 //! ```
 
-use crate::language::{LanguageInfo, RestrictedName, Restriction, RestrictionKind, Severity};
+use crate::language::{
+    check_language_name, LanguageInfo, RestrictedName, Restriction, RestrictionKind, Severity,
+};
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -149,17 +151,7 @@ impl<'de> Deserialize<'de> for Restrictions {
         let sections = BTreeMap::<String, LanguageSection>::deserialize(deserializer)?;
         let mut restrictions = Restrictions::none();
         for (language, section) in sections {
-            let valid = !language.is_empty()
-                && language.len() <= 32
-                && language
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-_.#".contains(c));
-            if !valid {
-                return Err(de::Error::custom(format!(
-                    "`{}` is not a language id or alias: lower-case letters, digits or `+-_.#`",
-                    language.escape_debug()
-                )));
-            }
+            check_language_name("language", &language).map_err(de::Error::custom)?;
             let kinds = [
                 (RestrictionKind::Module, section.modules),
                 (RestrictionKind::Call, section.calls),
