@@ -751,12 +751,140 @@ fn the_python_gate_follows_aliases_imports_and_built_names() {
         ("import ctypes.util\n", "python.native-code", 1),
         ("if True: import socket\n", "python.network", 1),
         ("open('/etc/passwd').read()\n", "python.system-files", 1),
+        // A star import binds every name of the module.
+        ("from os import *\nsystem('id')\n", "python.os-command", 2),
+        (
+            "from os import *\nexecv('/bin/sh', ['sh'])\n",
+            "python.os-command",
+            2,
+        ),
+        // Python reads identifiers in NFKC: fullwidth and mathematical letters are ASCII.
+        (
+            "import \u{ff4f}s\n\u{ff4f}s.system('id')\n",
+            "python.os-command",
+            2,
+        ),
+        (
+            "import os\nos.\u{1d42c}\u{1d432}\u{1d42c}tem('id')\n",
+            "python.os-command",
+            2,
+        ),
+        // A shell through subprocess is a shell command.
+        (
+            "import subprocess\nsubprocess.run(['sh', '-c', 'id'])\n",
+            "python.subprocess-shell",
+            2,
+        ),
+        (
+            "import subprocess as sp\nsp.Popen('id; ls', shell=True)\n",
+            "python.subprocess-shell",
+            2,
+        ),
+        (
+            "from subprocess import check_output\ncheck_output(['/bin/bash', '-lc', 'id'])\n",
+            "python.subprocess-shell",
+            2,
+        ),
     ];
     for &(code, rule, line) in cases {
         let found = flagged("python", code);
         assert!(
             found.contains(&(rule.to_string(), line)),
             "{code:?}: expected {rule} on line {line}, got {found:?}"
+        );
+    }
+}
+
+#[test]
+fn a_shell_through_subprocess_rates_as_high_as_os_system() {
+    let severity = |code: &str, rule: &str| {
+        host()
+            .language("python")
+            .unwrap()
+            .analyze(code, &[])
+            .unwrap()
+            .into_iter()
+            .find(|f| f.rule_id == rule)
+            .map(|f| f.severity)
+    };
+    assert_eq!(
+        severity(
+            "import subprocess\nsubprocess.run(['sh', '-c', 'id'])",
+            "python.subprocess-shell"
+        ),
+        severity("import os\nos.system('id')", "python.os-command"),
+    );
+    // A program that is no shell, or shell=False, is only a subprocess.
+    for code in [
+        "import subprocess\nsubprocess.run(['ls', '-l'])\n",
+        "import subprocess\nsubprocess.run('ls', shell=False)\n",
+    ] {
+        let found = flagged("python", code);
+        assert!(
+            found
+                .iter()
+                .all(|(rule, _)| rule != "python.subprocess-shell"),
+            "{code:?}: {found:?}"
+        );
+        assert!(
+            found.iter().any(|(rule, _)| rule == "python.subprocess"),
+            "{code:?}: {found:?}"
+        );
+    }
+}
+
+#[test]
+fn star_imports_and_nfkc_names_reach_restricted_calls_too() {
+    let restricted = ["call:os.system", "module:socket"];
+    for (code, rule, line) in [
+        (
+            "from os import *\nsystem('id')\n",
+            "python.restricted-call.os.system",
+            2,
+        ),
+        (
+            "import \u{ff53}ocket\n",
+            "python.restricted-module.socket",
+            1,
+        ),
+    ] {
+        let found = restricted_lines("python", code, &restricted);
+        assert!(
+            found.contains(&(rule.to_string(), line)),
+            "{code:?}: {found:?}"
+        );
+    }
+}
+
+#[test]
+fn a_javascript_require_of_a_computed_name_is_a_finding() {
+    for (code, line) in [
+        ("const m = require(name)\n", 1),
+        ("const cp = require('child_' + 'process')\n", 1),
+        ("\nconst m = await import(`./${x}.js`)\n", 2),
+        ("module.require(process.argv[2])\n", 1),
+    ] {
+        for language in ["javascript", "typescript"] {
+            let found = flagged(language, code);
+            assert!(
+                found.contains(&("javascript.dynamic-import".to_string(), line)),
+                "{language} {code:?}: {found:?}"
+            );
+        }
+    }
+    for code in [
+        "const fs = require('fs')\n",
+        "const m = await import('./m.js')\nimport x from 'y'\n",
+        "const t = require(`path`)\n",
+        "// require(name)\nconst s = 'require(x)'\n",
+        "const requireX = 1; myrequire(name)\n",
+    ] {
+        let found = flagged("javascript", code);
+        assert!(
+            found
+                .iter()
+                .all(|(rule, _)| rule != "javascript.dynamic-import"),
+            "{code:?}: {found:?}"
         );
     }
 }

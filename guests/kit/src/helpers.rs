@@ -91,9 +91,12 @@ pub fn npm_install(libraries: &[String], _workdir: &str) -> Result<Vec<Command>,
     }
     check_libraries(libraries, "npm", |l| only(l, "@/._-^~<>=*"))?;
     // The names are the script's arguments, never part of its text.
-    Ok(alloc::vec![command(Phase::Install, &["sh", "-c", NPM_INSTALL, "npm-install"])
-        .args(libraries)
-        .network()])
+    Ok(alloc::vec![command(
+        Phase::Install,
+        &["sh", "-c", NPM_INSTALL, "npm-install"]
+    )
+    .args(libraries)
+    .network()])
 }
 
 /// The script of [`npm_install`]; the packages are its arguments.
@@ -261,9 +264,60 @@ pub fn import_literals<'s>(
 pub const NODE_IMPORT_KEYWORDS: &[&str] =
     &["require(", "module.require(", "from", "import", "import("];
 
-/// Imports of JavaScript and TypeScript (see [`NODE_IMPORT_KEYWORDS`]).
+/// What [`node_imports`] reports for a `require(...)` or `import(...)` whose module
+/// name is computed at run time (`require(name)`, `` import(`./${x}`) ``): no rule
+/// can tell which module it loads.
+pub const COMPUTED_MODULE: &str = "(computed)";
+
+/// Imports of JavaScript and TypeScript (see [`NODE_IMPORT_KEYWORDS`]), and a
+/// [`COMPUTED_MODULE`] for each one whose name is not a constant.
 pub fn node_imports(scan: &Scan) -> Vec<Import> {
-    imports_after(scan, NODE_IMPORT_KEYWORDS)
+    let mut imports = imports_after(scan, NODE_IMPORT_KEYWORDS);
+    imports.extend(computed_node_imports(scan));
+    imports
+}
+
+/// `require(...)` and `import(...)` calls (also `module.require(...)`) whose argument
+/// is not a string literal without fields.
+fn computed_node_imports(scan: &Scan) -> Vec<Import> {
+    let code = scan.code.as_str();
+    let mut found = Vec::new();
+    for keyword in ["require", "import"] {
+        for (at, _) in code.match_indices(keyword) {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+                continue;
+            }
+            let after = code[at + keyword.len()..].trim_start_matches([' ', '\t']);
+            let Some(arguments) = after.strip_prefix('(') else {
+                continue;
+            };
+            let first = arguments.trim_start();
+            let first_at = code.len() - first.len();
+            let computed = match first.as_bytes().first() {
+                // A literal alone is a constant: `require('fs')`; one with fields or
+                // joined to more (`'child_' + x`) is not.
+                Some(b'\'' | b'"' | b'`') => scan
+                    .literals
+                    .binary_search_by_key(&first_at, |l| l.at)
+                    .map_or(true, |i| {
+                        let literal = &scan.literals[i];
+                        let rest = code[literal.end..].trim_start();
+                        literal.interpolated || !(rest.starts_with(')') || rest.starts_with(','))
+                    }),
+                // `require()` loads nothing.
+                Some(b')') | None => false,
+                Some(_) => true,
+            };
+            if computed {
+                found.push(Import {
+                    module: COMPUTED_MODULE.into(),
+                    line: scan.line_of(at),
+                });
+            }
+        }
+    }
+    found
 }
 
 /// Whether `needle` occurs in `line` at a position not preceded by an identifier
@@ -321,6 +375,13 @@ pub const NODE_RULES: &[Rule] = &[
         needles: &["eval(", "new Function(", "vm.run"],
         modules: &["vm"],
         message: "evaluates dynamically built code",
+    },
+    Rule {
+        id: "javascript.dynamic-import",
+        severity: Severity::Medium,
+        needles: &[],
+        modules: &[COMPUTED_MODULE],
+        message: "imports a module whose name is computed at run time",
     },
     Rule {
         id: "javascript.network",

@@ -28,9 +28,10 @@ struct Rule {
     message: &'static str,
 }
 
-const SYSTEM_FILES: usize = 7;
-const DYNAMIC_IMPORT: usize = 8;
-const DYNAMIC_ATTRIBUTE: usize = 9;
+const SUBPROCESS_SHELL: usize = 2;
+const SYSTEM_FILES: usize = 8;
+const DYNAMIC_IMPORT: usize = 9;
+const DYNAMIC_ATTRIBUTE: usize = 10;
 
 const RULES: &[Rule] = &[
     Rule {
@@ -52,6 +53,12 @@ const RULES: &[Rule] = &[
         severity: Severity::Medium,
         names: &["subprocess", "_posixsubprocess"],
         message: "starts other processes through subprocess",
+    },
+    Rule {
+        id: "python.subprocess-shell",
+        severity: Severity::High,
+        names: &[],
+        message: "runs a shell command through subprocess (shell=True, or a shell as the program)",
     },
     Rule {
         id: "python.dynamic-code",
@@ -136,6 +143,18 @@ const RULES: &[Rule] = &[
     },
 ];
 
+/// Programs that are shells: `subprocess.run(["sh", "-c", ...])` runs a shell command
+/// as surely as `os.system` does.
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish", "csh", "tcsh",
+];
+
+/// Whether a program named by a string literal is a shell (`sh`, `/bin/bash`).
+fn is_shell(program: &str) -> bool {
+    let name = program.trim().rsplit('/').next().unwrap_or("");
+    SHELLS.contains(&name)
+}
+
 /// Paths in string literals that [`SYSTEM_FILES`] reports.
 const SYSTEM_PATHS: &[&str] = &["/etc/", "/proc/", "/sys/", "/dev/"];
 
@@ -160,12 +179,14 @@ const SENSITIVE_ROOTS: &[&str] = &[
 /// a restricted `socket` is found behind `import socket as s` and `__import__('socket')`.
 pub fn analyze(code: &str, restricted: &[Restriction]) -> Vec<Finding> {
     let scan = scan::scan(code, &scan::PYTHON);
-    let tokens = tokenize(&scan);
+    let normalized = normalized_identifiers(&scan);
+    let tokens = tokenize(&scan, &normalized);
     let mut analysis = Analysis {
         tokens: &tokens,
         scan: &scan,
         restricted,
         bindings: BTreeMap::new(),
+        star_modules: Vec::new(),
         hits: Vec::new(),
     };
     analysis.run();
@@ -213,7 +234,46 @@ const KEYWORDS: &[&str] = &[
     "True", "False",
 ];
 
-fn tokenize(scan: &Scan) -> Vec<Token<'_>> {
+/// Whether a byte may be part of an identifier as [`tokenize`] reads them.
+fn identifier_byte(b: u8) -> bool {
+    b == b'_' || b.is_ascii_alphanumeric() || b >= 0x80
+}
+
+/// The identifiers of the code (outside strings and comments) that are not ASCII,
+/// by their byte offset, in NFKC: Python reads `ｏs` (fullwidth) and `𝐨𝐬` as `os`
+/// (PEP 3131), so the rules must too.
+fn normalized_identifiers(scan: &Scan) -> BTreeMap<usize, String> {
+    use unicode_normalization::UnicodeNormalization;
+    let mut normalized = BTreeMap::new();
+    let code = scan.code.as_str();
+    if code.is_ascii() {
+        return normalized;
+    }
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if identifier_byte(bytes[i]) && !bytes[i].is_ascii_digit() {
+            let start = i;
+            while i < bytes.len() && identifier_byte(bytes[i]) {
+                i += 1;
+            }
+            let name = &code[start..i];
+            if !name.is_ascii() {
+                normalized.insert(start, name.nfkc().collect::<String>());
+            }
+        } else if bytes[i].is_ascii_digit() {
+            // A number's letters (`1e5`, `0x1f`) are no identifier.
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'.') {
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    normalized
+}
+
+fn tokenize<'a>(scan: &'a Scan, normalized: &'a BTreeMap<usize, String>) -> Vec<Token<'a>> {
     let code = scan.code.as_str();
     let bytes = code.as_bytes();
     let mut tokens = Vec::new();
@@ -276,12 +336,12 @@ fn tokenize(scan: &Scan) -> Vec<Token<'_>> {
             }
             _ if c == b'_' || c.is_ascii_alphabetic() || c >= 0x80 => {
                 let start = i;
-                while i < bytes.len()
-                    && (bytes[i] == b'_' || bytes[i].is_ascii_alphanumeric() || bytes[i] >= 0x80)
-                {
+                while i < bytes.len() && identifier_byte(bytes[i]) {
                     i += 1;
                 }
-                let name = &code[start..i];
+                let name = normalized
+                    .get(&start)
+                    .map_or(&code[start..i], String::as_str);
                 // A string prefix (`f`, `rb`) is part of the literal that follows.
                 let prefix = literals.peek().is_some_and(|(_, l)| l.at == i)
                     && name.len() <= 2
@@ -343,6 +403,9 @@ struct Analysis<'a, 't> {
     scan: &'t Scan,
     restricted: &'t [Restriction],
     bindings: BTreeMap<&'a str, Binding>,
+    /// Modules imported with `from M import *`: a name bound nowhere may be one of
+    /// theirs (`from os import *; system('id')`).
+    star_modules: Vec<String>,
     /// (line, rule index); indices past [`RULES`] are restrictions, in order.
     hits: Vec<(u32, usize)>,
 }
@@ -440,7 +503,12 @@ impl<'a> Analysis<'a, '_> {
         loop {
             match self.kind(i) {
                 Kind::Op("(") | Kind::Op(")") | Kind::Op(",") => i += 1,
-                Kind::Op("*") => i += 1,
+                Kind::Op("*") => {
+                    if !relative && !module.is_empty() && !self.star_modules.contains(&module) {
+                        self.star_modules.push(module.clone());
+                    }
+                    i += 1
+                }
                 Kind::Name(name) => {
                     let full = if relative || module.is_empty() {
                         None
@@ -544,8 +612,27 @@ impl<'a> Analysis<'a, '_> {
         match self.bindings.get(name) {
             Some(Binding::Known(full)) => Some(full.clone()),
             Some(Binding::Opaque) => None,
-            None => Some(name.to_string()),
+            None => Some(self.star_member(name).unwrap_or_else(|| name.to_string())),
         }
+    }
+
+    /// What an unbound `name` is when a star import may have bound it: `M.name` for
+    /// the first star-imported module `M` under which that reaches a rule or a
+    /// restriction.
+    fn star_member(&self, name: &str) -> Option<String> {
+        self.star_modules.iter().find_map(|module| {
+            let mut full = module.clone();
+            full.push('.');
+            full.push_str(name);
+            let matched = RULES
+                .iter()
+                .any(|rule| rule.names.iter().any(|pattern| matches(pattern, &full)))
+                || self
+                    .restricted
+                    .iter()
+                    .any(|r| restrict::beneath(normalize(&r.name), &full));
+            matched.then_some(full)
+        })
     }
 
     /// A reference starting at the name at `i`: follows `.attr` chains, calls to
@@ -575,12 +662,55 @@ impl<'a> Analysis<'a, '_> {
             return next + 1;
         }
         if let Some(target) = target {
+            if (target == "subprocess" || target.starts_with("subprocess."))
+                && self.kind(next) == Kind::Op("(")
+                && self.runs_a_shell(next)
+            {
+                self.hit(line, SUBPROCESS_SHELL);
+            }
             self.reach(&target, line);
         }
         if next == i {
             next = i + 1;
         }
         next
+    }
+
+    /// Whether the call whose `(` is at `open` starts a shell: `shell=True`, or a
+    /// shell as its first string (`["sh", "-c", ...]`, `"/bin/bash"`).
+    fn runs_a_shell(&self, open: usize) -> bool {
+        let mut depth = 0usize;
+        let mut first_string = true;
+        let mut i = open;
+        while i < self.tokens.len() {
+            match self.kind(i) {
+                Kind::Op("(") | Kind::Op("[") | Kind::Op("{") => depth += 1,
+                Kind::Op(")") | Kind::Op("]") | Kind::Op("}") => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return false;
+                    }
+                }
+                Kind::Name("shell")
+                    if depth == 1
+                        && self.kind(i + 1) == Kind::Op("=")
+                        && self.kind(i + 2) != Kind::Name("False")
+                        && self.kind(i + 2) != Kind::Name("None") =>
+                {
+                    return true;
+                }
+                Kind::Str(index) if first_string => {
+                    first_string = false;
+                    if is_shell(&self.scan.literals[index].text) {
+                        return true;
+                    }
+                }
+                Kind::End => return false,
+                _ => {}
+            }
+            i += 1;
+        }
+        false
     }
 
     /// The name at `i` when it is the whole left side of a plain assignment.
