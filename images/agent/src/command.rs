@@ -66,6 +66,7 @@ pub fn run(
             }
             process::default_signals();
             process::prefer_for_oom_kill();
+            process::below_the_agent();
             Ok(())
         });
     }

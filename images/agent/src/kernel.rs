@@ -150,6 +150,7 @@ impl Kernel {
                 }
                 process::default_signals();
                 process::prefer_for_oom_kill();
+                process::below_the_agent();
                 Ok(())
             });
         }

@@ -87,6 +87,24 @@ pub fn prefer_for_oom_kill() {
     }
 }
 
+/// How much lower than the agent's the CPU priority of what it runs is (a nice
+/// value; the most a process may take back without privilege is none).
+const CHILD_NICENESS: libc::c_int = 10;
+
+/// Puts the calling process below the agent for the CPU. Code and agent share the
+/// sandbox's CPU quota: a fork bomb's hundreds of spinning processes left the agent a
+/// sliver of it, so it reported the cell's end, and cleaned up after it, past the
+/// host's deadline, and the session was lost. At nice 10 the agent's weight is nine
+/// times each child's, and the code cannot raise its own back (that needs
+/// CAP_SYS_NICE). Nothing is lost to the code: it competes only with the agent, in
+/// its own cgroup. Called between fork and exec: one system call.
+pub fn below_the_agent() {
+    // SAFETY: setpriority(2) on the calling process; no memory involved.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, CHILD_NICENESS);
+    }
+}
+
 /// Every other process of the container outside the kernel's session. Without a
 /// kernel `kill(-1)` reaches them all at once; with one, each is found in /proc.
 fn kill_others() -> usize {
@@ -104,20 +122,17 @@ fn kill_others() -> usize {
 
 /// Kills every live process of the container but the agent and those `spare` keeps;
 /// returns how many it signalled.
+///
+/// A process that forks while it is being looked for would outlive a walk of /proc
+/// that kills one pid at a time: a fork bomb, under load, kept ahead of one and lived
+/// on into the next cell. So everything is stopped first ([`stop_all`]: a stopped
+/// process cannot fork), then the condemned are killed, then those spared go on.
 fn kill_unless(spare: impl Fn(i32) -> bool) -> usize {
+    stop_all();
     let mut found = 0;
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    for entry in procs.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid != 1 && !spare(pid) && !is_zombie(pid) {
+    let pids = other_pids();
+    for &pid in &pids {
+        if !spare(pid) && !is_zombie(pid) {
             // SAFETY: kill(2) on a pid; no memory involved.
             unsafe {
                 libc::kill(pid, libc::SIGKILL);
@@ -125,8 +140,50 @@ fn kill_unless(spare: impl Fn(i32) -> bool) -> usize {
             found += 1;
         }
     }
+    // Those spared stay stopped while the sandbox is frozen for an install.
+    if !FROZEN.load(Ordering::SeqCst) {
+        for &pid in pids.iter().filter(|&&pid| spare(pid)) {
+            // SAFETY: kill(2) on a pid; no memory involved.
+            unsafe {
+                libc::kill(pid, libc::SIGCONT);
+            }
+        }
+    }
     found
 }
+
+/// How long [`stop_all`] keeps trying: past it, what still runs is killed regardless
+/// by the caller's passes.
+const STOP_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Stops every process of the container but the agent, and returns once none runs.
+/// `kill(-1)` reaches every process of the PID namespace in one pass that no fork
+/// can slip through while it runs; a child born just before it stops on the next
+/// pass, and a stopped process forks no more, so the passes end.
+fn stop_all() {
+    let deadline = std::time::Instant::now() + STOP_DEADLINE;
+    loop {
+        // SAFETY: kill(2); process 1 itself is never signalled by kill(-1).
+        unsafe {
+            libc::kill(-1, libc::SIGSTOP);
+        }
+        // One the agent may not signal (a `docker exec` as another user) is not waited
+        // for.
+        // SAFETY: kill(2) with signal 0 only checks the permission.
+        let running = other_pids()
+            .into_iter()
+            .any(|pid| !is_stopped_or_zombie(pid) && unsafe { libc::kill(pid, 0) } == 0);
+        if !running || std::time::Instant::now() > deadline {
+            return;
+        }
+        // SIGSTOP takes effect when a process is next scheduled.
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Whether [`freeze`] stopped the sandbox's processes and [`thaw`] has not yet let
+/// them go on.
+static FROZEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Stops every process of the container but the agent, until [`thaw`]. A process
 /// may fork while the first pass runs, so passes repeat until one finds nothing left
@@ -135,6 +192,7 @@ pub fn freeze() {
     if std::process::id() != 1 {
         return;
     }
+    FROZEN.store(true, Ordering::SeqCst);
     for _ in 0..100 {
         let mut running = 0;
         for pid in other_pids() {
@@ -159,6 +217,7 @@ pub fn thaw() {
     if std::process::id() != 1 {
         return;
     }
+    FROZEN.store(false, Ordering::SeqCst);
     for pid in other_pids() {
         // SAFETY: kill(2) on a pid; no memory involved.
         unsafe {
@@ -192,30 +251,74 @@ fn is_stopped_or_zombie(pid: i32) -> bool {
 /// is killed. Outside a container's PID namespace (tests) it does nothing.
 pub fn clean_up_all_but(keep: i32) {
     // The kernel lives, so it is not among the exited children this collects.
-    kill_and_reap(|| kill_unless(|pid| pid == keep), |left| left == 0);
+    kill_and_reap(
+        || {
+            if keep == 0 {
+                kill_everything()
+            } else {
+                kill_unless(|pid| pid == keep)
+            }
+        },
+        |left| left == 0,
+    );
+}
+
+/// Kills every process of the container but the agent, in one pass no fork slips
+/// through (a fatal signal pending stops a fork in progress); returns how many are
+/// still to die.
+fn kill_everything() -> usize {
+    // SAFETY: kill(2); process 1 itself is never signalled by kill(-1).
+    unsafe {
+        libc::kill(-1, libc::SIGKILL);
+    }
+    other_pids()
+        .into_iter()
+        // SAFETY: kill(2) with signal 0 only checks the permission.
+        .filter(|&pid| !is_zombie(pid) && unsafe { libc::kill(pid, 0) } == 0)
+        .count()
 }
 
 /// Kills with `kill` (which says how many it signalled) and collects the exit status of
 /// every child that died, until no child is left or `settled(left)` says that the ones
-/// left may stay; a second at most. Outside a container's PID namespace (tests) it
-/// does nothing.
+/// left may stay; a few seconds at most. Outside a container's PID namespace (tests)
+/// it does nothing.
+///
+/// Every exited child is collected before the next pass: a pass walks /proc, and
+/// one pass per zombie made cleaning up after a fork bomb's thousand processes take
+/// longer than the host waits for the cell's end.
 fn kill_and_reap(kill: impl Fn() -> usize, settled: impl Fn(usize) -> bool) {
     if std::process::id() != 1 {
         return;
     }
-    for _ in 0..1000 {
+    let deadline = std::time::Instant::now() + REAP_DEADLINE;
+    while std::time::Instant::now() < deadline {
         let left = kill();
-        let mut status = 0;
-        // SAFETY: waitpid(2) writes only to `status`.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        match pid {
-            p if p > 0 => continue,
-            0 if settled(left) => return,
-            0 => std::thread::sleep(Duration::from_millis(1)),
-            _ => return,
+        let mut reaped = 0;
+        let mut none_left = false;
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid(2) writes only to `status`.
+            match unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } {
+                p if p > 0 => reaped += 1,
+                0 => break,
+                _ => {
+                    none_left = true;
+                    break;
+                }
+            }
+        }
+        if none_left || (reaped == 0 && settled(left)) {
+            return;
+        }
+        if reaped == 0 {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
+
+/// How long [`kill_and_reap`] keeps at it: well within the host's wait for a run's
+/// end, past which the session would be lost.
+const REAP_DEADLINE: Duration = Duration::from_secs(3);
 
 fn is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
