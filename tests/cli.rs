@@ -618,16 +618,27 @@ fn doctor_reports_engines_isolation_and_what_each_backend_cannot_enforce() {
             .unwrap_or_else(|| panic!("no {topic} in {backend}"))
             .clone()
     };
-    // The wasm backend cannot cap its workspace, and says so.
+    // The wasm backend counts its workspace's writes: its quota holds.
     let wasm = backend("wasm");
     assert!(
-        wasm["unenforced"]
+        !wasm["unenforced"]
             .as_array()
             .unwrap()
             .contains(&"workdir_size".into()),
         "{wasm}"
     );
     assert_eq!(check(&wasm, "runtimes")["state"], "ok", "{wasm}");
+    // Docker and Podman sandboxes are refused the same calls, probed in one: Podman's
+    // own profile allows user namespaces, sandlot's agent does not.
+    let probed = |name: &str| {
+        let engine = backend(name);
+        let calls = check(&engine, "system calls");
+        assert_eq!(calls["state"], "ok", "{name}: {calls}");
+        calls["detail"].as_str().unwrap().to_string()
+    };
+    let (on_docker, on_podman) = (probed("docker"), probed("podman"));
+    assert!(on_docker.contains("unshare(CLONE_NEWUSER)"), "{on_docker}");
+    assert_eq!(on_docker, on_podman, "Docker and Podman differ");
     // Docker here: the engine answers, with the default seccomp profile.
     let docker = backend("docker");
     assert!(
@@ -1057,15 +1068,75 @@ fn an_execution_says_which_policy_fields_its_backend_could_not_apply() {
     ));
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    // No disk quota on the host directory, and one thread is more than half a CPU.
-    assert_eq!(
-        json["unenforced"],
-        serde_json::json!(["workdir_size", "cpu_millis"])
-    );
+    // The workspace quota holds; one thread is more than half a CPU.
+    assert_eq!(json["unenforced"], serde_json::json!(["cpu_millis"]));
     assert!(
-        stderr.contains("wasm cannot apply the policy's workdir_size, cpu_millis"),
+        stderr.contains("wasm cannot apply the policy's cpu_millis"),
         "{stderr}"
     );
+}
+
+/// Files named to become host paths (`..\..\x` is one name on Linux) land inside
+/// `--out` and nowhere else; names that would forge sandlot's own notes on the
+/// terminal are refused and counted, and nothing the code chose reaches stderr raw.
+#[test]
+fn run_writes_files_inside_out_whatever_their_names_and_notes_show_no_control_characters() {
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("work/out");
+    std::fs::create_dir_all(&out).unwrap();
+    let code = "for name in ['..\\\\..\\\\evil.txt', '\\\\tmp\\\\x', 'a\\nsandlot: forged', 'b\\x1b[31m.png', 'ok.txt']:\n    open('output/' + name, 'w').write('x')\nprint('done')";
+    for backend in ["wasm", "docker"] {
+        let (output, stdout, stderr) = run(&mut sandlot_run(
+            home.path(),
+            &[
+                "--backend",
+                backend,
+                "-l",
+                "python",
+                "-c",
+                code,
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        ));
+        assert_eq!(output.status.code(), Some(0), "{backend}: {stderr}");
+        assert_eq!(stdout, "done\n", "{backend}");
+        let mut written: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        written.sort();
+        assert_eq!(
+            written,
+            [r"..\..\evil.txt", r"\tmp\x", "ok.txt"],
+            "{backend}"
+        );
+        let mut around: Vec<String> = std::fs::read_dir(home.path().join("work"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        around.sort();
+        assert_eq!(
+            around,
+            ["out"],
+            "{backend}: something was written beside --out"
+        );
+        assert!(
+            !stderr.contains('\x1b'),
+            "{backend}: a raw escape on the terminal: {stderr:?}"
+        );
+        assert!(
+            !stderr.lines().any(|l| l.starts_with("sandlot: forged")),
+            "{backend}: a forged note: {stderr}"
+        );
+        assert!(
+            stderr.contains("2 files were left out"),
+            "{backend}: {stderr}"
+        );
+        for entry in std::fs::read_dir(&out).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+    }
 }
 
 #[test]

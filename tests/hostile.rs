@@ -76,6 +76,15 @@ struct Case {
     /// Workspace paths that writing must refuse.
     #[serde(default)]
     write_fails: Vec<String>,
+    /// The session gets a secret, `SANDLOT_CASE_SECRET` (letters and digits, mixed
+    /// case), which must come back nowhere: not in the output, the files' names or
+    /// contents, a listing, a copy, an egress denial (in any case there: DNS, TLS
+    /// and `Host` fold it), an error.
+    #[serde(default)]
+    secret: bool,
+    /// At least this many of the run's files must be refused for their names.
+    #[serde(default)]
+    artifacts_refused_at_least: usize,
 }
 
 fn python() -> String {
@@ -180,6 +189,13 @@ fn end_name(end: &EndReason) -> &'static str {
     }
 }
 
+/// The secret a case with `secret = true` gets: letters and digits only, so that it
+/// can be a DNS label, in mixed case, so that a channel that folds case shows.
+fn case_secret() -> &'static str {
+    static SECRET: OnceLock<String> = OnceLock::new();
+    SECRET.get_or_init(|| format!("SecRet{:016x}Val", rand_u64()))
+}
+
 fn open(case: &Case, backend: &str) -> Session {
     let mut policy = Policy {
         // The corpus tests the sandbox, not the gate: nothing is refused for its text.
@@ -201,9 +217,107 @@ fn open(case: &Case, backend: &str) -> Session {
         max_output: case.max_output.unwrap_or(Limits::default().max_output),
         ..Limits::default()
     });
+    if case.secret {
+        builder
+            .secret("SANDLOT_CASE_SECRET", case_secret())
+            .expect("a valid secret");
+    }
     builder
         .open()
         .unwrap_or_else(|e| panic!("cannot open {} on {backend}: {e}", case.language))
+}
+
+/// What must hold of every run's files, whatever the case: written to the host
+/// through the API (`write_artifacts`, `copy_out`), nothing lands outside the
+/// destination, and every file named comes back where its name says.
+fn files_stay_inside(session: &mut Session, run: &sandlot::Execution) -> Vec<String> {
+    let mut problems = Vec::new();
+    let root = tempfile::tempdir().unwrap();
+    let dest = root.path().join("dest");
+    if let Err(e) = run.write_artifacts(&dest) {
+        problems.push(format!("writing the artifacts failed: {e}"));
+    }
+    for artifact in &run.artifacts {
+        if !dest.join(artifact.path.as_str()).is_file() {
+            problems.push(format!(
+                "artifact {} was not written where its name says",
+                artifact.path
+            ));
+        }
+    }
+    let copied = root.path().join("copied");
+    // A run may have replaced its output directory; then nothing is copied.
+    if let Ok(copy) = session.copy_out("output", &copied) {
+        for file in &copy.files {
+            if !copied.join(file.as_str()).is_file() {
+                problems.push(format!("copied {file} is not where its name says"));
+            }
+        }
+    }
+    let mut stack = vec![root.path().to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(path);
+            } else if !path.starts_with(&dest) && !path.starts_with(&copied) {
+                problems.push(format!(
+                    "a file landed outside the destination: {}",
+                    path.display()
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// Where the session's secret shows in what the run and the session give back.
+fn secret_leaks(session: &mut Session, run: &sandlot::Execution) -> Vec<String> {
+    let secret = case_secret();
+    let folded = secret.to_lowercase();
+    let mut leaks = Vec::new();
+    let mut check = |what: &str, text: &str| {
+        if text.contains(secret) {
+            leaks.push(format!("the secret is in {what}"));
+        }
+    };
+    check("stdout", &run.stdout_text());
+    check("stderr", &run.stderr_text());
+    for artifact in &run.artifacts {
+        check("an artifact's name", artifact.path.as_str());
+        check(
+            "an artifact's contents",
+            &String::from_utf8_lossy(&artifact.bytes),
+        );
+    }
+    check("the JSON form", &run.to_json().to_string());
+    for dir in ["", "output"] {
+        match session.list_files(dir) {
+            Ok(listing) => check("a listing", &listing.names().join("\n")),
+            Err(e) => check("a listing's error", &e.to_string()),
+        }
+    }
+    let copied = tempfile::tempdir().unwrap();
+    match session.copy_out("", copied.path()) {
+        Ok(copy) => {
+            for file in &copy.files {
+                check("a copied file's name", file.as_str());
+                let bytes = std::fs::read(copied.path().join(file.as_str())).unwrap_or_default();
+                check("a copied file's contents", &String::from_utf8_lossy(&bytes));
+            }
+        }
+        Err(e) => check("a copy's error", &e.to_string()),
+    }
+    // DNS, TLS server names and Host headers fold case: so must their masking.
+    for denial in &run.egress_denied {
+        let shown = serde_json::to_string(denial).unwrap().to_lowercase();
+        if shown.contains(&folded) {
+            leaks.push(format!(
+                "the secret is in an egress denial, in some case: {shown}"
+            ));
+        }
+    }
+    leaks
 }
 
 /// For a backend the case does not attack because it does not enforce what the case
@@ -237,6 +351,25 @@ fn attack(name: &str, case: &Case, backend: &str, canary: &Canary) -> Vec<String
     let unenforced = case.unenforced_on.get(backend);
     match session.run_with(&code, RunOptions::default()) {
         Ok(run) => {
+            for problem in files_stay_inside(&mut session, &run) {
+                fail(problem);
+            }
+            if case.secret {
+                for leak in secret_leaks(&mut session, &run) {
+                    fail(leak);
+                }
+            }
+            if run.artifacts_refused < case.artifacts_refused_at_least {
+                fail(format!(
+                    "{} files were refused for their names, not at least {} (made {:?})",
+                    run.artifacts_refused,
+                    case.artifacts_refused_at_least,
+                    run.artifacts
+                        .iter()
+                        .map(|a| a.path.to_string())
+                        .collect::<Vec<_>>()
+                ));
+            }
             let (stdout, stderr) = (run.stdout_text(), run.stderr_text());
             for leak in [canary.content.as_str(), env!("CARGO_MANIFEST_DIR")] {
                 if stdout.contains(leak) || stderr.contains(leak) {
@@ -276,6 +409,9 @@ fn attack(name: &str, case: &Case, backend: &str, canary: &Canary) -> Vec<String
         }
         Err(error) => {
             let message = error.to_string();
+            if case.secret && message.contains(case_secret()) {
+                fail("the secret is in the run's error".into());
+            }
             if message.trim().is_empty() {
                 fail("an error without a message".into());
             } else {

@@ -6,6 +6,7 @@
 //! Needs the Python runtime installed and Docker running with sandlot's images
 //! (`tests/run.sh` does both).
 
+use sandlot::backend::Backend;
 use sandlot::manager::{ClientId, ManagerSettings, SessionId, SessionManager};
 use sandlot::service::{OpenRequest, Service};
 use sandlot::{BackendChoice, Error, Network, Policy, RunOptions};
@@ -267,9 +268,9 @@ fn a_backend_that_cannot_enforce_the_network_policy_is_refused() {
         .unwrap()
         .kubernetes()
         .expect("the local cluster (tests/run.sh starts it)");
-    let manager = manager(ManagerSettings::default());
+    let strict = manager(ManagerSettings::default());
     let client = ClientId::new("pods");
-    let opened = manager.open(&client, python(&manager, "kubernetes"));
+    let opened = strict.open(&client, python(&strict, "kubernetes"));
     if cluster.enforces_network_policy() {
         opened.expect("a cluster that enforces NetworkPolicy serves the session");
     } else {
@@ -282,13 +283,52 @@ fn a_backend_that_cannot_enforce_the_network_policy_is_refused() {
         assert_eq!(backend, "kubernetes");
         assert!(reason.contains("network policy"), "{reason}");
     }
-    assert_eq!(manager.stats().open, 0);
+    assert_eq!(strict.stats().open, 0);
 
-    // A server whose policy lets the network on asks nothing the cluster cannot do.
+    // A server whose policy lets the network on still asks for limits the cluster
+    // may not apply (a per-pod process limit): refused, naming them, until the
+    // operator accepts them.
     let open = manager_with_network_on();
-    let opened = open.open(&client, python(&open, "kubernetes")).unwrap();
-    assert_eq!(run(&open, &client, &opened.id, "print('pod')"), "pod\n");
+    let gaps: Vec<String> = cluster
+        .unenforced(&Policy {
+            network: Network::On,
+            ..Policy::default()
+        })
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if !gaps.is_empty() {
+        let Err(Error::BackendUnsuitable { reason, .. }) =
+            open.open(&client, python(&open, "kubernetes"))
+        else {
+            panic!("a session whose {gaps:?} nobody enforces was opened");
+        };
+        assert!(
+            reason.contains(&gaps[0]) && reason.contains("--accept-unenforced"),
+            "{reason}"
+        );
+    }
     open.shutdown();
+    let accepting = manager(
+        ManagerSettings::default()
+            .policy(Policy {
+                network: Network::On,
+                ..Policy::default()
+            })
+            .accept_unenforced(
+                sandlot::PolicyField::ALL
+                    .into_iter()
+                    .filter(|f| gaps.contains(&f.to_string())),
+            ),
+    );
+    let opened = accepting
+        .open(&client, python(&accepting, "kubernetes"))
+        .unwrap();
+    assert_eq!(
+        run(&accepting, &client, &opened.id, "print('pod')"),
+        "pod\n"
+    );
+    accepting.shutdown();
 }
 
 fn manager_with_network_on() -> SessionManager {

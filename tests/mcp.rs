@@ -494,3 +494,58 @@ fn the_http_server_refuses_to_listen_beyond_loopback() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("not a loopback address"), "{said}");
 }
+
+/// A request too large for one message, or a line that is no JSON, is answered with a
+/// JSON-RPC error (the large one with its own id), and the server goes on: a client
+/// never waits for an answer that will not come.
+#[test]
+fn over_stdio_an_oversized_or_broken_request_gets_an_error_and_the_server_goes_on() {
+    use std::io::Write;
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = server.stdin.take().unwrap();
+    let mut output = std::io::BufReader::new(server.stdout.take().unwrap());
+    let mut answer = || {
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    };
+    let mut send = |message: &str| {
+        input.write_all(message.as_bytes()).unwrap();
+        input.write_all(b"\n").unwrap();
+        input.flush().unwrap();
+    };
+    send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+    );
+    assert_eq!(answer()["id"], 1);
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let code = "x".repeat(25 << 20);
+    send(&format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"execute_code","arguments":{{"language":"python","code":"{code}"}}}}}}"#
+    ));
+    let refused = answer();
+    assert_eq!(refused["id"], 7, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bytes"),
+        "{refused}"
+    );
+    send("this is not json");
+    let broken = answer();
+    assert_eq!(broken["error"]["code"], -32700, "{broken}");
+    send(r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#);
+    let listed = answer();
+    assert_eq!(listed["id"], 8, "{listed}");
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    drop(input);
+    server.wait().unwrap();
+}

@@ -573,6 +573,66 @@ fn without_tokens_it_serves_on_loopback_only_and_says_so() {
     );
 }
 
+/// Without tokens the loopback address is the only guard, and a web page can reach
+/// it too: by a name of its own that resolves to 127.0.0.1 (DNS rebinding), or by a
+/// cross-site request. Both are refused by their `Host` or `Origin`.
+#[tokio::test]
+async fn without_tokens_a_foreign_host_or_origin_is_refused() {
+    let mut server = Server::spawn(&[], false, &[]);
+    let port = server
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let languages = server.at("/v1/languages");
+    let ask = |host: Option<String>, origin: Option<&str>| {
+        let mut request = client().get(&languages);
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+        let answer = ask(Some(host.clone()), None).await.unwrap();
+        assert_eq!(answer.status(), 200, "{host}");
+    }
+    let same_origin = format!("http://127.0.0.1:{port}");
+    let answer = ask(None, Some(&same_origin)).await.unwrap();
+    assert_eq!(answer.status(), 200, "the playground's own requests");
+    for (host, origin) in [
+        (Some(format!("rebind.evil.example:{port}")), None),
+        (None, Some("http://evil.example")),
+        (None, Some("null")),
+    ] {
+        let answer = ask(host.clone(), origin).await.unwrap();
+        assert_eq!(answer.status(), 403, "{host:?} {origin:?}");
+        let body: Value = answer.json().await.unwrap();
+        assert_eq!(body["error"]["kind"], "forbidden_origin", "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("this machine"),
+            "{body}"
+        );
+    }
+    // Running code the same way is refused too.
+    let run = client()
+        .post(server.at("/v1/run"))
+        .header("host", format!("rebind.evil.example:{port}"))
+        .json(&json!({ "language": "python", "code": "print(1)" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(run.status(), 403);
+    server.stop();
+}
+
 /// The playground page in a real headless browser (Debian's chromium, driven by
 /// Selenium from `tests/playground_browser.py`): prints, plots, keeps a session.
 #[test]

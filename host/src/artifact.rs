@@ -1,15 +1,18 @@
 //! Files a run created or changed in the sandbox's output directory.
 
+use crate::sandbox_path::SandboxPath;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 /// A file a run produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Artifact {
-    /// Path relative to the output directory, `/`-separated.
-    pub path: String,
+    /// Path relative to the output directory. It came from the sandbox: write it to
+    /// the host with [`Artifact::write_into`] (or [`crate::Execution::write_artifacts`]),
+    /// never by joining it to a host path yourself.
+    pub path: SandboxPath,
     /// Contents.
     #[serde(skip)]
     pub bytes: Vec<u8>,
@@ -19,6 +22,27 @@ pub struct Artifact {
     pub mime: &'static str,
     /// Whether it is an image, such as a saved figure.
     pub is_plot: bool,
+}
+
+impl Artifact {
+    /// An artifact named `path` holding `bytes`, its media type from the name.
+    pub fn new(path: SandboxPath, bytes: Vec<u8>) -> Artifact {
+        let (mime, is_plot) = media_type(path.as_str());
+        Artifact {
+            size: bytes.len() as u64,
+            path,
+            bytes,
+            mime,
+            is_plot,
+        }
+    }
+
+    /// Writes the file below `dir` (its directories made on the way) through the
+    /// directory's capability handle: nothing outside `dir` can be reached, by the
+    /// name or by a link already in `dir`.
+    pub fn write_into(&self, dir: &cap_std::fs::Dir) -> std::io::Result<()> {
+        self.path.write_into(dir, &self.bytes)
+    }
 }
 
 /// What happens to the files earlier runs of a session left in its output directory.
@@ -112,47 +136,55 @@ impl Snapshot {
 
     /// The files new or changed since `before`, in path order, within `limits`, read
     /// with `read(path, most bytes)`, which returns `None` for a file that is gone,
-    /// not regular, or larger. Returns them and whether any were left out.
+    /// not regular, or larger. A file whose name is no [`SandboxPath`] is neither read
+    /// nor returned: it is counted in [`Collected::refused`].
     pub(crate) fn changed_since_with(
         &self,
         before: &Snapshot,
         limits: ArtifactLimits,
-        mut read: impl FnMut(&Path, u64) -> Option<Vec<u8>>,
-    ) -> (Vec<Artifact>, bool) {
+        mut read: impl FnMut(&SandboxPath, u64) -> Option<Vec<u8>>,
+    ) -> Collected {
+        let mut collected = Collected::default();
         let mut paths: Vec<_> = self
             .0
             .iter()
             .filter(|(path, stat)| before.0.get(*path) != Some(stat))
-            .map(|(path, (size, _))| (path.clone(), *size))
+            .filter_map(|(path, (size, _))| match SandboxPath::from_path(path) {
+                Ok(path) => Some((path, *size)),
+                Err(_) => {
+                    collected.refused += 1;
+                    None
+                }
+            })
             .collect();
         paths.sort();
-        let mut artifacts = Vec::new();
         let mut total = 0u64;
-        let mut left_out = false;
         for (rel, size) in paths {
-            if artifacts.len() == limits.max_files || total + size > limits.max_bytes {
-                left_out = true;
+            if collected.artifacts.len() == limits.max_files || total + size > limits.max_bytes {
+                collected.left_out = true;
                 continue;
             }
             let Some(bytes) = read(&rel, limits.max_bytes - total) else {
                 continue;
             };
             total += bytes.len() as u64;
-            let name = rel.to_string_lossy().replace('\\', "/");
-            let (mime, is_plot) = media_type(&name);
-            artifacts.push(Artifact {
-                path: name,
-                size: bytes.len() as u64,
-                bytes,
-                mime,
-                is_plot,
-            });
+            collected.artifacts.push(Artifact::new(rel, bytes));
         }
-        (artifacts, left_out)
+        collected
     }
 }
 
-/// Media type and whether it is an image, from the file name.
+/// What [`Snapshot::changed_since_with`] found.
+#[derive(Debug, Default)]
+pub(crate) struct Collected {
+    /// The files, in path order.
+    pub(crate) artifacts: Vec<Artifact>,
+    /// Whether the limits left some out.
+    pub(crate) left_out: bool,
+    /// How many were left out because their names cannot be represented.
+    pub(crate) refused: usize,
+}
+
 /// The media type of a file, from its name's extension.
 pub(crate) fn mime_of(name: &str) -> &'static str {
     media_type(name).0
@@ -198,17 +230,47 @@ mod tests {
             stat("edit.csv", 3, 2),
             stat("figs/plot.PNG", 4, 2),
         ]);
-        let (artifacts, left_out) =
-            after.changed_since_with(&before, ArtifactLimits::default(), |rel, _| {
-                Some(rel.to_string_lossy().as_bytes()[..3].to_vec())
-            });
-        let names: Vec<_> = artifacts
+        let found = after.changed_since_with(&before, ArtifactLimits::default(), |rel, _| {
+            Some(rel.as_str().as_bytes()[..3].to_vec())
+        });
+        let names: Vec<_> = found
+            .artifacts
             .iter()
             .map(|a| (a.path.as_str(), a.is_plot))
             .collect();
         assert_eq!(names, [("edit.csv", false), ("figs/plot.PNG", true)]);
-        assert_eq!(artifacts[0].bytes, b"edi");
-        assert!(!left_out);
+        assert_eq!(found.artifacts[0].bytes, b"edi");
+        assert!(!found.left_out);
+        assert_eq!(found.refused, 0);
+    }
+
+    #[test]
+    fn names_that_cannot_be_shown_are_refused_and_counted() {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = |bytes: &[u8]| FileStat {
+            path: std::ffi::OsStr::from_bytes(bytes).into(),
+            size: 1,
+            modified: None,
+        };
+        let after = Snapshot::from_stats([
+            odd(b"a\nsandlot: forged"),
+            odd(b"caf\xe9.txt"),
+            odd(b"x\x1b[31m.png"),
+            odd(br"..\..\evil.txt"),
+        ]);
+        let mut read = Vec::new();
+        let found =
+            after.changed_since_with(&Snapshot::default(), ArtifactLimits::default(), |rel, _| {
+                read.push(rel.clone());
+                Some(b"x".to_vec())
+            });
+        assert_eq!(found.refused, 3);
+        assert_eq!(
+            read,
+            [r"..\..\evil.txt"],
+            "only the representable name is read"
+        );
+        assert_eq!(found.artifacts[0].path.to_string(), r"..\\..\\evil.txt");
     }
 
     #[test]
@@ -218,9 +280,9 @@ mod tests {
             max_files: 3,
             max_bytes: 250,
         };
-        let (artifacts, left_out) =
+        let found =
             after.changed_since_with(&Snapshot::default(), limits, |_, _| Some(vec![0; 100]));
-        assert_eq!(artifacts.len(), 2, "250 bytes hold two files of 100");
-        assert!(left_out);
+        assert_eq!(found.artifacts.len(), 2, "250 bytes hold two files of 100");
+        assert!(found.left_out);
     }
 }

@@ -43,6 +43,14 @@ impl fmt::Display for PluginSource {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// An error whose message quoted one of the session's secrets: the message with
+    /// the secret masked.
+    #[error("{message}")]
+    Masked {
+        /// The message, masked.
+        message: String,
+    },
+
     /// A plugin file could not be read.
     #[error("cannot read {plugin}: {source}")]
     ReadPlugin {

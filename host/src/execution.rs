@@ -15,7 +15,8 @@
 //! | `session` | object | the session after it: `{"state": "open"}`, `"restarted"` or `"ended"`, with `reason` |
 //! | `stdout_truncated`, `stderr_truncated`, `artifacts_truncated` | bool | whether a cap cut something |
 //! | `duration_ms` | number | wall-clock time of the run |
-//! | `artifacts` | array | files made: `path`, `size`, `mime`, `is_plot`, `base64` |
+//! | `artifacts_refused` | integer | files left out because their names cannot be represented safely (not UTF-8, control characters) |
+//! | `artifacts` | array | files made: `path` (relative, `/`-separated, never `..`; a backslash is part of a name), `size`, `mime`, `is_plot`, `base64` |
 //! | `findings` | array | the static analysis: `rule_id`, `severity`, `line`, `message` |
 //! | `policy` | object | the policy in force |
 //! | `unenforced` | array of strings | fields of the policy the backend could not apply (e.g. `workdir_size` on wasm) |
@@ -60,6 +61,11 @@ pub struct Execution {
     pub stderr_truncated: bool,
     /// Whether files were left out of `artifacts` by the limits.
     pub artifacts_truncated: bool,
+    /// How many files were left out of `artifacts` because their names cannot be
+    /// represented safely (not UTF-8, a control character: see
+    /// [`SandboxPath`](crate::SandboxPath)), or, once a secret was masked in them,
+    /// stood for a file already there.
+    pub artifacts_refused: usize,
     /// Wall-clock time of the run.
     pub duration: Duration,
     /// Files created or changed in the output directory.
@@ -111,6 +117,34 @@ impl Execution {
     /// The artifacts that are images.
     pub fn plots(&self) -> impl Iterator<Item = &Artifact> {
         self.artifacts.iter().filter(|a| a.is_plot)
+    }
+
+    /// Writes every artifact below the host directory `dir` (made if missing), each
+    /// through a capability handle on `dir` ([`Artifact::write_into`]): no name the
+    /// code chose and no link already in `dir` can lead a write outside it.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), sandlot::Error> {
+    /// # let sandlot = sandlot::Sandlot::from_environment()?;
+    /// let mut session = sandlot.session("python").open()?;
+    /// let run = session.run("open('output/report.txt', 'w').write('done')")?;
+    /// run.write_artifacts(std::path::Path::new("results"))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn write_artifacts(&self, dir: &std::path::Path) -> crate::Result<()> {
+        let io = |context: String| move |source| crate::Error::Io { context, source };
+        std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+        let root = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())
+            .map_err(io(format!("cannot open {}", dir.display())))?;
+        for artifact in &self.artifacts {
+            artifact.write_into(&root).map_err(io(format!(
+                "cannot write `{}` in {}",
+                artifact.path,
+                dir.display()
+            )))?;
+        }
+        Ok(())
     }
 
     /// The documented JSON form (see the [module documentation](self)).
@@ -167,6 +201,7 @@ impl Serialize for Execution {
         map.serialize_entry("stdout_truncated", &self.stdout_truncated)?;
         map.serialize_entry("stderr_truncated", &self.stderr_truncated)?;
         map.serialize_entry("artifacts_truncated", &self.artifacts_truncated)?;
+        map.serialize_entry("artifacts_refused", &self.artifacts_refused)?;
         map.serialize_entry("duration_ms", &Millis(self.duration))?;
         let artifacts: Vec<_> = self.artifacts.iter().map(ArtifactJson).collect();
         map.serialize_entry("artifacts", &artifacts)?;
@@ -197,14 +232,12 @@ mod tests {
             stdout_truncated: false,
             stderr_truncated: false,
             artifacts_truncated: false,
+            artifacts_refused: 1,
             duration: Duration::from_millis(2100),
-            artifacts: vec![Artifact {
-                path: "a.png".into(),
-                bytes: vec![1, 2],
-                size: 2,
-                mime: "image/png",
-                is_plot: true,
-            }],
+            artifacts: vec![Artifact::new(
+                crate::SandboxPath::new("a.png").unwrap(),
+                vec![1, 2],
+            )],
             findings: Vec::new(),
             backend: BackendName::WASM,
             policy: Policy::default(),
@@ -235,6 +268,8 @@ mod tests {
         assert_eq!(json["session"]["state"], "restarted");
         assert_eq!(json["duration_ms"], 2100.0);
         assert_eq!(json["artifacts"][0]["base64"], "AQI=");
+        assert_eq!(json["artifacts"][0]["mime"], "image/png");
+        assert_eq!(json["artifacts_refused"], 1);
         assert_eq!(json["policy"]["network"], "install-only");
         assert_eq!(
             json["egress_denied"],

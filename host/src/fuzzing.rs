@@ -141,7 +141,13 @@ pub fn plugin_answer(bytes: &[u8]) {
 /// holds, only regular files and directories appear, all inside the destination.
 pub fn unpack(bytes: &[u8]) {
     let dest = tempfile::tempdir().expect("a temporary directory");
-    let _ = crate::transfer::unpack(bytes, dest.path());
+    let copied = crate::transfer::unpack(bytes, dest.path(), crate::transfer::as_is);
+    for file in copied.iter().flat_map(|c| &c.files) {
+        assert!(
+            dest.path().join(file.as_str()).is_file(),
+            "{file} was written"
+        );
+    }
     let mut stack = vec![dest.path().to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).expect("readable") {
@@ -157,6 +163,56 @@ pub fn unpack(bytes: &[u8]) {
             }
         }
     }
+}
+
+/// A name a sandbox chose, as bytes. One that passes as a [`SandboxPath`] shows no
+/// control character, and written below a host directory it lands inside it, as a
+/// regular file, and nowhere else.
+///
+/// [`SandboxPath`]: crate::SandboxPath
+pub fn sandbox_path(bytes: &[u8]) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = crate::SandboxPath::from_bytes(bytes) else {
+        return;
+    };
+    let shown = path.to_string();
+    assert!(
+        !shown.chars().any(crate::sandbox_path::is_forbidden),
+        "{shown:?}"
+    );
+    assert!(path
+        .components()
+        .all(|c| !c.is_empty() && c != "." && c != ".."));
+    assert_eq!(crate::SandboxPath::new(path.as_str()).as_ref(), Ok(&path));
+    let uri = path.to_uri_path();
+    assert!(uri.bytes().all(|b| b.is_ascii_graphic()), "{uri:?}");
+    let root = tempfile::tempdir().expect("a temporary directory");
+    let dest = root.path().join("dest");
+    std::fs::create_dir(&dest).expect("a destination");
+    let dir = cap_std::fs::Dir::open_ambient_dir(&dest, cap_std::ambient_authority())
+        .expect("the destination opens");
+    if path.write_into(&dir, b"x").is_err() {
+        // Too long for this file system, say: then nothing may have been written.
+        return;
+    }
+    let mut found = Vec::new();
+    let mut stack = vec![root.path().to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).expect("readable") {
+            let entry = entry.expect("an entry");
+            if entry.file_type().expect("a type").is_dir() {
+                stack.push(entry.path());
+            } else {
+                found.push(entry.path());
+            }
+        }
+    }
+    let expected = dest.join(std::ffi::OsStr::from_bytes(path.as_str().as_bytes()));
+    assert_eq!(
+        found,
+        [expected],
+        "the one file written is the path below dest"
+    );
 }
 
 /// A frame from a sandbox's agent, as the host decodes it, and a request frame as the

@@ -44,6 +44,7 @@ pub mod plugin;
 pub mod policy;
 mod pool_options;
 pub mod runtimes;
+pub mod sandbox_path;
 pub mod secret;
 pub mod serve;
 pub mod service;
@@ -64,7 +65,9 @@ pub use language::{
 };
 pub use plugin::{HandlerLimits, LanguageHandler, PluginHost, PluginHostBuilder};
 pub use policy::{Network, Policy, PolicyField, Seccomp};
+pub use sandbox_path::{ListEntry, Listing, SandboxPath};
 pub use session::{AsyncSession, Limits, RunOptions, Session};
+pub use transfer::Copied;
 
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -127,6 +127,10 @@ pub struct ManagerSettings {
     /// Secrets every session gets, on top of those its client sends: the operator's
     /// keys reach the code, never the client (their values are masked).
     pub secrets: Vec<crate::secret::Secret>,
+    /// Fields of the policy a session's backend may leave unenforced. A session
+    /// whose backend cannot apply any other field is refused: the server's policy
+    /// would be a label nobody enforces (default: none).
+    pub accept_unenforced: Vec<crate::PolicyField>,
 }
 
 impl Default for ManagerSettings {
@@ -139,6 +143,7 @@ impl Default for ManagerSettings {
             policy: None,
             limits: Limits::default(),
             secrets: Vec::new(),
+            accept_unenforced: Vec::new(),
         }
     }
 }
@@ -183,6 +188,16 @@ impl ManagerSettings {
     /// Every session gets `secrets` (see [`ManagerSettings::secrets`]).
     pub fn secrets(mut self, secrets: Vec<crate::secret::Secret>) -> Self {
         self.secrets = secrets;
+        self
+    }
+
+    /// Sessions may run on backends that leave `fields` of the policy unenforced
+    /// (see [`ManagerSettings::accept_unenforced`]).
+    pub fn accept_unenforced(
+        mut self,
+        fields: impl IntoIterator<Item = crate::PolicyField>,
+    ) -> Self {
+        self.accept_unenforced = fields.into_iter().collect();
         self
     }
 }
@@ -557,16 +572,32 @@ impl SessionManager {
         // together pass a limit; a shutdown waits for it.
         let slot = self.reserve(client)?;
         let session = self.open_session(&request)?;
-        if request.policy.network != crate::Network::On
-            && session.unenforced().contains(&crate::PolicyField::Network)
-        {
-            // The server's network policy would be a label nobody enforces there.
+        // The server's policy would be a label nobody enforces there.
+        let gaps: Vec<String> = session
+            .unenforced()
+            .iter()
+            .filter(|field| !self.inner.settings.accept_unenforced.contains(field))
+            .filter(|field| {
+                **field != crate::PolicyField::Network
+                    || request.policy.network != crate::Network::On
+            })
+            .map(ToString::to_string)
+            .collect();
+        if !gaps.is_empty() {
+            let network = if gaps.iter().any(|g| g == "network") {
+                " (network policy: network is not `on`)"
+            } else {
+                ""
+            };
             return Err(Error::BackendUnsuitable {
                 backend: session.backend().to_string(),
                 language: session.language().to_string(),
-                reason: "it cannot enforce this server's network policy here (network is not \
-                         `on`); choose another backend"
-                    .into(),
+                reason: format!(
+                    "it cannot enforce this server's policy here: {}{network}; choose another \
+                     backend, or start the server with --accept-unenforced {}",
+                    gaps.join(", "),
+                    gaps.join(",")
+                ),
             });
         }
         let entry = Arc::new(Entry {

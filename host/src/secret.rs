@@ -23,6 +23,7 @@
 
 use crate::backend::Sink;
 use crate::error::{Error, Result};
+use crate::sandbox_path::SandboxPath;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -157,12 +158,62 @@ impl Secrets {
     }
 
     fn mask_whole(&self, bytes: &[u8]) -> Vec<u8> {
+        self.mask_matching(bytes, |text, value| text.starts_with(value))
+    }
+
+    /// `text` with every value masked.
+    pub(crate) fn mask_text(&self, text: &str) -> String {
+        if self.is_empty() {
+            return text.to_string();
+        }
+        String::from_utf8_lossy(&self.mask_whole(text.as_bytes())).into_owned()
+    }
+
+    /// `text` with every value masked whatever the case of its ASCII letters: for
+    /// names that travel through a channel that folds case (DNS, a TLS server name,
+    /// an HTTP `Host`), where code can send a value in another case and the host may
+    /// lower-case what it reports.
+    pub(crate) fn mask_folded(&self, text: &str) -> String {
+        if self.is_empty() {
+            return text.to_string();
+        }
+        let masked = self.mask_matching(text.as_bytes(), |text, value| {
+            text.len() >= value.len() && text[..value.len()].eq_ignore_ascii_case(value)
+        });
+        String::from_utf8_lossy(&masked).into_owned()
+    }
+
+    /// `error`, or, when its message quotes a value, an [`Error::Masked`] with the
+    /// value masked in the message.
+    pub(crate) fn mask_error(&self, error: Error) -> Error {
+        if self.is_empty() {
+            return error;
+        }
+        let message = error.to_string();
+        let masked = self.mask_text(&message);
+        if masked == message {
+            error
+        } else {
+            Error::Masked { message: masked }
+        }
+    }
+
+    /// `path` with every value masked, or `None` if what is left is no
+    /// [`SandboxPath`] any more: names that come back are masked like contents.
+    pub(crate) fn mask_path(&self, path: &SandboxPath) -> Option<SandboxPath> {
+        if self.is_empty() {
+            return Some(path.clone());
+        }
+        SandboxPath::new(&self.mask_text(path.as_str())).ok()
+    }
+
+    fn mask_matching(&self, bytes: &[u8], matches: impl Fn(&[u8], &[u8]) -> bool) -> Vec<u8> {
         let mut out = Vec::with_capacity(bytes.len());
         let mut i = 0;
         'scan: while i < bytes.len() {
             for secret in self.secrets.iter() {
                 let value = secret.value.as_bytes();
-                if bytes[i..].starts_with(value) {
+                if matches(&bytes[i..], value) {
                     out.extend_from_slice(MASK.as_bytes());
                     i += value.len();
                     continue 'scan;
@@ -281,6 +332,35 @@ mod tests {
         flush.flush(false);
         let seen = String::from_utf8(seen.lock().unwrap().clone()).unwrap();
         assert_eq!(seen, "key: ***\nnext ***\nend sk-l");
+    }
+
+    #[test]
+    fn names_are_masked_and_folded_channels_in_any_case() {
+        let secrets = Secrets::new(vec![Secret::new("TOKEN", "OpSecret42").unwrap()]);
+        let path = SandboxPath::new("output/OpSecret42.txt").unwrap();
+        assert_eq!(secrets.mask_path(&path).unwrap(), "output/***.txt");
+        assert_eq!(secrets.mask_text("x OpSecret42 y"), "x *** y");
+        assert_eq!(
+            secrets.mask_text("opsecret42"),
+            "opsecret42",
+            "bytes match exactly"
+        );
+        assert_eq!(secrets.mask_folded("opsecret42.evil.net"), "***.evil.net");
+        assert_eq!(secrets.mask_folded("OPSECRET42.Evil.Net"), "***.Evil.Net");
+    }
+
+    #[test]
+    fn an_error_that_quotes_a_value_is_masked_and_others_are_kept() {
+        let secrets = Secrets::new(vec![Secret::new("TOKEN", "OpSecret42").unwrap()]);
+        let quoting = Error::Runtime {
+            runtime: "cpython".into(),
+            reason: "setting the environment failed: OpSecret42".into(),
+        };
+        let masked = secrets.mask_error(quoting);
+        assert!(matches!(masked, Error::Masked { .. }), "{masked:?}");
+        assert!(masked.to_string().ends_with("failed: ***"), "{masked}");
+        let plain = secrets.mask_error(Error::ManagerClosed);
+        assert!(matches!(plain, Error::ManagerClosed));
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! # }
 //! ```
 
-use crate::artifact::{ArtifactLimits, EarlierOutput, Snapshot};
+use crate::artifact::{Artifact, ArtifactLimits, Collected, EarlierOutput, Snapshot};
 use crate::backend::{
     Backend, BackendName, Capabilities, Capability, Needs, Outcome, RunRequest, Sandbox,
     SessionState, Sink, Workload,
@@ -30,8 +30,10 @@ use crate::language::{Finding, PlanOptions, Restriction};
 use crate::layout::Layout;
 use crate::plugin::LanguageHandler;
 use crate::policy::{Gate, Policy};
+use crate::sandbox_path::{ListEntry, Listing, SandboxPath};
 use crate::secret::Secrets;
-use std::path::{Component, Path};
+use crate::transfer::Copied;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -277,6 +279,17 @@ impl Session {
 
     /// Runs `code` with `options`.
     pub fn run_with(&mut self, code: &str, options: RunOptions) -> Result<Execution> {
+        let result = self.run_unmasked(code, options);
+        self.masked(result)
+    }
+
+    /// `result` with the session's secrets masked in its error: a message can quote
+    /// what the sandbox wrote (a hook's error output, what an agent answered).
+    fn masked<T>(&self, result: Result<T>) -> Result<T> {
+        result.map_err(|error| self.secrets.mask_error(error))
+    }
+
+    fn run_unmasked(&mut self, code: &str, options: RunOptions) -> Result<Execution> {
         self.sandbox()?;
         let mut findings = self.handler.analyze(code, &self.restricted)?;
         findings.retain(|f| self.policy.gate(f.severity) != Gate::Ignore);
@@ -418,6 +431,11 @@ impl Session {
         command_line: &str,
         options: RunOptions,
     ) -> Result<Execution> {
+        let result = self.command_unmasked(command_line, options);
+        self.masked(result)
+    }
+
+    fn command_unmasked(&mut self, command_line: &str, options: RunOptions) -> Result<Execution> {
         self.sandbox()?;
         if !self.capabilities.has(Capability::Shell) {
             return Err(Error::BackendCannot {
@@ -515,20 +533,20 @@ impl Session {
         findings: Vec<Finding>,
     ) -> Result<Execution> {
         let limits = self.limits.artifacts;
-        let (artifacts, artifacts_truncated) = match (&outcome.session, self.sandbox.as_mut()) {
-            (SessionState::Ended { .. }, _) | (_, None) => (Vec::new(), false),
+        let collected = match (&outcome.session, self.sandbox.as_mut()) {
+            (SessionState::Ended { .. }, _) | (_, None) => Collected::default(),
             (_, Some(sandbox)) => {
                 let files = sandbox.files();
                 match files.scan(Layout::OUTPUT) {
                     Ok(after) => {
                         let found = after.changed_since_with(before, limits, |rel, max| {
-                            let path = format!("{}/{}", Layout::OUTPUT, rel.to_string_lossy());
+                            let path = format!("{}/{}", Layout::OUTPUT, rel.as_str());
                             files.read(&path, max).ok()
                         });
                         self.output = Some(after);
                         found
                     }
-                    Err(_) => (Vec::new(), false),
+                    Err(_) => Collected::default(),
                 }
             }
         };
@@ -537,16 +555,22 @@ impl Session {
             self.sandbox = None;
         }
         let secrets = &self.secrets;
-        let artifacts = artifacts
-            .into_iter()
-            .map(|mut artifact| {
-                if !secrets.is_empty() {
-                    artifact.bytes = secrets.mask(std::mem::take(&mut artifact.bytes), false);
-                    artifact.size = artifact.bytes.len() as u64;
+        let mut artifacts_refused = collected.refused;
+        let mut artifacts: Vec<Artifact> = Vec::with_capacity(collected.artifacts.len());
+        for artifact in collected.artifacts {
+            if secrets.is_empty() {
+                artifacts.push(artifact);
+                continue;
+            }
+            // A name carries a secret out as well as the contents do; two names that
+            // mask alike would stand for one file, so the second is refused.
+            match secrets.mask_path(&artifact.path) {
+                Some(path) if !artifacts.iter().any(|a| a.path == path) => {
+                    artifacts.push(Artifact::new(path, secrets.mask(artifact.bytes, false)));
                 }
-                artifact
-            })
-            .collect();
+                _ => artifacts_refused += 1,
+            }
+        }
         Ok(Execution {
             language: self.handler.info().id.clone(),
             stdout: secrets.mask(outcome.stdout, outcome.stdout_truncated),
@@ -554,7 +578,8 @@ impl Session {
             exit_code: outcome.exit_code,
             stdout_truncated: outcome.stdout_truncated,
             stderr_truncated: outcome.stderr_truncated,
-            artifacts_truncated,
+            artifacts_truncated: collected.left_out,
+            artifacts_refused,
             duration,
             artifacts,
             findings,
@@ -563,17 +588,12 @@ impl Session {
             backend: self.backend_name.clone(),
             policy: self.policy.clone(),
             unenforced: self.unenforced.clone(),
-            // A denied name can carry a secret out as well as a connection could.
+            // A denied name can carry a secret out as well as a connection could, in
+            // any case: DNS, TLS server names and Host headers fold it.
             egress_denied: outcome
                 .egress_denied
                 .into_iter()
-                .map(|mut denial| {
-                    if !secrets.is_empty() {
-                        let masked = secrets.mask(denial.host.into_bytes(), false);
-                        denial.host = String::from_utf8_lossy(&masked).into_owned();
-                    }
-                    denial
-                })
+                .map(|denial| denial.masked(|name| secrets.mask_folded(name)))
                 .collect(),
         })
     }
@@ -648,22 +668,45 @@ impl Session {
     pub fn write_file(&mut self, path: &str, contents: &[u8]) -> Result<()> {
         let rel = sandbox_path(path)?;
         self.output = None;
-        self.sandbox()?.files().write(&rel, contents)
+        let written = self.sandbox()?.files().write(rel.as_str(), contents);
+        self.masked(written)
     }
 
     /// Reads `path` (relative to the workspace) from the sandbox, with the session's
     /// secrets masked. A link on the way is refused.
     pub fn read_file(&mut self, path: &str) -> Result<Vec<u8>> {
         let rel = sandbox_path(path)?;
-        let bytes = self.sandbox()?.files().read(&rel, MAX_READ)?;
+        let read = self.sandbox()?.files().read(rel.as_str(), MAX_READ);
+        let bytes = self.masked(read)?;
         Ok(self.secrets.mask(bytes, false))
     }
 
     /// The entries of directory `path` (relative; `""` or `"."` for the workspace),
-    /// sorted; directories end with `/`.
-    pub fn list_files(&mut self, path: &str) -> Result<Vec<String>> {
+    /// sorted, with the session's secrets masked in their names. An entry whose name
+    /// cannot be shown safely (not UTF-8, a control character) is left out and
+    /// counted in [`Listing::refused`].
+    pub fn list_files(&mut self, path: &str) -> Result<Listing> {
         let rel = dir_path(path)?;
-        self.sandbox()?.files().list(&rel)
+        let listed = self.sandbox()?.files().list(&rel);
+        let entries = self.masked(listed)?;
+        let mut listing = Listing::default();
+        for entry in entries {
+            let name = SandboxPath::from_path(Path::new(&entry.name))
+                .ok()
+                .filter(|name| !name.as_str().contains('/'))
+                .and_then(|name| self.secrets.mask_path(&name));
+            match name {
+                Some(name) if !listing.entries.iter().any(|e| e.name == name) => {
+                    listing.entries.push(ListEntry {
+                        name,
+                        is_dir: entry.is_dir,
+                    })
+                }
+                _ => listing.refused += 1,
+            }
+        }
+        listing.entries.sort();
+        Ok(listing)
     }
 
     /// Copies the host file or directory `host_path` into the sandbox directory
@@ -673,34 +716,27 @@ impl Session {
         let archive = crate::transfer::pack(host_path, MAX_READ)?;
         let rel = dir_path(sandbox_dir)?;
         self.output = None;
-        self.sandbox()?.files().unpack(&rel, &archive)
+        let unpacked = self.sandbox()?.files().unpack(&rel, &archive);
+        self.masked(unpacked)
     }
 
     /// Copies the sandbox file or directory `sandbox_path` out into the host directory
-    /// `host_dir` (created if missing), as a tar archive, and returns the files written
-    /// (relative, `/`-separated). What the sandbox sends is untrusted: only regular
-    /// files and directories are written, never a link, never outside `host_dir`, and
-    /// no link on the way to `sandbox_path` is followed. The session's secrets are
-    /// masked in the files written.
-    pub fn copy_out(&mut self, sandbox_path: &str, host_dir: &Path) -> Result<Vec<String>> {
+    /// `host_dir` (created if missing), as a tar archive, and says which files it
+    /// wrote. What the sandbox sends is untrusted: only regular files and directories
+    /// are written, never a link, never outside `host_dir` (every write goes through a
+    /// capability handle on it), and no link on the way to `sandbox_path` is followed.
+    /// The session's secrets are masked in the files' contents and names; a file
+    /// whose name cannot be represented is left out and counted in
+    /// [`Copied::refused`].
+    pub fn copy_out(&mut self, sandbox_path: &str, host_dir: &Path) -> Result<Copied> {
         let rel = dir_path(sandbox_path)?;
-        let archive = self.sandbox()?.files().pack(&rel, MAX_READ)?;
-        let written = crate::transfer::unpack(&archive, host_dir)?;
-        if !self.secrets.is_empty() {
-            for file in &written {
-                let path = host_dir.join(file);
-                let io = |e: std::io::Error| Error::Io {
-                    context: format!("masking secrets in {}", path.display()),
-                    source: e,
-                };
-                let bytes = std::fs::read(&path).map_err(io)?;
-                let masked = self.secrets.mask(bytes.clone(), false);
-                if masked != bytes {
-                    std::fs::write(&path, masked).map_err(io)?;
-                }
-            }
-        }
-        Ok(written)
+        let packed = self.sandbox()?.files().pack(&rel, MAX_READ);
+        let archive = self.masked(packed)?;
+        let secrets = &self.secrets;
+        let copied = crate::transfer::unpack(&archive, host_dir, |path, bytes| {
+            Some((secrets.mask_path(&path)?, secrets.mask(bytes, false)))
+        });
+        self.masked(copied)
     }
 
     /// Ends the session and removes its sandbox. Dropping the session does the same.
@@ -712,27 +748,12 @@ impl Session {
 /// Largest file [`Session::read_file`] hands back.
 const MAX_READ: u64 = 128 << 20;
 
-/// `path` as a relative, `/`-separated path with normal components only.
-fn sandbox_path(path: &str) -> Result<String> {
-    let invalid = |reason: &str| Error::InvalidPath {
-        path: path.to_string(),
-        reason: reason.to_string(),
-    };
-    let rel = Path::new(path);
-    if path.is_empty() || path.contains('\0') {
-        return Err(invalid("empty or contains NUL"));
-    }
-    if rel.is_absolute() {
-        return Err(invalid("must be relative to the working directory"));
-    }
-    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-        return Err(invalid("must not contain `..` or `.`"));
-    }
-    Ok(rel
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join("/"))
+/// `path` as a [`SandboxPath`], or an error that says what is wrong with it.
+fn sandbox_path(path: &str) -> Result<SandboxPath> {
+    SandboxPath::new(path).map_err(|problem| Error::InvalidPath {
+        path: crate::sandbox_path::escape_controls(path).into_owned(),
+        reason: problem.to_string(),
+    })
 }
 
 /// A directory path: `""` or `"."` for the workspace, else as [`sandbox_path`].
@@ -740,7 +761,7 @@ fn dir_path(path: &str) -> Result<String> {
     if path.is_empty() || path == "." {
         Ok(String::new())
     } else {
-        sandbox_path(path)
+        sandbox_path(path).map(|p| p.as_str().to_string())
     }
 }
 

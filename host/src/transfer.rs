@@ -4,6 +4,7 @@
 //! written outside the destination.
 
 use crate::error::{Error, Result};
+use crate::sandbox_path::SandboxPath;
 use cap_std::fs::Dir;
 use std::io::Read;
 use std::path::{Component, Path};
@@ -112,24 +113,47 @@ fn meta_mode(meta: &cap_std::fs::Metadata) -> u32 {
     meta.permissions().mode() & 0o777
 }
 
-/// Unpacks `archive` into the host directory `dest` (created if missing). Returns the
-/// files written, relative and `/`-separated.
-pub(crate) fn unpack(archive: &[u8], dest: &Path) -> Result<Vec<String>> {
+/// What copying files out of a sandbox wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Copied {
+    /// The files written, relative to the destination, in archive order.
+    pub files: Vec<SandboxPath>,
+    /// Files left out because their names cannot be represented (not UTF-8, a
+    /// control character) or, once masked, stood for a file already written.
+    pub refused: usize,
+}
+
+/// Unpacks `archive` into the host directory `dest` (created if missing), each file
+/// through `admit`, which may rename it (mask a secret in its name) and change its
+/// contents, or leave it out (`None`, counted as refused).
+pub(crate) fn unpack(
+    archive: &[u8],
+    dest: &Path,
+    admit: impl FnMut(SandboxPath, Vec<u8>) -> Option<(SandboxPath, Vec<u8>)>,
+) -> Result<Copied> {
     std::fs::create_dir_all(dest).map_err(io(format!("cannot create {}", dest.display())))?;
     let dir = Dir::open_ambient_dir(dest, cap_std::ambient_authority())
         .map_err(io(format!("cannot open {}", dest.display())))?;
-    unpack_into(archive, &dir)
+    unpack_into(archive, &dir, admit)
 }
 
 /// Unpacks `archive` into `dir` through its capability handle, so no name and no link
-/// already in `dir` can lead outside it. Returns the files written, relative and
-/// `/`-separated.
-pub(crate) fn unpack_into(archive: &[u8], dir: &Dir) -> Result<Vec<String>> {
+/// already in `dir` can lead outside it. Every name must be a [`SandboxPath`] (`./`
+/// components aside): one with `..` or a root makes the archive an error, one that
+/// cannot be represented is left out and counted. `admit` sees each file before it is
+/// written, as for [`unpack`].
+pub(crate) fn unpack_into(
+    archive: &[u8],
+    dir: &Dir,
+    mut admit: impl FnMut(SandboxPath, Vec<u8>) -> Option<(SandboxPath, Vec<u8>)>,
+) -> Result<Copied> {
+    use std::os::unix::ffi::OsStrExt;
     let refuse = |name: &Path, why: &str| Error::InvalidPath {
-        path: name.display().to_string(),
+        path: crate::sandbox_path::escape_controls(&name.to_string_lossy()).into_owned(),
         reason: why.to_string(),
     };
-    let mut written = Vec::new();
+    let mut copied = Copied::default();
     let mut tar = tar::Archive::new(archive);
     let entries = tar.entries().map_err(io("not a tar archive".into()))?;
     for entry in entries {
@@ -147,19 +171,38 @@ pub(crate) fn unpack_into(archive: &[u8], dir: &Dir) -> Result<Vec<String>> {
                 "an archive entry must stay inside the destination",
             ));
         }
-        let context = format!("cannot write `{}`", name.display());
+        let plain: Vec<&[u8]> = name
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(part) => Some(part.as_bytes()),
+                _ => None,
+            })
+            .collect();
+        if plain.is_empty() {
+            continue;
+        }
+        let Ok(path) = SandboxPath::from_bytes(&plain.join(&b'/')) else {
+            copied.refused += usize::from(entry.header().entry_type().is_file());
+            continue;
+        };
+        let context = format!("cannot write `{path}`");
         match entry.header().entry_type() {
-            tar::EntryType::Directory => dir.create_dir_all(&name).map_err(io(context))?,
+            tar::EntryType::Directory => path.create_dir_in(dir).map_err(io(context))?,
             tar::EntryType::Regular | tar::EntryType::Continuous => {
-                if let Some(parent) = name.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    dir.create_dir_all(parent).map_err(io(context.clone()))?;
-                }
                 let mut contents = Vec::new();
                 entry
                     .read_to_end(&mut contents)
                     .map_err(io("broken tar archive".into()))?;
-                dir.write(&name, &contents).map_err(io(context))?;
-                written.push(name.to_string_lossy().replace('\\', "/"));
+                let Some((path, contents)) = admit(path, contents) else {
+                    copied.refused += 1;
+                    continue;
+                };
+                if copied.files.contains(&path) {
+                    copied.refused += 1;
+                    continue;
+                }
+                path.write_into(dir, &contents).map_err(io(context))?;
+                copied.files.push(path);
             }
             other => {
                 return Err(refuse(
@@ -169,7 +212,12 @@ pub(crate) fn unpack_into(archive: &[u8], dir: &Dir) -> Result<Vec<String>> {
             }
         }
     }
-    Ok(written)
+    Ok(copied)
+}
+
+/// Every file as it is, for [`unpack`] and [`unpack_into`].
+pub(crate) fn as_is(path: SandboxPath, contents: Vec<u8>) -> Option<(SandboxPath, Vec<u8>)> {
+    Some((path, contents))
 }
 
 #[cfg(test)]
@@ -184,7 +232,10 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", from.path().join("a/passwd")).unwrap();
         let archive = pack(from.path(), 1 << 20).unwrap();
         let to = tempfile::tempdir().unwrap();
-        assert_eq!(unpack(&archive, to.path()).unwrap(), ["a/b/c.txt"]);
+        assert_eq!(
+            unpack(&archive, to.path(), as_is).unwrap().files,
+            ["a/b/c.txt"]
+        );
         assert_eq!(std::fs::read(to.path().join("a/b/c.txt")).unwrap(), b"hi");
         assert!(std::fs::symlink_metadata(to.path().join("a/passwd")).is_err());
         assert!(pack(from.path(), 100).is_err());
@@ -193,7 +244,10 @@ mod tests {
         let root = Dir::open_ambient_dir(from.path(), cap_std::ambient_authority()).unwrap();
         let archive = pack_dir(&root, Path::new(""), 1 << 20).unwrap();
         let again = tempfile::tempdir().unwrap();
-        assert_eq!(unpack(&archive, again.path()).unwrap(), ["a/b/c.txt"]);
+        assert_eq!(
+            unpack(&archive, again.path(), as_is).unwrap().files,
+            ["a/b/c.txt"]
+        );
         assert!(pack_dir(&root, Path::new("a/passwd"), 1 << 20).is_err());
         assert!(pack_dir(&root, Path::new(""), 100).is_err());
     }
@@ -206,7 +260,7 @@ mod tests {
         header.set_entry_type(tar::EntryType::Symlink);
         header.set_size(0);
         link.append_link(&mut header, "escape", "/etc").unwrap();
-        let error = unpack(&link.into_inner().unwrap(), to.path()).unwrap_err();
+        let error = unpack(&link.into_inner().unwrap(), to.path(), as_is).unwrap_err();
         assert!(error.to_string().contains("Symlink"), "{error}");
         // A link already in the destination is not followed either.
         std::os::unix::fs::symlink("/tmp", to.path().join("out")).unwrap();
@@ -215,7 +269,50 @@ mod tests {
         header.set_size(1);
         header.set_mode(0o644);
         file.append_data(&mut header, "out/x", &b"x"[..]).unwrap();
-        assert!(unpack(&file.into_inner().unwrap(), to.path()).is_err());
+        assert!(unpack(&file.into_inner().unwrap(), to.path(), as_is).is_err());
         assert!(!Path::new("/tmp/x").exists() || std::fs::read("/tmp/x").unwrap() != b"x");
+    }
+
+    #[test]
+    fn names_are_checked_refused_and_renamed_never_rewritten() {
+        use std::os::unix::ffi::OsStrExt;
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut add = |name: &[u8], data: &[u8]| {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(0o644);
+            // Set the raw name: `append_data` would refuse the odd ones itself.
+            header.as_old_mut().name[..name.len()].copy_from_slice(name);
+            header.set_cksum();
+            tar.append(&header, data).unwrap();
+        };
+        add(br"..\..\evil", b"1");
+        add(b"a\nsandlot: forged", b"2");
+        add(b"caf\xe9", b"3");
+        add(b"SECRET-a", b"4");
+        add(b"SECRET-b", b"5");
+        add(b"./plain.txt", b"6");
+        let archive = tar.into_inner().unwrap();
+        let to = tempfile::tempdir().unwrap();
+        let copied = unpack(&archive, to.path(), |path, bytes| {
+            let name = path
+                .as_str()
+                .replace("SECRET-a", "***")
+                .replace("SECRET-b", "***");
+            Some((SandboxPath::new(&name).unwrap(), bytes))
+        })
+        .unwrap();
+        assert_eq!(copied.files, [r"..\..\evil", "***", "plain.txt"]);
+        assert_eq!(
+            copied.refused, 3,
+            "a control character, not UTF-8, a masked twin"
+        );
+        assert_eq!(std::fs::read(to.path().join(r"..\..\evil")).unwrap(), b"1");
+        assert_eq!(std::fs::read(to.path().join("***")).unwrap(), b"4");
+        let names: Vec<_> = std::fs::read_dir(to.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().as_bytes().to_vec())
+            .collect();
+        assert_eq!(names.len(), 3, "nothing else was written: {names:?}");
     }
 }

@@ -15,8 +15,10 @@ pub trait SandboxFiles {
     fn write(&mut self, path: &str, data: &[u8]) -> Result<()>;
     /// Reads a regular file of at most `max` bytes.
     fn read(&mut self, path: &str, max: u64) -> Result<Vec<u8>>;
-    /// Names in a directory (`""` for the workspace), sorted; directories end with `/`.
-    fn list(&mut self, path: &str) -> Result<Vec<String>>;
+    /// The entries of a directory (`""` for the workspace), with their names as the
+    /// file system holds them (the session checks and masks them before anyone sees
+    /// them).
+    fn list(&mut self, path: &str) -> Result<Vec<DirEntry>>;
     /// Every regular file under a directory, for artifact collection; a missing
     /// directory is empty.
     fn scan(&mut self, path: &str) -> Result<Snapshot>;
@@ -29,14 +31,34 @@ pub trait SandboxFiles {
     fn clear(&mut self, path: &str) -> Result<()>;
 }
 
+/// One entry of a directory, as [`SandboxFiles::list`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DirEntry {
+    /// Its name, any bytes the file system allows: it was chosen by the code in the
+    /// sandbox.
+    pub name: std::ffi::OsString,
+    /// Whether it is a directory (a link never is).
+    pub is_dir: bool,
+}
+
+impl DirEntry {
+    /// An entry named `name`.
+    pub fn new(name: impl Into<std::ffi::OsString>, is_dir: bool) -> DirEntry {
+        DirEntry {
+            name: name.into(),
+            is_dir,
+        }
+    }
+}
+
 /// Files held in memory: a [`SandboxFiles`] for backends whose sandboxes keep no files
 /// of their own, and for tests.
 ///
 /// ```
-/// use sandlot::backend::{MemoryFiles, SandboxFiles};
+/// use sandlot::backend::{DirEntry, MemoryFiles, SandboxFiles};
 /// let mut files = MemoryFiles::default();
 /// files.write("output/a.txt", b"hi")?;
-/// assert_eq!(files.list("")?, ["output/"]);
+/// assert_eq!(files.list("")?, [DirEntry::new("output", true)]);
 /// assert_eq!(files.read("output/a.txt", 10)?, b"hi");
 /// # Ok::<(), sandlot::Error>(())
 /// ```
@@ -90,24 +112,20 @@ impl SandboxFiles for MemoryFiles {
         Ok(())
     }
 
-    fn list(&mut self, path: &str) -> Result<Vec<String>> {
+    fn list(&mut self, path: &str) -> Result<Vec<DirEntry>> {
         let dir = under(path);
-        let mut names: Vec<String> = self
+        let mut entries: Vec<DirEntry> = self
             .children(&dir)
             .filter_map(|(file, _)| {
                 let rest = file.strip_prefix(&dir).ok()?;
                 let mut parts = rest.components();
-                let first = parts.next()?.as_os_str().to_string_lossy().into_owned();
-                Some(if parts.next().is_some() {
-                    format!("{first}/")
-                } else {
-                    first
-                })
+                let first = parts.next()?.as_os_str().to_os_string();
+                Some(DirEntry::new(first, parts.next().is_some()))
             })
             .collect();
-        names.sort();
-        names.dedup();
-        Ok(names)
+        entries.sort();
+        entries.dedup();
+        Ok(entries)
     }
 
     fn scan(&mut self, path: &str) -> Result<Snapshot> {
@@ -205,8 +223,11 @@ mod tests {
         let mut files = MemoryFiles::default();
         files.write("a/b/c.txt", b"hi").unwrap();
         files.write("top.txt", b"x").unwrap();
-        assert_eq!(files.list("").unwrap(), ["a/", "top.txt"]);
-        assert_eq!(files.list("a").unwrap(), ["b/"]);
+        assert_eq!(
+            files.list("").unwrap(),
+            [DirEntry::new("a", true), DirEntry::new("top.txt", false)]
+        );
+        assert_eq!(files.list("a").unwrap(), [DirEntry::new("b", true)]);
         let archive = files.pack("a", 1 << 20).unwrap();
         files.unpack("copy", &archive).unwrap();
         assert_eq!(files.read("copy/b/c.txt", 10).unwrap(), b"hi");

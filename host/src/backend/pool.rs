@@ -858,7 +858,7 @@ impl SandboxFiles for Pooled {
     fn read(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
         self.with(|s| s.files().read(path, max))
     }
-    fn list(&mut self, path: &str) -> Result<Vec<String>> {
+    fn list(&mut self, path: &str) -> Result<Vec<super::DirEntry>> {
         self.with(|s| s.files().list(path))
     }
     fn scan(&mut self, path: &str) -> Result<Snapshot> {

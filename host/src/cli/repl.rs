@@ -12,6 +12,7 @@ use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::Helper;
+use sandlot::sandbox_path::escape_controls;
 use sandlot::service::Service;
 use sandlot::{EarlierOutput, Execution, Session, SessionState};
 use std::io::{BufRead, IsTerminal};
@@ -187,9 +188,12 @@ impl Repl<'_> {
             write_artifacts(execution, self.out)?;
             for artifact in &execution.artifacts {
                 let kind = if artifact.is_plot { "plot" } else { "file" };
+                // The path is a SandboxPath: its Display escapes what could read as
+                // a separator, and it holds no control character.
                 eprintln!(
-                    "sandlot: {kind} {}",
-                    self.out.join(&artifact.path).display()
+                    "sandlot: {kind} {}/{}",
+                    escape_controls(&self.out.display().to_string()),
+                    artifact.path
                 );
             }
         }

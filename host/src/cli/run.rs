@@ -2,10 +2,11 @@
 
 use super::plan::CodeSource;
 use super::{plugin_notes, Global};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::builder::TypedValueParser;
 use clap::Args;
 use sandlot::policy::BlockAt;
+use sandlot::sandbox_path::escape_controls;
 use sandlot::secret::Secret;
 use sandlot::service::{OpenRequest, Service};
 use sandlot::{BackendChoice, EndReason, Execution, Network, Policy, RunOptions};
@@ -244,18 +245,10 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(exit_status(&execution)))
 }
 
-/// Writes the files a run made into `dir`, which is made if missing.
+/// Writes the files a run made into `dir`, which is made if missing: each through a
+/// capability handle on `dir`, so no name the code chose leads outside it.
 pub(super) fn write_artifacts(execution: &Execution, dir: &std::path::Path) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    for artifact in &execution.artifacts {
-        let path = dir.join(&artifact.path);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&path, &artifact.bytes)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(())
+    Ok(execution.write_artifacts(dir)?)
 }
 
 /// What a person at a terminal should know about a run besides its output; `kept`
@@ -277,6 +270,17 @@ pub(super) fn notes(execution: &Execution, memory_mib: usize, kept: bool) {
     {
         note!("sandlot: {note}");
     }
+    match execution.artifacts_refused {
+        0 => {}
+        1 => note!(
+            "sandlot: 1 file was left out: its name cannot be shown safely (not UTF-8, or a \
+             control character)"
+        ),
+        n => note!(
+            "sandlot: {n} files were left out: their names cannot be shown safely (not UTF-8, \
+             or control characters)"
+        ),
+    }
     match &execution.end {
         EndReason::Completed => {}
         EndReason::TimedOut { limit } => note!(
@@ -287,16 +291,21 @@ pub(super) fn notes(execution: &Execution, memory_mib: usize, kept: bool) {
         EndReason::MemoryLimit => {
             note!("sandlot: stopped at the memory cap of {memory_mib} MiB (--memory)")
         }
-        other => note!("sandlot: {other}"),
+        // A lost sandbox's cause can quote what its agent said.
+        other => note!("sandlot: {}", escape_controls(&other.to_string())),
     }
     for denial in &execution.egress_denied {
-        note!("sandlot: egress refused: {denial}");
+        // The names in a denial are what the code asked for: any bytes.
+        note!(
+            "sandlot: egress refused: {}",
+            escape_controls(&denial.to_string())
+        );
     }
     if !execution.artifacts.is_empty() && !kept {
-        let names: Vec<_> = execution
+        let names: Vec<String> = execution
             .artifacts
             .iter()
-            .map(|a| a.path.as_str())
+            .map(|a| a.path.to_string())
             .collect();
         note!(
             "sandlot: made {} (use --out DIR to keep them)",

@@ -40,6 +40,16 @@ pub(super) struct SessionArgs {
     /// Repeatable.
     #[arg(long = "secret", value_name = "NAME")]
     secrets: Vec<String>,
+    /// Lets sessions run on a backend that cannot apply these fields of the policy
+    /// (`pids_limit`, `workdir_size`, `cpu_millis`, ...): otherwise such a session is
+    /// refused, since the server's policy would not hold there. Repeatable, or
+    /// comma-separated.
+    #[arg(
+        long = "accept-unenforced",
+        value_name = "FIELD",
+        value_delimiter = ','
+    )]
+    accept_unenforced: Vec<String>,
 }
 
 impl SessionArgs {
@@ -57,7 +67,24 @@ impl SessionArgs {
                     .unwrap_or(usize::MAX),
                 ..sandlot::Limits::default()
             })
-            .secrets(super::run::secrets_from_environment(&self.secrets)?);
+            .secrets(super::run::secrets_from_environment(&self.secrets)?)
+            .accept_unenforced(
+                self.accept_unenforced
+                    .iter()
+                    .map(|name| {
+                        sandlot::PolicyField::named(name.trim()).ok_or_else(|| {
+                            let known: Vec<String> = sandlot::PolicyField::ALL
+                                .iter()
+                                .map(ToString::to_string)
+                                .collect();
+                            anyhow::anyhow!(
+                                "--accept-unenforced {name}: no such policy field; the fields are {}",
+                                known.join(", ")
+                            )
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+            );
         if let Some(policy) = &self.policy {
             settings = settings.policy(Policy::from_preset_or_file(policy)?);
         }

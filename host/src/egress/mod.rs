@@ -386,6 +386,27 @@ pub struct Denial {
     pub reason: DenyReason,
 }
 
+impl Denial {
+    /// The same denial with `mask` applied to every name in it that the code chose:
+    /// the host, a TLS server name, a `Host` header.
+    pub(crate) fn masked(self, mask: impl Fn(&str) -> String) -> Denial {
+        let reason = match self.reason {
+            DenyReason::ServerNameMismatch { server_name } => DenyReason::ServerNameMismatch {
+                server_name: mask(&server_name),
+            },
+            DenyReason::HostMismatch { host_header } => DenyReason::HostMismatch {
+                host_header: mask(&host_header),
+            },
+            other => other,
+        };
+        Denial {
+            host: mask(&self.host),
+            reason,
+            ..self
+        }
+    }
+}
+
 impl fmt::Display for Denial {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.port {
@@ -489,6 +510,42 @@ mod tests {
 
     fn list(entries: &[&str]) -> AllowList {
         AllowList::try_from(entries.iter().map(|e| e.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn every_name_a_denial_carries_is_masked() {
+        let mask = |name: &str| name.to_ascii_lowercase().replace("secret", "***");
+        let denial = Denial {
+            host: "SECRET.evil.test".into(),
+            port: Some(443),
+            via: Via::Tls,
+            reason: DenyReason::ServerNameMismatch {
+                server_name: "x.SeCrEt.test".into(),
+            },
+        }
+        .masked(mask);
+        assert_eq!(denial.host, "***.evil.test");
+        assert_eq!(
+            denial.reason,
+            DenyReason::ServerNameMismatch {
+                server_name: "x.***.test".into()
+            }
+        );
+        let host = Denial {
+            host: "allowed.test".into(),
+            port: Some(80),
+            via: Via::Connect,
+            reason: DenyReason::HostMismatch {
+                host_header: "SECRET".into(),
+            },
+        }
+        .masked(mask);
+        assert_eq!(
+            host.reason,
+            DenyReason::HostMismatch {
+                host_header: "***".into()
+            }
+        );
     }
 
     #[test]

@@ -17,7 +17,8 @@ pub(super) fn execution(run: &Execution, uri_base: &str) -> CallToolResult {
         blocks.push(if artifact.mime.starts_with("image/") {
             ContentBlock::image(base64_of(&artifact.bytes), artifact.mime)
         } else {
-            let uri = format!("{uri_base}/{}", artifact.path);
+            // Percent-encoded: a name is one component whatever bytes it holds.
+            let uri = format!("{uri_base}/{}", artifact.path.to_uri_path());
             ContentBlock::resource(resource(&artifact.bytes, uri, artifact.mime))
         });
     }
@@ -48,6 +49,7 @@ fn summary(run: &Execution) -> serde_json::Value {
             "path": a.path, "size": a.size, "mime": a.mime, "plot": a.is_plot,
         })).collect::<Vec<_>>(),
         "files_truncated": run.artifacts_truncated,
+        "files_refused": run.artifacts_refused,
         "findings": run.findings,
         "backend": run.backend,
         "unenforced_policy": run.unenforced,

@@ -16,6 +16,7 @@
 //! ```
 
 mod content;
+mod stdio;
 
 use crate::error::Error;
 use crate::manager::{Ask, ClientId, SessionId, SessionManager};
@@ -501,7 +502,11 @@ impl McpServer {
     )]
     async fn download_file(&self, Parameters(args): Parameters<DownloadFile>) -> CallToolResult {
         let id = SessionId::from(args.session_id);
-        let uri = format!("sandlot://session/{id}/{}", args.path);
+        // Percent-encoded when it is a path at all (reading refuses one that is not).
+        let shown = crate::SandboxPath::new(&args.path)
+            .map(|p| p.to_uri_path())
+            .unwrap_or_default();
+        let uri = format!("sandlot://session/{id}/{shown}");
         let path = args.path;
         let read = path.clone();
         match self
@@ -596,12 +601,11 @@ impl ServerHandler for McpServer {
 /// shuts the manager down (every session closed, every sandbox removed).
 pub async fn serve_stdio(manager: SessionManager) -> Result<(), Error> {
     let server = McpServer::new(manager.clone());
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| Error::Serve {
-            reason: format!("the MCP client did not initialize: {e}"),
-        })?;
+    let transport =
+        stdio::LineTransport::new(tokio::io::stdin(), tokio::io::stdout(), stdio::MAX_REQUEST);
+    let running = server.serve(transport).await.map_err(|e| Error::Serve {
+        reason: format!("the MCP client did not initialize: {e}"),
+    })?;
     let _ = running.waiting().await;
     let _ = tokio::task::spawn_blocking(move || manager.shutdown()).await;
     Ok(())

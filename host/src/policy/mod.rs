@@ -63,11 +63,18 @@ pub enum Network {
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Seccomp {
-    /// The engine's default profile (Docker's and Podman's block about 50 calls, such
-    /// as `mount`, `kexec_load` and `bpf`).
+    /// The engine's default profile, and under it sandlot's own filter, the same on
+    /// every engine and cluster (the agent installs it before it runs anything):
+    /// no user or other new namespaces (`unshare`, namespace flags to `clone`,
+    /// `setns`), no mounts, no kernel keyring, no `bpf`, `perf_event_open`,
+    /// `userfaultfd` or io_uring, no module or clock changes. Docker's profile refuses
+    /// most of these already; Podman's allows namespaces, mounts and the keyring
+    /// (for nested rootless containers); a Kubernetes node may run pods with none.
+    /// `sandlot doctor` probes what a sandbox is refused on each engine.
     #[default]
     EngineDefault,
-    /// No filtering. Only for trusted code that needs a blocked call.
+    /// No filtering, neither the engine's nor sandlot's. Only for trusted code that
+    /// needs a refused call.
     Unconfined,
 }
 
@@ -281,6 +288,35 @@ pub enum PolicyField {
     WorkdirSize,
     /// [`Policy::seccomp`].
     Seccomp,
+}
+
+impl PolicyField {
+    /// Every field, in declaration order.
+    pub const ALL: [PolicyField; 12] = [
+        PolicyField::BlockAt,
+        PolicyField::Restricted,
+        PolicyField::Network,
+        PolicyField::ReadOnlyRoot,
+        PolicyField::Uid,
+        PolicyField::Gid,
+        PolicyField::DropCapabilities,
+        PolicyField::NoNewPrivileges,
+        PolicyField::PidsLimit,
+        PolicyField::CpuMillis,
+        PolicyField::WorkdirSize,
+        PolicyField::Seccomp,
+    ];
+
+    /// The field a policy file names `name` (`pids_limit`, ...).
+    ///
+    /// ```
+    /// use sandlot::PolicyField;
+    /// assert_eq!(PolicyField::named("workdir_size"), Some(PolicyField::WorkdirSize));
+    /// assert_eq!(PolicyField::named("disk"), None);
+    /// ```
+    pub fn named(name: &str) -> Option<PolicyField> {
+        PolicyField::ALL.into_iter().find(|f| f.to_string() == name)
+    }
 }
 
 impl std::fmt::Display for PolicyField {

@@ -46,14 +46,103 @@ pub(super) fn router(manager: SessionManager, tokens: Vec<Token>, max_body: usiz
             axum::routing::put(upload).get(download),
         )
         .route_layer(middleware::from_fn_with_state(api.clone(), authenticate));
-    Router::new()
+    let tokenless = api.tokens.is_empty();
+    let router = Router::new()
         .route("/", get(playground))
         .route("/health", get(health))
         .route("/openapi.json", get(openapi))
         .merge(protected)
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(max_body))
-        .with_state(api)
+        .layer(DefaultBodyLimit::max(max_body));
+    // Without tokens the loopback address is the only guard, and a web page the user
+    // visits can reach it too: by DNS rebinding (a name of the attacker's that now
+    // resolves to 127.0.0.1) or by a cross-site request. Both show in the request's
+    // Host or Origin, which must then name this machine.
+    let router = if tokenless {
+        router.layer(middleware::from_fn(loopback_only))
+    } else {
+        router
+    };
+    router.with_state(api)
+}
+
+/// Refuses (403) a request whose `Host` is not a loopback name or address, or whose
+/// `Origin`, if it has one, is not a loopback origin.
+async fn loopback_only(request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let origin = headers
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("?"));
+    let problem = match (host, origin) {
+        (None, _) => Some("it has no Host header".to_string()),
+        (Some(host), _) if !is_loopback_authority(host) => {
+            Some(format!("its Host `{}` is not this machine", shown(host)))
+        }
+        (_, Some(origin)) if !is_loopback_origin(origin) => Some(format!(
+            "its Origin `{}` is not a page of this machine",
+            shown(origin)
+        )),
+        _ => None,
+    };
+    match problem {
+        None => next.run(request).await,
+        Some(problem) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden_origin",
+            format!(
+                "refused: {problem}; without tokens this server answers only requests made \
+                 on this machine (set SANDLOT_API_TOKENS to serve others)"
+            ),
+        )
+        .into_response(),
+    }
+}
+
+/// A header value as an error message may quote it: short, without control characters.
+fn shown(value: &str) -> String {
+    let value: String = value.chars().take(100).collect();
+    crate::sandbox_path::escape_controls(&value).into_owned()
+}
+
+/// Whether `authority` (`host[:port]`) names this machine: `localhost`, or a loopback
+/// address (`127.0.0.0/8`, `[::1]`).
+fn is_loopback_authority(authority: &str) -> bool {
+    let host = if let Some(rest) = authority.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((address, port))
+                if port.is_empty() || port.strip_prefix(':').is_some_and(is_port) =>
+            {
+                return address
+                    .parse::<std::net::Ipv6Addr>()
+                    .is_ok_and(|a| a.is_loopback());
+            }
+            _ => return false,
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) if is_port(port) => host,
+            Some(_) => return false,
+            None => authority,
+        }
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.is_loopback())
+}
+
+fn is_port(digits: &str) -> bool {
+    !digits.is_empty() && digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Whether an `Origin` is a page of this machine: `http(s)://` and a loopback
+/// authority, nothing after it. `null` (a sandboxed frame, a file) is not.
+fn is_loopback_origin(origin: &str) -> bool {
+    origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        .is_some_and(|authority| !authority.contains('/') && is_loopback_authority(authority))
 }
 
 /// An error as the API answers it: a status and `{"error": {"kind", "message"}}`.
@@ -428,4 +517,45 @@ async fn download(
     let bytes =
         blocking(move || manager.with_session(&client, &id, |s| s.read_file(&path))).await?;
     Ok(([(header::CONTENT_TYPE, mime)], bytes).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_this_machines_names_pass_without_tokens() {
+        for host in [
+            "localhost",
+            "LOCALHOST:8080",
+            "127.0.0.1:9",
+            "127.1.2.3",
+            "[::1]:80",
+            "[::1]",
+        ] {
+            assert!(is_loopback_authority(host), "{host}");
+        }
+        for host in [
+            "evil.example:8080",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io",
+            "10.0.0.1",
+            "[::2]:80",
+            "127.0.0.1:",
+            "127.0.0.1:80:80",
+            "",
+        ] {
+            assert!(!is_loopback_authority(host), "{host}");
+        }
+        assert!(is_loopback_origin("http://127.0.0.1:8080"));
+        assert!(is_loopback_origin("https://localhost"));
+        for origin in [
+            "null",
+            "http://evil.example",
+            "http://127.0.0.1:8080/x",
+            "file://",
+        ] {
+            assert!(!is_loopback_origin(origin), "{origin}");
+        }
+    }
 }

@@ -8,6 +8,7 @@ use std::ffi::{CStr, CString};
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
 
 pub fn refused<'a>(what: &'a str, path: &'a str) -> impl FnOnce(Refused) -> String + 'a {
@@ -60,7 +61,7 @@ fn mtime_ns(stat: &beneath::Stat) -> u64 {
         .saturating_add(stat.st_mtime_nsec.max(0) as u64)
 }
 
-fn entry(path: String, stat: &beneath::Stat) -> Entry {
+fn entry(path: Vec<u8>, stat: &beneath::Stat) -> Entry {
     Entry {
         path,
         is_dir: beneath::is_dir(stat),
@@ -74,7 +75,7 @@ pub fn list(root: &Root, path: &str) -> Result<Vec<Entry>, String> {
     let found = beneath::entries(&dir).map_err(|e| format!("cannot list `{path}`: {e}"))?;
     Ok(found
         .iter()
-        .map(|(name, stat)| entry(name.to_string_lossy().into_owned(), stat))
+        .map(|(name, stat)| entry(name.to_bytes().to_vec(), stat))
         .collect())
 }
 
@@ -82,10 +83,10 @@ pub fn list(root: &Root, path: &str) -> Result<Vec<Entry>, String> {
 type Listing = Vec<(CString, beneath::Stat)>;
 
 /// Every directory below `dir` (itself first), each with its path relative to `dir`
-/// (`""` for itself), opened without following links.
-fn tree(dir: OwnedFd) -> Vec<(String, OwnedFd, Listing)> {
+/// (empty for itself) as the file system's bytes, opened without following links.
+fn tree(dir: OwnedFd) -> Vec<(Vec<u8>, OwnedFd, Listing)> {
     let mut found = Vec::new();
-    let mut stack = vec![(String::new(), dir)];
+    let mut stack = vec![(Vec::new(), dir)];
     while let Some((rel, dir)) = stack.pop() {
         let Ok(items) = beneath::entries(&dir) else {
             continue;
@@ -102,13 +103,15 @@ fn tree(dir: OwnedFd) -> Vec<(String, OwnedFd, Listing)> {
     found
 }
 
-fn join(rel: &str, name: &CStr) -> String {
-    let name = name.to_string_lossy();
-    if rel.is_empty() {
-        name.into_owned()
-    } else {
-        format!("{rel}/{name}")
+/// `rel/name`, in the file system's bytes: a name that is not UTF-8 is sent as it is,
+/// for the host to refuse, never rewritten into another name.
+fn join(rel: &[u8], name: &CStr) -> Vec<u8> {
+    let mut path = rel.to_vec();
+    if !path.is_empty() {
+        path.push(b'/');
     }
+    path.extend_from_slice(name.to_bytes());
+    path
 }
 
 /// Regular files under `path`, never following links; a missing directory is empty.
@@ -158,7 +161,10 @@ pub fn clear(root: &Root, path: &str) -> Result<(), String> {
             match beneath::remove_in(dir, name, beneath::is_dir(stat)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("cannot clear {path}: {}: {e}", join(rel, name))),
+                Err(e) => {
+                    let name = String::from_utf8_lossy(&join(rel, name)).into_owned();
+                    return Err(format!("cannot clear {path}: {name}: {e}"));
+                }
             }
         }
     }
@@ -173,7 +179,7 @@ pub fn pack(root: &Root, path: &str, max: u64) -> Result<Vec<u8>, String> {
     let mut tar = tar::Builder::new(Vec::new());
     let mut total = 0u64;
     let mut add = |tar: &mut tar::Builder<Vec<u8>>,
-                   name: &str,
+                   name: &[u8],
                    stat: &beneath::Stat,
                    file: Option<File>|
      -> Result<(), String> {
@@ -200,12 +206,12 @@ pub fn pack(root: &Root, path: &str, max: u64) -> Result<Vec<u8>, String> {
                     .read_to_end(&mut data)
                     .map_err(fail)?;
                 data.resize(stat.st_size.max(0) as usize, 0);
-                tar.append_data(&mut header, name, data.as_slice())
+                tar.append_data(&mut header, bytes_path(name), data.as_slice())
             }
             None => {
                 header.set_entry_type(tar::EntryType::Directory);
                 header.set_size(0);
-                tar.append_data(&mut header, name, io::empty())
+                tar.append_data(&mut header, bytes_path(name), io::empty())
             }
         }
         .map_err(fail)
@@ -228,15 +234,17 @@ pub fn pack(root: &Root, path: &str, max: u64) -> Result<Vec<u8>, String> {
         Err(Refused::Io(e)) if e.raw_os_error() == Some(libc::ENOTDIR) => {
             let file = root.read(path).map_err(refused("pack", path))?;
             let stat = beneath::stat(&file).map_err(fail)?;
-            let name = Path::new(path)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            add(&mut tar, &name, &stat, Some(file))?;
+            let name = Path::new(path).file_name().unwrap_or_default();
+            add(&mut tar, name.as_bytes(), &stat, Some(file))?;
         }
         Err(e) => return Err(refused("pack", path)(e)),
     }
     tar.into_inner().map_err(fail)
+}
+
+/// A name in the file system's bytes as a path, whatever the bytes.
+fn bytes_path(name: &[u8]) -> &Path {
+    Path::new(std::ffi::OsStr::from_bytes(name))
 }
 
 /// Unpacks regular files and directories into `path`; anything else is refused.
@@ -349,9 +357,17 @@ mod tests {
         assert!(read_file(&root, "a/b/c.txt", 1).is_err());
         let scanned = scan(&root, "").unwrap();
         assert_eq!(
-            scanned.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
-            vec!["a/b/c.txt"]
+            scanned
+                .iter()
+                .map(|e| e.path.as_slice())
+                .collect::<Vec<_>>(),
+            vec![b"a/b/c.txt"]
         );
+        // A name that is not UTF-8 is listed in its own bytes, not rewritten.
+        fs::write(dir.join(std::ffi::OsStr::from_bytes(b"a/b/caf\xe9")), "x").unwrap();
+        let listed = list(&root, "a/b").unwrap();
+        assert!(listed.iter().any(|e| e.path == b"caf\xe9"), "{listed:?}");
+        fs::remove_file(dir.join(std::ffi::OsStr::from_bytes(b"a/b/caf\xe9"))).unwrap();
         assert!(scan(&root, "missing").unwrap().is_empty());
         // A tree goes out without its links and comes back in elsewhere, modes kept.
         fs::set_permissions(

@@ -37,6 +37,11 @@ use std::io::{self, Read, Write};
 /// 5: [`Request::Freeze`] and [`Request::Thaw`], around installs that go online.
 pub const PROTOCOL_VERSION: u32 = 5;
 
+/// The environment variable that, set to `unconfined` in the agent's environment,
+/// turns off the system-call filter it installs on everything it runs (see the
+/// agent's `seccomp` module); any other value, or none, leaves it on.
+pub const SECCOMP_VARIABLE: &str = "SANDLOT_SECCOMP";
+
 /// Largest frame either side accepts.
 pub const MAX_FRAME: usize = 256 << 20;
 
@@ -226,8 +231,10 @@ pub struct ExitReport {
 /// One directory entry or scanned file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// Name, or path relative to the scanned directory (`/`-separated).
-    pub path: String,
+    /// Name, or path relative to the scanned directory (`/`-separated), in the file
+    /// system's bytes: a name that is not UTF-8 comes as it is, never rewritten, so
+    /// the host can tell it from another and refuse it.
+    pub path: Vec<u8>,
     /// Whether it is a directory.
     pub is_dir: bool,
     /// Size in bytes.
@@ -589,7 +596,7 @@ impl Reply {
                 let mut e = Encoder::new(0x86);
                 e.u32(entries.len() as u32);
                 for entry in entries {
-                    e.bytes(entry.path.as_bytes())
+                    e.bytes(&entry.path)
                         .u8(entry.is_dir as u8)
                         .u64(entry.size)
                         .u64(entry.mtime_ns);
@@ -627,7 +634,7 @@ impl Reply {
                 let entries = (0..n)
                     .map(|_| {
                         Ok(Entry {
-                            path: d.string()?,
+                            path: d.bytes()?,
                             is_dir: d.bool()?,
                             size: d.u64()?,
                             mtime_ns: d.u64()?,
@@ -732,7 +739,7 @@ mod tests {
         round_trip_reply(Reply::Done);
         round_trip_reply(Reply::Data(vec![1, 2, 3]));
         round_trip_reply(Reply::Entries(vec![Entry {
-            path: "plots/a.png".into(),
+            path: b"plots/a\xff.png".to_vec(),
             is_dir: false,
             size: 10,
             mtime_ns: 1,

@@ -18,6 +18,7 @@ mod egress;
 mod files;
 mod kernel;
 mod process;
+mod seccomp;
 
 use beneath::Root;
 use command::Output;
@@ -40,6 +41,7 @@ fn main() {
         Some("serve-stdio") if args.len() == 3 => serve_stdio(PathBuf::from(&args[2]), false),
         Some("serve-attach") if args.len() == 3 => serve_stdio(PathBuf::from(&args[2]), true),
         Some("install") if args.len() == 3 => install(Path::new(&args[2])),
+        Some("probe") if args.len() == 2 => seccomp::probe(),
         Some("--version") => {
             println!(
                 "sandlot-agent {} (protocol {PROTOCOL_VERSION})",
@@ -50,7 +52,8 @@ fn main() {
         _ => {
             eprintln!(
                 "usage: sandlot-agent serve SOCKET ROOT | sandlot-agent serve-stdio ROOT | \
-                 sandlot-agent serve-attach ROOT | sandlot-agent install DEST"
+                 sandlot-agent serve-attach ROOT | sandlot-agent install DEST | \
+                 sandlot-agent probe"
             );
             std::process::exit(2);
         }
@@ -159,6 +162,8 @@ fn serve(
             format!("cannot open {}: {e}", root_path.display()),
         )
     })?;
+    // Before any thread or process is started, so that every one inherits it.
+    seccomp::install_from_environment().map_err(io::Error::other)?;
     let mut kernel: Option<Kernel> = None;
     // Artifacts are collected from here; it exists before any code runs.
     let _ = root.make_dirs("output");

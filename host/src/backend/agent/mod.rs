@@ -135,3 +135,87 @@ pub fn executable_file() -> Result<PathBuf> {
     staged.persist(&path).map_err(|e| io(e.error))?;
     Ok(path)
 }
+
+/// What code in `sandbox` may do of the calls a jail must refuse (new user and other
+/// namespaces, mounts, the kernel keyring, io_uring, userfaultfd, bpf,
+/// perf_event_open), measured where code runs: the agent at `agent_path` tries each
+/// in a child of its own (`sandlot-agent probe`), under every filter the engine and
+/// the agent applied. What `sandlot doctor` reports for an engine, instead of what the
+/// engine's labels claim.
+pub fn probe_system_calls(
+    sandbox: &mut dyn crate::backend::Sandbox,
+    agent_path: &str,
+) -> crate::backend::Check {
+    use crate::backend::{Check, RunRequest, Workload};
+    use crate::language::{Command, Phase, Plan};
+    const TOPIC: &str = "system calls";
+    let plan = Plan {
+        files: Vec::new(),
+        commands: vec![Command {
+            phase: Phase::Run,
+            argv: vec![agent_path.to_string(), "probe".to_string()],
+            env: Vec::new(),
+            needs_network: false,
+        }],
+    };
+    let outcome = match sandbox.run(RunRequest {
+        timeout: std::time::Duration::from_secs(20),
+        ..RunRequest::new(Workload::Plan(&plan))
+    }) {
+        Ok(outcome) if outcome.exit_code == 0 => outcome,
+        Ok(outcome) => {
+            return Check::gap(
+                TOPIC,
+                format!(
+                    "the probe failed ({}): {}",
+                    outcome.end,
+                    String::from_utf8_lossy(&outcome.stderr).trim()
+                ),
+                "run `sandlot doctor` again; if it keeps failing, the agent cannot run here",
+            )
+        }
+        Err(e) => {
+            return Check::gap(
+                TOPIC,
+                format!("the probe could not run: {e}"),
+                "run `sandlot doctor` again; if it keeps failing, the agent cannot run here",
+            )
+        }
+    };
+    let said = String::from_utf8_lossy(&outcome.stdout);
+    let (mut refused, mut allowed) = (Vec::new(), Vec::new());
+    for line in said.lines() {
+        if let Some(rest) = line.strip_prefix("refused ") {
+            refused.push(rest.split(" (").next().unwrap_or(rest).to_string());
+        } else if let Some(name) = line.strip_prefix("allowed ") {
+            allowed.push(name.to_string());
+        }
+    }
+    if refused.is_empty() && allowed.is_empty() {
+        return Check::gap(
+            TOPIC,
+            format!(
+                "the probe said nothing sandlot understands: {}",
+                said.trim()
+            ),
+            "the agent and this sandlot do not match; rebuild sandlot",
+        );
+    }
+    if allowed.is_empty() {
+        Check::ok(
+            TOPIC,
+            format!("probed in a sandbox: refused {}", refused.join(", ")),
+        )
+    } else {
+        Check::gap(
+            TOPIC,
+            format!(
+                "probed in a sandbox: allowed {} (refused {})",
+                allowed.join(", "),
+                refused.join(", ")
+            ),
+            "sandlot's agent refuses these unless the policy's seccomp is `unconfined`; \
+             check that the sandbox runs this version of the agent",
+        )
+    }
+}

@@ -3,12 +3,15 @@
 use super::client::{AgentClient, Output, RunCommand};
 use crate::artifact::{FileStat, Snapshot};
 use crate::backend::{
-    stop_threshold, EndReason, Outcome, RunRequest, Sandbox, SandboxFiles, SessionState, Workload,
+    stop_threshold, DirEntry, EndReason, Outcome, RunRequest, Sandbox, SandboxFiles, SessionState,
+    Workload,
 };
 use crate::error::{Error, Result};
 use crate::language::KernelSpec;
 use crate::policy::{Network, Policy};
 use sandlot_agent::ExitReport;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -250,27 +253,21 @@ impl SandboxFiles for AgentSandbox {
         self.with_agent(|agent| agent.read(path, max))
     }
 
-    fn list(&mut self, path: &str) -> Result<Vec<String>> {
-        let mut names: Vec<String> = self
+    fn list(&mut self, path: &str) -> Result<Vec<DirEntry>> {
+        let mut entries: Vec<DirEntry> = self
             .with_agent(|agent| agent.entries(path, false))?
             .into_iter()
-            .map(|e| {
-                if e.is_dir {
-                    format!("{}/", e.path)
-                } else {
-                    e.path
-                }
-            })
+            .map(|e| DirEntry::new(OsString::from_vec(e.path), e.is_dir))
             .collect();
-        names.sort();
-        Ok(names)
+        entries.sort();
+        Ok(entries)
     }
 
     fn scan(&mut self, path: &str) -> Result<Snapshot> {
         let entries = self.with_agent(|agent| agent.entries(path, true))?;
         Ok(Snapshot::from_stats(entries.into_iter().map(|e| {
             FileStat {
-                path: PathBuf::from(e.path),
+                path: PathBuf::from(OsString::from_vec(e.path)),
                 size: e.size,
                 modified: Some(UNIX_EPOCH + Duration::from_nanos(e.mtime_ns)),
             }

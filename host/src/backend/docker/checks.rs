@@ -2,8 +2,8 @@
 //! whether seccomp, user namespaces and the cgroup controllers sandlot's limits rely
 //! on are in force.
 
-use super::{ContainerBackend, Engine};
-use crate::backend::Check;
+use super::{ContainerBackend, Engine, Recipe};
+use crate::backend::{Backend, Check, SandboxSpec};
 
 impl ContainerBackend {
     /// The engine's version and isolation, as [`crate::backend::Backend::checks`]
@@ -115,6 +115,39 @@ impl ContainerBackend {
                  options such as cgroup_enable=memory, or cgroup v2)",
             )
         });
+        checks.push(self.probe_check());
         checks
+    }
+
+    /// What a sandbox of this engine may do of the calls a jail must refuse, probed in
+    /// one (see [`crate::backend::agent::probe_system_calls`]): engines' profiles
+    /// differ, and labels say nothing of what a filter refuses.
+    fn probe_check(&self) -> Check {
+        let Some(image) = Recipe::all()
+            .into_iter()
+            .map(|recipe| recipe.image)
+            .find(|image| self.has_image(image))
+        else {
+            return Check::gap(
+                "system calls",
+                "not probed: no sandlot image is in this engine to probe in",
+                format!("sandlot images build --engine {}", self.engine().name()),
+            );
+        };
+        let policy = crate::Policy {
+            network: crate::Network::Off,
+            ..crate::Policy::default()
+        };
+        let spec = SandboxSpec::new("python", &image, &policy, 256 << 20);
+        match Backend::open(self, &spec) {
+            Ok(mut sandbox) => {
+                crate::backend::agent::probe_system_calls(&mut *sandbox, super::sandbox::AGENT_PATH)
+            }
+            Err(e) => Check::gap(
+                "system calls",
+                format!("not probed: a sandbox did not open: {e}"),
+                "see the engine checks above",
+            ),
+        }
     }
 }

@@ -213,6 +213,17 @@ impl ContainerBackend {
         Ok(images)
     }
 
+    /// Whether the engine holds `reference` (an engine that does not answer holds
+    /// nothing).
+    pub(crate) fn has_image(&self, reference: &str) -> bool {
+        let docker = self.docker.clone();
+        let name = reference.to_string();
+        wait(self.runtime.handle(), async move {
+            docker.inspect_image(&name).await
+        })
+        .is_some_and(|inspect| inspect.is_ok())
+    }
+
     /// The recipe hash an image was built from, from its environment.
     fn recipe_of(&self, reference: &str) -> Result<Option<String>> {
         let docker = self.docker.clone();

@@ -25,7 +25,7 @@ const IPC_PREFIX: &str = "sandlot-ipc-";
 
 /// Where the agent lives in every container.
 const AGENT_DIR: &str = "/.sandlot";
-const AGENT_PATH: &str = "/.sandlot/agent";
+pub(super) const AGENT_PATH: &str = "/.sandlot/agent";
 /// The socket directory, for bind-mount delivery.
 const IPC_DIR: &str = "/.sandlot/ipc";
 
@@ -466,12 +466,17 @@ fn container_config(
 ) -> ContainerCreateBody {
     let policy: &Policy = spec.policy;
     let workspace = Layout::WORKSPACE;
-    let env = vec![
+    let mut env = vec![
         format!("HOME={workspace}"),
         "TMPDIR=/tmp".to_string(),
         "LANG=C.UTF-8".to_string(),
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
     ];
+    // The agent filters system calls itself, on top of the engine's profile, unless
+    // the policy asked for no filtering at all.
+    if policy.seccomp == Seccomp::Unconfined {
+        env.push(format!("{}=unconfined", sandlot_agent::SECCOMP_VARIABLE));
+    }
     let mut labels = HashMap::from([
         ("sandlot".to_string(), "1".to_string()),
         ("sandlot.sandbox".to_string(), id.to_string()),

@@ -691,6 +691,25 @@ impl Backend for KubernetesBackend {
                 ),
             });
         }
+        // A node's profile is whatever its runtime makes of RuntimeDefault (1.20's
+        // dockershim: Docker's; left unset, none at all): probed in a pod.
+        let policy = crate::Policy {
+            network: crate::Network::Off,
+            ..crate::Policy::default()
+        };
+        let spec =
+            crate::backend::SandboxSpec::new("python", "sandlot/python:latest", &policy, 256 << 20);
+        checks.push(match self.open(&spec) {
+            Ok(mut sandbox) => crate::backend::agent::probe_system_calls(
+                &mut *sandbox,
+                crate::backend::agent::BAKED_PATH,
+            ),
+            Err(e) => Check::gap(
+                "system calls",
+                format!("not probed: a pod did not open: {e}"),
+                "sandlot images build, with the cluster's engine",
+            ),
+        });
         checks
     }
 }

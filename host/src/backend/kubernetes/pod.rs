@@ -386,8 +386,26 @@ pub(super) fn manifest(
     };
     // Environment comes from the agent with each run; a template's extra variables
     // are kept, but nothing may replace the container's own.
+    // The seccomp switch is the policy's alone: a template cannot turn the agent's
+    // filter off.
+    let unconfined = policy.seccomp == Seccomp::Unconfined;
     if let Some(env) = pod["spec"]["containers"][0]["env"].as_array_mut() {
-        env.retain(|v| v["name"] != "HOME" && v["name"] != "PATH");
+        env.retain(|v| {
+            v["name"] != "HOME"
+                && v["name"] != "PATH"
+                && v["name"] != sandlot_agent::SECCOMP_VARIABLE
+        });
+    }
+    // The agent filters system calls itself, on top of the node's profile, unless the
+    // policy asked for no filtering at all.
+    if unconfined {
+        let container = &mut pod["spec"]["containers"][0];
+        if !container["env"].is_array() {
+            container["env"] = json!([]);
+        }
+        if let Some(env) = container["env"].as_array_mut() {
+            env.push(json!({ "name": sandlot_agent::SECCOMP_VARIABLE, "value": "unconfined" }));
+        }
     }
     serde_json::from_value(pod).map_err(|e| Error::PodTemplate {
         path: template.map(|t| t.source.clone()).unwrap_or_default(),

@@ -18,6 +18,7 @@ mod component;
 mod core;
 mod input;
 pub mod module;
+mod quota;
 mod workspace;
 
 use super::{
@@ -293,12 +294,15 @@ impl Backend for WasmBackend {
         check_capabilities(needs, &self.capabilities(needs.language))
     }
 
-    /// The workspace is a host directory without a quota, and an interpreter's CPU
-    /// is one host thread: less than one whole CPU is not held to. Everything else
-    /// holds by construction (no sockets, no processes, no system calls, no root
-    /// filesystem).
+    /// An interpreter's CPU is one host thread: less than one whole CPU is not held
+    /// to. The workspace is a tmpfs of `workdir_size` where one can be made (see
+    /// [`quota`]). Everything else holds by construction (no sockets, no processes,
+    /// no system calls, no root filesystem).
     fn unenforced(&self, policy: &Policy) -> Vec<PolicyField> {
-        let mut fields = vec![PolicyField::WorkdirSize];
+        let mut fields = Vec::new();
+        if quota::available().is_err() {
+            fields.push(PolicyField::WorkdirSize);
+        }
         if policy.cpu_millis < 1000 {
             fields.push(PolicyField::CpuMillis);
         }
@@ -322,6 +326,14 @@ impl Backend for WasmBackend {
         } else {
             Check::ok("runtimes", usable.join("; "))
         }];
+        checks.push(match quota::available() {
+            Ok(()) => Check::ok(
+                "workspace quota",
+                "each workspace is a tmpfs of the policy's workdir_size, mounted in a namespace \
+                 of its own",
+            ),
+            Err(why) => Check::gap("workspace quota", "none: workdir_size is not enforced", why),
+        });
         for runtime in &found {
             if let Err(why) = &runtime.description {
                 checks.push(Check::gap(
@@ -349,7 +361,7 @@ impl Backend for WasmBackend {
         let prepared = self.catalog.prepare(entry)?;
         let manifest = entry.manifest().cloned();
         // Module runtimes get a TMPDIR inside the workspace; components have none.
-        let workspace = Workspace::new(manifest.is_some())?;
+        let workspace = Workspace::new(manifest.is_some(), spec.policy.workdir_size)?;
         let runtime_dir = entry.path().to_path_buf();
         let id = description.id.clone();
         let memory = spec.memory;

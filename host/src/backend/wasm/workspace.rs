@@ -1,9 +1,10 @@
-//! A wasm sandbox's workspace: a fresh host directory, preopened in the guest as
-//! `/workspace`, and the host's access to it through a capability handle, so no path
-//! and no link the guest made can lead the host outside it.
+//! A wasm sandbox's workspace: a fresh host directory (a tmpfs of the policy's size
+//! where one can be made), preopened in the guest as `/workspace`, and the host's
+//! access to it through a capability handle, so no path and no link the guest made
+//! can lead the host outside it.
 
 use crate::artifact::{FileStat, Snapshot};
-use crate::backend::SandboxFiles;
+use crate::backend::{DirEntry, SandboxFiles};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use cap_std::fs::Dir;
@@ -20,13 +21,38 @@ const PREFIX: &str = "sandlot-wasm-";
 pub(crate) struct Workspace {
     /// Declared before `dir`: the handle closes before the directory is removed.
     root: Dir,
-    dir: tempfile::TempDir,
+    /// The tmpfs the workspace is, if it has a quota: the only way to it.
+    tmpfs: Option<std::os::fd::OwnedFd>,
+    /// Where the guest's preopen and the host's own writes reach it.
+    path: PathBuf,
+    /// The quota, in bytes (0: none).
+    limit: u64,
+    /// The directory on the host's disk: the workspace itself, or where its tmpfs
+    /// was mounted (an empty directory). Removed last, on drop.
+    _dir: tempfile::TempDir,
 }
 
 fn io_error(path: &str, source: std::io::Error) -> Error {
     Error::Io {
         context: format!("sandbox file `{path}`"),
         source,
+    }
+}
+
+impl Workspace {
+    /// A write's error, said as what it is when the quota refused it.
+    fn write_error(&self, path: &str, source: std::io::Error) -> Error {
+        if source.raw_os_error() == Some(libc::ENOSPC) && self.tmpfs.is_some() {
+            return Error::InvalidPath {
+                path: path.into(),
+                reason: format!(
+                    "the workspace is full: it holds at most {} bytes (the policy's \
+                     workdir_size)",
+                    self.limit
+                ),
+            };
+        }
+        io_error(path, source)
     }
 }
 
@@ -38,20 +64,37 @@ pub(crate) fn sweep() -> Vec<PathBuf> {
 }
 
 impl Workspace {
-    /// A fresh workspace with its output folder, and a temporary folder if `tmp`.
-    pub(crate) fn new(tmp: bool) -> Result<Workspace> {
+    /// A fresh workspace with its output folder, and a temporary folder if `tmp`,
+    /// that holds at most `limit` bytes: a tmpfs of that size where the machine allows
+    /// one (see [`quota`](super::quota)), else a plain directory.
+    pub(crate) fn new(tmp: bool, limit: u64) -> Result<Workspace> {
         let io = |context: &str| {
             let context = context.to_string();
             move |source| Error::Io { context, source }
         };
+        // The shared temp dir is readable by every local user: only this one may
+        // enter the workspace, and so reach what the code wrote in it.
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::Builder::new()
             .prefix(&format!(
                 "{PREFIX}{}-",
                 crate::backend::owner::owner_stamp()
             ))
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(io("cannot create the sandbox's workspace"))?;
-        let root = Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority())
+        let tmpfs = match super::quota::available() {
+            Ok(()) if limit > 0 => Some(super::quota::tmpfs(dir.path(), limit).map_err(io(
+                "cannot make the sandbox's workspace a tmpfs of its size",
+            ))?),
+            _ => None,
+        };
+        let path = match &tmpfs {
+            Some(fd) => PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+            None => dir.path().to_path_buf(),
+        };
+        let root = Dir::open_ambient_dir(&path, cap_std::ambient_authority())
             .map_err(io("cannot open the sandbox's workspace"))?;
         let folders: &[&str] = if tmp {
             &[Layout::OUTPUT, ".tmp"]
@@ -62,12 +105,19 @@ impl Workspace {
             root.create_dir(folder)
                 .map_err(io("cannot prepare the sandbox's workspace"))?;
         }
-        Ok(Workspace { root, dir })
+        Ok(Workspace {
+            root,
+            tmpfs,
+            path,
+            limit,
+            _dir: dir,
+        })
     }
 
-    /// The host directory, for the guest's preopen.
+    /// Where the guest's preopen reaches the workspace (`/proc/self/fd/N` of its
+    /// tmpfs, or the directory).
     pub(crate) fn path(&self) -> &Path {
-        self.dir.path()
+        &self.path
     }
 
     /// `path` as a relative path, refused if any part of it is a link: the guest can
@@ -123,7 +173,9 @@ impl SandboxFiles for Workspace {
             // Made just now or before: either way, no link on the way.
             self.resolve(&parent.to_string_lossy())?;
         }
-        self.root.write(&rel, data).map_err(|e| io_error(path, e))
+        self.root
+            .write(&rel, data)
+            .map_err(|e| self.write_error(path, e))
     }
 
     fn read(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
@@ -150,24 +202,24 @@ impl SandboxFiles for Workspace {
         Ok(data)
     }
 
-    fn list(&mut self, path: &str) -> Result<Vec<String>> {
+    fn list(&mut self, path: &str) -> Result<Vec<DirEntry>> {
         let dir = self.dir(path)?;
         let top = path.is_empty();
-        let mut names: Vec<String> = dir
+        let mut entries: Vec<DirEntry> = dir
             .entries()
             .map_err(|e| io_error(path, e))?
             .flatten()
             .filter_map(|entry| {
-                let name = entry.file_name().into_string().ok()?;
-                if top && HIDDEN.contains(&name.as_str()) {
+                let name = entry.file_name();
+                if top && HIDDEN.iter().any(|hidden| name == *hidden) {
                     return None;
                 }
                 let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-                Some(if is_dir { format!("{name}/") } else { name })
+                Some(DirEntry::new(name, is_dir))
             })
             .collect();
-        names.sort();
-        Ok(names)
+        entries.sort();
+        Ok(entries)
     }
 
     fn scan(&mut self, path: &str) -> Result<Snapshot> {
@@ -248,7 +300,7 @@ impl SandboxFiles for Workspace {
                 .map_err(|e| io_error(path, e))?;
         }
         let dest = self.dir(path)?;
-        crate::transfer::unpack_into(archive, &dest).map(|_| ())
+        crate::transfer::unpack_into(archive, &dest, crate::transfer::as_is).map(|_| ())
     }
 }
 
@@ -257,8 +309,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_hosts_own_writes_count_against_the_quota() {
+        let mut workspace = Workspace::new(true, 256 << 10).unwrap();
+        workspace.write("a.bin", &vec![1; 100 << 10]).unwrap();
+        let error = workspace.write("b.bin", &vec![1; 200 << 10]).unwrap_err();
+        assert!(error.to_string().contains("workdir_size"), "{error}");
+        // The host's own writes and the code's share the one limit: it is the file
+        // system's.
+        assert!(std::fs::write(workspace.path().join("c.bin"), vec![1; 200 << 10]).is_err());
+        std::fs::remove_file(workspace.path().join("a.bin")).unwrap();
+        workspace.write("b.bin", &vec![1; 200 << 10]).unwrap();
+    }
+
+    #[test]
+    fn only_its_owner_can_enter_a_workspace() {
+        use std::os::unix::fs::PermissionsExt;
+        let workspace = Workspace::new(true, 0).unwrap();
+        let mode = std::fs::metadata(workspace.path())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    }
+
+    #[test]
     fn links_the_guest_makes_are_never_followed() {
-        let mut workspace = Workspace::new(true).unwrap();
+        let mut workspace = Workspace::new(true, 0).unwrap();
         std::os::unix::fs::symlink("/etc", workspace.path().join("etc")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", workspace.path().join("output/passwd")).unwrap();
         assert!(workspace.read("etc/passwd", 1 << 20).is_err());
@@ -269,7 +345,14 @@ mod tests {
         assert!(scanned.is_empty(), "a link is not an artifact");
 
         workspace.write("data/in.csv", b"a,b\n").unwrap();
-        assert_eq!(workspace.list("").unwrap(), ["data/", "etc", "output/"]);
+        assert_eq!(
+            workspace.list("").unwrap(),
+            [
+                DirEntry::new("data", true),
+                DirEntry::new("etc", false),
+                DirEntry::new("output", true)
+            ]
+        );
         let archive = workspace.pack("data", 1 << 20).unwrap();
         workspace.unpack("copy", &archive).unwrap();
         assert_eq!(workspace.read("copy/in.csv", 10).unwrap(), b"a,b\n");
@@ -283,7 +366,7 @@ mod tests {
         )
         .unwrap();
         workspace.clear("output").unwrap();
-        assert_eq!(workspace.list("output").unwrap(), Vec::<String>::new());
+        assert_eq!(workspace.list("output").unwrap(), Vec::<DirEntry>::new());
         assert_eq!(workspace.read("data/in.csv", 10).unwrap(), b"a,b\n");
         // A link in the directory's place goes, and the directory is made again.
         std::fs::remove_dir(workspace.path().join("output")).unwrap();
@@ -293,7 +376,7 @@ mod tests {
         )
         .unwrap();
         workspace.clear("output").unwrap();
-        assert_eq!(workspace.list("output").unwrap(), Vec::<String>::new());
+        assert_eq!(workspace.list("output").unwrap(), Vec::<DirEntry>::new());
         assert_eq!(workspace.read("data/in.csv", 10).unwrap(), b"a,b\n");
         assert!(std::path::Path::new("/etc/passwd").exists());
     }
