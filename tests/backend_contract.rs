@@ -467,3 +467,75 @@ fn only_what_a_run_made_comes_back_not_what_the_host_put_there() {
     let names: Vec<_> = run.artifacts.iter().map(|a| a.path.as_str()).collect();
     assert_eq!(names, ["plot.png"], "the host's own file is not the run's");
 }
+
+/// Makes a `Fake` called `lazy` when asked, failing the first `failures` times.
+struct Lazy {
+    connects: std::sync::atomic::AtomicUsize,
+    failures: usize,
+}
+
+impl sandlot::BackendProvider for Lazy {
+    fn name(&self) -> BackendName {
+        BackendName::new("lazy").unwrap()
+    }
+
+    fn connect(&self, _context: &sandlot::ProviderContext) -> Result<Arc<dyn Backend>> {
+        let n = self
+            .connects
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if n < self.failures {
+            return Err(Error::EngineUnavailable {
+                engine: "lazy".into(),
+                endpoint: "nowhere".into(),
+                reason: "not started yet".into(),
+                hint: "start it".into(),
+            });
+        }
+        Ok(Arc::new(Fake::new(
+            "lazy",
+            &[Capability::RunsPlans, Capability::Shell],
+        )))
+    }
+}
+
+fn lazy(failures: usize) -> (Arc<Lazy>, Sandlot) {
+    let provider = Arc::new(Lazy {
+        connects: Default::default(),
+        failures,
+    });
+    let sandlot = Sandlot::builder(plugins())
+        .builtin_backends(false)
+        .provider(provider.clone())
+        .build()
+        .unwrap();
+    (provider, sandlot)
+}
+
+#[test]
+fn a_provider_makes_its_backend_when_a_session_first_needs_it_and_only_once() {
+    let (provider, sandlot) = lazy(0);
+    assert_eq!(sandlot.backend_names(), ["lazy"]);
+    let connects = || provider.connects.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(connects(), 0, "nothing is made before a session needs it");
+    for _ in 0..3 {
+        let session = sandlot.session("python").open().unwrap();
+        assert_eq!(session.backend(), &"lazy");
+    }
+    assert_eq!(connects(), 1);
+    // Typed access finds the provider registered.
+    assert_eq!(sandlot.providers::<Lazy>().count(), 1);
+}
+
+#[test]
+fn a_provider_that_failed_to_connect_is_asked_again_by_the_next_session() {
+    let (provider, sandlot) = lazy(1);
+    let error = sandlot.session("python").open().unwrap_err();
+    assert!(error.to_string().contains("not started yet"), "{error}");
+    assert_eq!(error.kind(), sandlot::ErrorKind::Unsupported);
+    let session = sandlot.session("python").backend("lazy").open().unwrap();
+    assert_eq!(session.backend(), &"lazy");
+    assert_eq!(
+        provider.connects.load(std::sync::atomic::Ordering::SeqCst),
+        2
+    );
+}

@@ -1272,9 +1272,12 @@ fn a_missing_image_says_how_to_get_it(engine: Engine) {
         std::path::Path::new("sandlot.toml"),
     )
     .unwrap();
-    let sandlot = Sandlot::new(plugins, dir.path(), None)
-        .unwrap()
-        .with_config(config);
+    let sandlot = Sandlot::builder(plugins)
+        .runtimes_dir(dir.path())
+        .cache_dir(None)
+        .config(config)
+        .build()
+        .unwrap();
     let mut builder = sandlot.session("ruby");
     builder.backend(choice(engine));
     let error = open_session(&builder).unwrap_err();

@@ -10,7 +10,7 @@
 //!   says why it ended) where the case expects one;
 //! - nothing running: once closed, the sandbox is gone.
 //!
-//! The README's table (attacks × backends) is generated from the cases:
+//! The table of `docs/security.md` (attacks × backends) is generated from the cases:
 //! `SANDLOT_UPDATE_HOSTILE_TABLE=1 cargo test --test hostile` rewrites it; otherwise
 //! the test fails when it differs.
 
@@ -29,7 +29,7 @@ const BACKENDS: [&str; 4] = ["wasm", "docker", "podman", "kubernetes"];
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Case {
-    /// The row of the README's table.
+    /// The row of the table in `docs/security.md`.
     attack: String,
     #[serde(default = "python")]
     language: String,
@@ -98,7 +98,7 @@ fn two_fifty_six() -> usize {
 }
 
 fn cases() -> Vec<(String, Case)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/hostile");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/hostile");
     let mut cases: Vec<(String, Case)> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -466,7 +466,8 @@ fn truncate(text: &str) -> String {
     text.chars().take(300).collect()
 }
 
-/// The README's table for `cases`: one row per attack, one column per backend.
+/// The table of `docs/security.md` for `cases`: one row per attack, one column per
+/// backend.
 fn table(cases: &[(String, Case)]) -> String {
     let mut out = String::from("| attack | file | wasm | Docker | Podman | Kubernetes |\n");
     out.push_str("| --- | --- | --- | --- | --- | --- |\n");
@@ -528,21 +529,21 @@ fn every_attack_of_the_corpus_is_contained_on_every_backend_it_applies_to() {
     });
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 
-    let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let readme = std::fs::read_to_string(&readme_path).unwrap();
-    let start = readme
+    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let doc = std::fs::read_to_string(&doc_path).unwrap();
+    let start = doc
         .find(BEGIN)
-        .expect("the README has the hostile table's markers");
-    let end = readme[start..].find(END).unwrap() + start;
+        .expect("docs/security.md has the hostile table's markers");
+    let end = doc[start..].find(END).unwrap() + start;
     let generated = table(&cases);
     if std::env::var_os("SANDLOT_UPDATE_HOSTILE_TABLE").is_some() {
-        let updated = format!("{}{BEGIN}{generated}{}", &readme[..start], &readme[end..]);
-        std::fs::write(&readme_path, updated).unwrap();
+        let updated = format!("{}{BEGIN}{generated}{}", &doc[..start], &doc[end..]);
+        std::fs::write(&doc_path, updated).unwrap();
     } else {
         assert_eq!(
-            &readme[start + BEGIN.len()..end],
+            &doc[start + BEGIN.len()..end],
             generated,
-            "the README's table is stale: run SANDLOT_UPDATE_HOSTILE_TABLE=1 cargo test --test hostile"
+            "the table of docs/security.md is stale: run SANDLOT_UPDATE_HOSTILE_TABLE=1 cargo test --test hostile"
         );
     }
 }

@@ -137,9 +137,23 @@ async fn exercise(client: &Client) -> String {
     .await;
     assert_eq!(refused.is_error, Some(true), "{refused:?}");
     assert!(
-        text_of(&refused).contains("policy.network"),
+        text_of(&refused).starts_with("error [not_allowed]: ")
+            && text_of(&refused).contains("policy.network"),
         "{}",
         text_of(&refused)
+    );
+    // A language the server does not have: a tool error of its own kind.
+    let unknown = call(
+        client,
+        "execute_code",
+        json!({ "language": "cobol", "code": "DISPLAY 'x'." }),
+    )
+    .await;
+    assert_eq!(unknown.is_error, Some(true), "{unknown:?}");
+    assert!(
+        text_of(&unknown).starts_with("error [not_found]: unknown language `cobol`"),
+        "{}",
+        text_of(&unknown)
     );
     let too_long = call(
         client,
@@ -318,7 +332,7 @@ async fn an_mcp_client_over_streamable_http_does_the_same() {
     .await;
     assert_eq!(stolen.is_error, Some(true));
     assert!(
-        text_of(&stolen).contains("no session"),
+        text_of(&stolen).starts_with("error [not_found]: no session"),
         "{}",
         text_of(&stolen)
     );
@@ -395,7 +409,7 @@ fn sdk_python() -> String {
 
 /// Runs `tests/mcp_client.py` with `args`; fails with what it printed.
 fn python_client(args: &[&str]) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp_client.py");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/mcp_client.py");
     let out = std::process::Command::new(sdk_python())
         .arg(script)
         .args(args)

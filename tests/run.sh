@@ -7,8 +7,10 @@
 # 1. the committed guest components match their sources (guests/build.sh --check)
 # 2. formatting and clippy, warnings as errors
 # 3. the wasm backend's Python and JavaScript runtimes are installed
-# 4. the local Kubernetes cluster runs (k8s-local/up.sh; its first run builds it, ~11 min)
-# 5. Docker and Podman run, with sandlot's images built (tests/services.sh)
+# 4. the local Kubernetes cluster runs (k8s-local/up.sh; on a fresh machine its binaries
+#    build in the background from after step 1, 10-20 min)
+# 5. Docker and Podman run, with sandlot's images built (tests/services.sh), while the
+#    test binaries compile
 # 6. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples
 # 7. every fuzz target for a bounded time, after replaying the inputs it once crashed on
 set -euo pipefail
@@ -59,6 +61,27 @@ export SANDLOT_TEST_MCP_PYTHON="$mcp_venv/bin/python"
 step "guest components match their sources"
 guests/build.sh --check
 
+k8s_local="${SANDLOT_K8S_LOCAL:-}"
+if [ -z "$k8s_local" ]; then
+  for dir in "$PWD/../shared/k8s-local" /work/shared/k8s-local; do
+    if [ -x "$dir/up.sh" ]; then k8s_local="$dir"; break; fi
+  done
+fi
+if [ -z "$k8s_local" ] || [ ! -x "$k8s_local/up.sh" ]; then
+  echo "k8s-local not found: set SANDLOT_K8S_LOCAL to the folder holding up.sh" >&2
+  exit 1
+fi
+# On a fresh machine the cluster's binaries take 10-20 minutes to build (Go, from
+# Debian's source package). Started here, after the last apt-get of this script and
+# before the long Rust builds, they build while those do and while downloads wait;
+# up.sh below takes the same lock and finds them built.
+mkdir -p /var/log/sandlot
+k8s_build_log=/var/log/sandlot/k8s-local-build.log
+"$k8s_local/build.sh" >"$k8s_build_log" 2>&1 &
+k8s_build=$!
+# Background work dies with this script, whatever stops it.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+
 step "cargo fmt --check"
 cargo fmt --all --check
 
@@ -72,22 +95,25 @@ cargo run --quiet --locked -- runtimes install javascript
 # First: its up.sh starts the dockerd the kubelet needs (with the runc-clamp runtime)
 # and refuses a dockerd something else started; services.sh then finds Docker answering.
 step "the local Kubernetes cluster (k8s-local/up.sh: built once, then ~20 s to start)"
-k8s_local="${SANDLOT_K8S_LOCAL:-}"
-if [ -z "$k8s_local" ]; then
-  for dir in "$PWD/../shared/k8s-local" /work/shared/k8s-local; do
-    if [ -x "$dir/up.sh" ]; then k8s_local="$dir"; break; fi
-  done
-fi
-if [ -z "$k8s_local" ] || [ ! -x "$k8s_local/up.sh" ]; then
-  echo "k8s-local not found: set SANDLOT_K8S_LOCAL to the folder holding up.sh" >&2
+if ! wait "$k8s_build"; then
+  cat "$k8s_build_log" >&2
+  echo "building the Kubernetes binaries failed (log above: $k8s_build_log)" >&2
   exit 1
 fi
 k8s_env="$("$k8s_local/up.sh" --env)"
 eval "$k8s_env"
 export KUBECONFIG
 
-step "container engines and images"
+# The images are mostly downloads and unpacking; the test binaries compile meanwhile.
+step "container engines and images, while the tests compile"
+test_build_log=/var/log/sandlot/test-build.log
+cargo test --workspace --locked --no-run >"$test_build_log" 2>&1 &
+test_build=$!
 tests/services.sh "${CARGO_TARGET_DIR:-target}/debug/sandlot"
+if ! wait "$test_build"; then
+  cat "$test_build_log" >&2
+  exit 1
+fi
 
 step "cargo test"
 cargo test --workspace --locked

@@ -208,7 +208,7 @@ async fn health_is_open_and_every_other_route_needs_a_valid_token() {
     );
     let (status, bad) = post(&server.at("/v1/sessions"), ALICE, json!({ "lang": "x" })).await;
     assert_eq!(status, 422, "{bad}");
-    assert_eq!(bad["error"]["kind"], "invalid_request");
+    assert_eq!(bad["error"]["kind"], "invalid_input");
 
     let huge = client()
         .put(server.at("/v1/sessions/s-none/files/big.bin"))
@@ -648,7 +648,7 @@ fn the_playground_runs_python_in_a_real_browser() {
     let server = Server::spawn(&[], false, &[]);
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../tests/playground_browser.py"
+        "/../../tests/playground_browser.py"
     );
     let out = Command::new(&python)
         .args([script, &server.at("/")])
@@ -666,7 +666,7 @@ fn the_playground_runs_python_in_a_real_browser() {
 }
 
 /// The OpenAPI document is served without a token and lists exactly what the server
-/// answers: every operation it names is routed (no 404 "not_found", no 405), and the
+/// answers: every operation it names is routed (no 404 "no_route", no 405), and the
 /// public ones need no token.
 #[tokio::test]
 async fn the_openapi_document_describes_the_routes_the_server_has() {
@@ -718,7 +718,7 @@ async fn the_openapi_document_describes_the_routes_the_server_has() {
             let body: Value = answer.json().await.unwrap_or(Value::Null);
             assert_ne!(status, 405, "{method} {path} is not routed");
             assert_ne!(
-                body["error"]["kind"], "not_found",
+                body["error"]["kind"], "no_route",
                 "{method} {path} is documented but not routed"
             );
             assert_ne!(status, 401, "{method} {path}: {body}");
@@ -761,5 +761,94 @@ async fn tokens_also_come_from_the_configs_tokens_file() {
             .await
             .unwrap();
         assert_eq!(answer.status().as_u16(), status, "{token}");
+    }
+}
+
+/// A run the gate refuses, a language the server does not have and a full pool each
+/// answer with a status a client can act on and a stable `kind`; only the full pool
+/// says to try again, and when.
+#[tokio::test]
+async fn refusals_answer_with_their_own_status_and_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sandlot.toml");
+    std::fs::write(
+        &config,
+        "[pool.wasm]\nmin_idle = 0\nmax_size = 1\nwhen_exhausted = \"fail-fast\"\n",
+    )
+    .unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "block_at = \"high\"\n").unwrap();
+    let server = Server::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+    ]);
+    let python = json!({ "language": "python", "backend": "wasm" });
+
+    let mut blocked_run = python.clone();
+    blocked_run["code"] = json!("import os\nos.system('id')");
+    let (status, blocked) = post(&server.at("/v1/run"), ALICE, blocked_run).await;
+    assert_eq!(status, 422, "{blocked}");
+    assert_eq!(blocked["error"]["kind"], "blocked", "{blocked}");
+    assert_eq!(blocked["error"]["retryable"], false, "{blocked}");
+    assert!(
+        blocked["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("python.os-command"),
+        "{blocked}"
+    );
+
+    let (status, unknown) = post(
+        &server.at("/v1/run"),
+        ALICE,
+        json!({ "language": "cobol", "code": "DISPLAY 'x'." }),
+    )
+    .await;
+    assert_eq!(status, 422, "{unknown}");
+    assert_eq!(unknown["error"]["kind"], "not_found", "{unknown}");
+
+    let (status, first) = post(&server.at("/v1/sessions"), ALICE, python.clone()).await;
+    assert_eq!(status, 201, "{first}");
+    let full = client()
+        .post(server.at("/v1/sessions"))
+        .bearer_auth(ALICE)
+        .json(&python)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(full.status(), 429);
+    assert_eq!(
+        full.headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    let full: Value = full.json().await.unwrap();
+    assert_eq!(full["error"]["kind"], "exhausted", "{full}");
+    assert_eq!(full["error"]["retryable"], true, "{full}");
+
+    // Once the first session closes, its sandbox goes back and another opens.
+    let id = first["id"].as_str().unwrap();
+    let closed = client()
+        .delete(server.at(&format!("/v1/sessions/{id}")))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), 204);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, again) = post(&server.at("/v1/sessions"), ALICE, python.clone()).await;
+        if status == 201 {
+            break;
+        }
+        assert_eq!(status, 429, "{again}");
+        assert!(
+            Instant::now() < deadline,
+            "the pool never took its sandbox back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -1,7 +1,7 @@
 //! Plugin host benchmarks: loading the built-in handlers with an empty and a warm
 //! cache, and calling a handler through its reused `InstancePre`.
 //!
-//! Run with `cargo bench -p sandlot --bench plugins`; the README has the figures.
+//! Run with `cargo bench -p sandlot --bench plugins`; docs/performance.md has the figures.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]

@@ -6,34 +6,36 @@ use crate::backend::kubernetes::KubernetesBackend;
 use crate::backend::pool::{Pool, PoolOptions, Preinstall};
 use crate::backend::wasm::WasmBackend;
 use crate::backend::{Backend, BackendName, Capability, Needs, SandboxSpec};
-use crate::config::{Config, KubernetesConfig};
+use crate::config::Config;
 use crate::dirs::{Dirs, Overrides};
 use crate::error::{Error, Result};
 use crate::language::KernelSpec;
 use crate::layout::Layout;
 use crate::plugin::{LanguageHandler, PluginHost, PluginHostBuilder};
 use crate::policy::Policy;
+use crate::provider::{
+    Asked, BackendProvider, ContainerProvider, KubernetesProvider, Prepared, Progress,
+    ProviderContext, WasmProvider,
+};
 use crate::secret::{Secret, Secrets};
 use crate::session::{AsyncSession, Limits, Session, Settings};
+use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Makes a backend when it is first needed (a container engine is connected only
-/// when a session asks for it).
-type Connector = Box<dyn Fn() -> Result<Arc<dyn Backend>> + Send + Sync>;
-
-/// One backend of a [`Sandlot`]: ready, or made on first use; pooled if asked.
+/// One backend of a [`Sandlot`]: ready, or made by its provider on first use; pooled
+/// if asked.
 struct Slot {
     name: BackendName,
     ready: Mutex<Option<Arc<dyn Backend>>>,
-    connect: Option<Connector>,
+    /// What makes the backend; none for a backend registered ready.
+    provider: Option<Arc<dyn BackendProvider>>,
     /// Wrap the backend in a pool with these options.
     pool: Option<PoolOptions>,
     /// That pool, once made.
     pooled: Mutex<Option<Pool>>,
-    /// Whether `auto` tries it: not a cluster that sandlot.toml does not name, which
-    /// would be whatever the ambient kubeconfig points at.
+    /// Whether `auto` tries it (see [`BackendProvider::in_auto`]).
     auto: bool,
 }
 
@@ -42,10 +44,21 @@ impl Slot {
         Slot {
             name: backend.name(),
             ready: Mutex::new(Some(backend)),
-            connect: None,
+            provider: None,
             pool: None,
             pooled: Mutex::new(None),
             auto: true,
+        }
+    }
+
+    fn provided(provider: Arc<dyn BackendProvider>, config: &Config) -> Slot {
+        Slot {
+            name: provider.name(),
+            ready: Mutex::new(None),
+            auto: provider.in_auto(config),
+            provider: Some(provider),
+            pool: None,
+            pooled: Mutex::new(None),
         }
     }
 
@@ -84,13 +97,13 @@ impl Slot {
 
     /// The backend, made now if it was not yet. A failure is not remembered: an
     /// engine started later is found by the next session.
-    fn get(&self) -> Result<Arc<dyn Backend>> {
+    fn get(&self, context: &ProviderContext) -> Result<Arc<dyn Backend>> {
         let mut ready = self.ready.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(backend) = &*ready {
             return Ok(backend.clone());
         }
-        let backend = match &self.connect {
-            Some(connect) => connect()?,
+        let backend = match &self.provider {
+            Some(provider) => provider.connect(context)?,
             None => {
                 return Err(Error::UnknownBackend {
                     name: self.name.to_string(),
@@ -102,49 +115,24 @@ impl Slot {
         *ready = Some(backend.clone());
         Ok(backend)
     }
-}
 
-/// Container engines and the cluster, connected on first use and shared by every
-/// session.
-struct Engines {
-    config: Arc<Config>,
-    connected: Mutex<Vec<(Engine, Arc<ContainerBackend>)>>,
-    cluster: Mutex<Option<Arc<KubernetesBackend>>>,
-}
-
-impl Engines {
-    fn new(config: Arc<Config>) -> Engines {
-        Engines {
-            config,
-            connected: Mutex::new(Vec::new()),
-            cluster: Mutex::new(None),
-        }
+    /// The backend made, if it was.
+    fn made(&self) -> Option<Arc<dyn Backend>> {
+        self.ready.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The cluster of sandlot.toml's `[kubernetes]` section (or the environment's).
-    fn kubernetes(&self) -> Result<Arc<KubernetesBackend>> {
-        let mut cluster = self.cluster.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(backend) = &*cluster {
-            return Ok(backend.clone());
-        }
-        let builder = KubernetesBackend::configured(&self.config.kubernetes)?;
-        let backend = Arc::new(builder.connect()?);
-        *cluster = Some(backend.clone());
-        Ok(backend)
-    }
-
-    fn get(&self, engine: Engine) -> Result<Arc<ContainerBackend>> {
-        let mut connected = self.connected.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, backend)) = connected.iter().find(|(e, _)| *e == engine) {
-            return Ok(backend.clone());
-        }
-        let endpoint = match engine {
-            Engine::Podman => self.config.podman_host.as_deref(),
-            _ => self.config.docker_host.as_deref(),
+    /// Forgets the backend made (and its pool) so that the provider makes it again,
+    /// now if the provider is eager: after it installed what the old one could not see.
+    fn remake(&self, context: &ProviderContext) -> Result<()> {
+        let Some(provider) = &self.provider else {
+            return Ok(());
         };
-        let backend = Arc::new(ContainerBackend::connect(engine, endpoint)?);
-        connected.push((engine, backend.clone()));
-        Ok(backend)
+        *self.ready.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.pooled.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if provider.eager() {
+            self.get(context)?;
+        }
+        Ok(())
     }
 }
 
@@ -153,17 +141,15 @@ impl Engines {
 /// Create one per process and open sessions from it; it caches compiled runtimes and
 /// engine connections. Clones are cheap and share everything.
 ///
-/// Backends are held by name. The built-in ones come first, in the order `auto` tries
+/// Backends are held by name, each made by a [`BackendProvider`] (see
+/// [`crate::provider`]). The built-in ones come first, in the order `auto` tries
 /// them: `wasm`, `docker`, `podman`, `kubernetes` (engines and the cluster are
-/// connected on first use); more can be
-/// added, from this crate or any other, with [`SandlotBuilder::backend`].
+/// connected on first use); more can be added, from this crate or any other, with
+/// [`SandlotBuilder::provider`] or, ready made, [`SandlotBuilder::backend`].
 #[derive(Clone)]
 pub struct Sandlot {
-    plugins: Arc<PluginHost>,
-    wasm: Arc<WasmBackend>,
-    engines: Arc<Engines>,
+    context: ProviderContext,
     slots: Arc<Vec<Arc<Slot>>>,
-    config: Arc<Config>,
 }
 
 impl std::fmt::Debug for Sandlot {
@@ -181,6 +167,7 @@ pub struct SandlotBuilder {
     runtimes_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
     builtins: bool,
+    providers: Vec<Arc<dyn BackendProvider>>,
     extra: Vec<Arc<dyn Backend>>,
     pools: Vec<(String, PoolOptions)>,
 }
@@ -214,20 +201,30 @@ impl SandlotBuilder {
         self
     }
 
-    /// Whether to register the built-in backends (default: yes).
+    /// Whether to register the built-in backends' providers (default: yes; see
+    /// [`crate::provider::builtin`]).
     pub fn builtin_backends(mut self, yes: bool) -> Self {
         self.builtins = yes;
         self
     }
 
-    /// Registers `backend` after those registered before it (and after the built-in
-    /// ones); one with the name of a built-in backend replaces it in place.
+    /// Registers `provider` after those registered before it (and after the built-in
+    /// ones); one with the name of a provider registered before, or of a built-in
+    /// one, replaces it in place.
+    pub fn provider(mut self, provider: Arc<dyn BackendProvider>) -> Self {
+        self.providers.push(provider);
+        self
+    }
+
+    /// Registers a ready `backend` after the providers' backends; one with the name
+    /// of a provider's backend replaces it in place.
     pub fn backend(mut self, backend: Arc<dyn Backend>) -> Self {
         self.extra.push(backend);
         self
     }
 
-    /// Finds the runtimes and makes the [`Sandlot`].
+    /// Makes the [`Sandlot`]: the eager providers' backends now (the wasm backend
+    /// finds its runtimes), the others on first use.
     pub fn build(self) -> Result<Sandlot> {
         let runtimes_dir = match self.runtimes_dir {
             Some(dir) => dir,
@@ -237,49 +234,30 @@ impl SandlotBuilder {
                     .value
             }
         };
-        let wasm = Arc::new(WasmBackend::discover(
-            &runtimes_dir,
-            self.plugins.runtime_components(),
-            self.cache_dir,
-        ));
-        let config = Arc::new(self.config);
-        let engines = Arc::new(Engines::new(config.clone()));
+        let context = ProviderContext {
+            config: Arc::new(self.config),
+            plugins: Arc::new(self.plugins),
+            runtimes_dir,
+            cache_dir: self.cache_dir,
+        };
         let mut slots: Vec<Slot> = Vec::new();
-        if self.builtins {
-            slots.push(Slot::ready(wasm.clone()));
-            for (name, engine) in [
-                (BackendName::DOCKER, Engine::Docker),
-                (BackendName::PODMAN, Engine::Podman),
-            ] {
-                let engines = engines.clone();
-                slots.push(Slot {
-                    name,
-                    ready: Mutex::new(None),
-                    connect: Some(Box::new(move || {
-                        Ok(engines.get(engine)? as Arc<dyn Backend>)
-                    })),
-                    pool: None,
-                    pooled: Mutex::new(None),
-                    auto: true,
-                });
-            }
-            let cluster = engines.clone();
-            slots.push(Slot {
-                name: BackendName::KUBERNETES,
-                ready: Mutex::new(None),
-                connect: Some(Box::new(move || {
-                    Ok(cluster.kubernetes()? as Arc<dyn Backend>)
-                })),
-                pool: None,
-                pooled: Mutex::new(None),
-                auto: config.kubernetes != KubernetesConfig::default(),
-            });
-        }
-        for backend in self.extra {
-            let slot = Slot::ready(backend);
+        let builtin = match self.builtins {
+            true => crate::provider::builtin(),
+            false => Vec::new(),
+        };
+        let provided = builtin
+            .into_iter()
+            .chain(self.providers)
+            .map(|provider| Slot::provided(provider, &context.config));
+        for slot in provided.chain(self.extra.into_iter().map(Slot::ready)) {
             match slots.iter_mut().find(|s| s.name == slot.name) {
                 Some(existing) => *existing = slot,
                 None => slots.push(slot),
+            }
+        }
+        for slot in &slots {
+            if slot.provider.as_ref().is_some_and(|p| p.eager()) {
+                slot.get(&context)?;
             }
         }
         for (name, options) in self.pools {
@@ -291,11 +269,8 @@ impl SandlotBuilder {
             slot.pool_with(options)?;
         }
         Ok(Sandlot {
-            plugins: Arc::new(self.plugins),
-            wasm,
-            engines,
+            context,
             slots: Arc::new(slots.into_iter().map(Arc::new).collect()),
-            config,
         })
     }
 }
@@ -335,7 +310,7 @@ impl Sandlot {
             .build()
     }
 
-    /// Starts configuring a [`Sandlot`] over `plugins`.
+    /// Starts configuring a [`Sandlot`] over `plugins`, with the built-in providers.
     pub fn builder(plugins: PluginHost) -> SandlotBuilder {
         SandlotBuilder {
             plugins,
@@ -343,112 +318,137 @@ impl Sandlot {
             runtimes_dir: None,
             cache_dir: None,
             builtins: true,
+            providers: Vec::new(),
             extra: Vec::new(),
             pools: Vec::new(),
         }
     }
 
-    /// Uses `config`'s container settings (engine endpoints, images per language).
-    pub fn with_config(mut self, config: Config) -> Sandlot {
-        let config = Arc::new(config);
-        let engines = Arc::new(Engines::new(config.clone()));
-        let slots = self
-            .slots
-            .iter()
-            .map(|slot| {
-                let engines = engines.clone();
-                let connect: Connector = match slot.name.as_str() {
-                    _ if slot.connect.is_none() => return slot.clone(),
-                    "docker" => {
-                        Box::new(move || Ok(engines.get(Engine::Docker)? as Arc<dyn Backend>))
-                    }
-                    "podman" => {
-                        Box::new(move || Ok(engines.get(Engine::Podman)? as Arc<dyn Backend>))
-                    }
-                    "kubernetes" => Box::new(move || Ok(engines.kubernetes()? as Arc<dyn Backend>)),
-                    _ => return slot.clone(),
-                };
-                Arc::new(Slot {
-                    name: slot.name.clone(),
-                    auto: slot.name != BackendName::KUBERNETES
-                        || config.kubernetes != KubernetesConfig::default(),
-                    ready: Mutex::new(None),
-                    connect: Some(connect),
-                    pool: slot.pool.clone(),
-                    pooled: Mutex::new(None),
-                })
-            })
-            .collect();
-        self.config = config;
-        self.engines = engines;
-        self.slots = Arc::new(slots);
-        self
-    }
-
-    /// Looks for runtimes in `runtimes_dir` again, e.g. after installing one.
-    pub fn rediscover_runtimes(
-        &mut self,
-        runtimes_dir: &Path,
-        cache_dir: Option<PathBuf>,
-    ) -> Result<()> {
-        let wasm = Arc::new(WasmBackend::discover(
-            runtimes_dir,
-            self.plugins.runtime_components(),
-            cache_dir,
-        ));
-        let slots = self
-            .slots
-            .iter()
-            .map(|slot| {
-                if slot.name == BackendName::WASM && slot.connect.is_none() {
-                    let mut fresh = Slot::ready(wasm.clone());
-                    if let Some(options) = slot.pool.clone() {
-                        fresh.pool_with(options)?;
-                    }
-                    Ok(Arc::new(fresh))
-                } else {
-                    Ok(slot.clone())
-                }
-            })
-            .collect::<Result<Vec<_>>>()?;
-        self.wasm = wasm;
-        self.slots = Arc::new(slots);
-        Ok(())
-    }
-
     /// The loaded plugins.
     pub fn plugins(&self) -> &PluginHost {
-        &self.plugins
+        &self.context.plugins
     }
 
     /// The configuration in force.
     pub fn config(&self) -> &Config {
-        &self.config
+        &self.context.config
     }
 
-    /// The embedded WebAssembly backend.
-    pub fn wasm(&self) -> &WasmBackend {
-        &self.wasm
+    /// What the providers make their backends from.
+    pub fn context(&self) -> &ProviderContext {
+        &self.context
+    }
+
+    /// The registered providers of type `P` (a built-in one, or an application's),
+    /// in registration order: how typed access to a provider's backend is reached.
+    pub fn providers<P: BackendProvider>(&self) -> impl Iterator<Item = &P> {
+        self.slots
+            .iter()
+            .filter_map(|slot| slot.provider.as_deref())
+            .filter_map(|provider| (provider as &dyn Any).downcast_ref::<P>())
+    }
+
+    /// The embedded WebAssembly backend, as its provider made it last (one over the
+    /// same directories if no wasm provider is registered).
+    pub fn wasm(&self) -> Arc<WasmBackend> {
+        match self.providers::<WasmProvider>().next() {
+            Some(provider) => provider.backend(&self.context),
+            None => WasmProvider::default().backend(&self.context),
+        }
     }
 
     /// The Docker or Podman backend, connected on first use: at the configured
     /// endpoint (`docker_host` / `podman_host` in sandlot.toml), else where the engine
     /// usually listens.
     pub fn containers(&self, engine: Engine) -> Result<Arc<ContainerBackend>> {
-        self.engines.get(engine)
+        match self
+            .providers::<ContainerProvider>()
+            .find(|p| p.engine() == engine)
+        {
+            Some(provider) => provider.backend(&self.context),
+            None => Err(self.unknown(engine.name())),
+        }
     }
 
     /// The Kubernetes backend, connected on first use with sandlot.toml's
     /// `[kubernetes]` settings, else the environment's kubeconfig.
     pub fn kubernetes(&self) -> Result<Arc<KubernetesBackend>> {
-        self.engines.kubernetes()
+        match self.providers::<KubernetesProvider>().next() {
+            Some(provider) => provider.backend(&self.context),
+            None => Err(self.unknown(BackendName::KUBERNETES.as_str())),
+        }
+    }
+
+    /// Whether opening a session with `needs` on `choice` would first have a provider
+    /// prepare its backend (install a runtime): a front end then says so, and takes
+    /// the time.
+    pub fn needs_preparing(&self, choice: &BackendChoice, needs: &Needs<'_>) -> bool {
+        self.to_prepare(choice, needs).is_some_and(|(slot, asked)| {
+            slot.provider
+                .as_ref()
+                .is_some_and(|p| p.needs_preparing(&self.context, needs, asked))
+        })
+    }
+
+    /// Has the provider of the backend a session with `needs` would get on `choice`
+    /// prepare it, if it needs to (the wasm provider installs the language's runtime
+    /// on first use); `progress` hears about the slow steps.
+    pub fn prepare(
+        &self,
+        choice: &BackendChoice,
+        needs: &Needs<'_>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        let Some((slot, asked)) = self.to_prepare(choice, needs) else {
+            return Ok(());
+        };
+        let Some(provider) = &slot.provider else {
+            return Ok(());
+        };
+        if provider.prepare(&self.context, needs, asked, progress)? == Prepared::Remake {
+            slot.remake(&self.context)?;
+        }
+        Ok(())
+    }
+
+    /// The slot whose provider is asked to prepare for `needs` on `choice`: the one
+    /// named, or for `auto` the first, in order, that needs preparing, unless a
+    /// backend before it already made serves `needs` (one not made yet is not
+    /// connected for this).
+    fn to_prepare(&self, choice: &BackendChoice, needs: &Needs<'_>) -> Option<(&Slot, Asked)> {
+        match choice {
+            BackendChoice::Named(name) => self.slot(name).ok().map(|slot| (slot, Asked::ByName)),
+            BackendChoice::Auto => {
+                for slot in self.slots.iter().filter(|slot| slot.auto) {
+                    if slot.made().is_some_and(|b| b.supports(needs).is_ok()) {
+                        return None;
+                    }
+                    let preparing = slot
+                        .provider
+                        .as_ref()
+                        .is_some_and(|p| p.needs_preparing(&self.context, needs, Asked::ByAuto));
+                    if preparing {
+                        return Some((slot, Asked::ByAuto));
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// The error for a backend this `Sandlot` does not have.
+    fn unknown(&self, name: &str) -> Error {
+        Error::UnknownBackend {
+            name: name.to_string(),
+            known: self.backend_names().iter().map(|n| n.to_string()).collect(),
+        }
     }
 
     /// The pool of the backend called `name` (see [`SandlotBuilder::pool`]), made now
     /// if its engine was not connected yet.
     pub fn pool(&self, name: &str) -> Result<Pool> {
         let slot = self.slot(name)?;
-        slot.get()?;
+        slot.get(&self.context)?;
         slot.pool_made().ok_or_else(|| Error::NotPooled {
             backend: name.to_string(),
         })
@@ -465,10 +465,7 @@ impl Sandlot {
             .iter()
             .find(|s| s.name == name)
             .map(|slot| slot.as_ref())
-            .ok_or_else(|| Error::UnknownBackend {
-                name: name.to_string(),
-                known: self.backend_names().iter().map(|n| n.to_string()).collect(),
-            })
+            .ok_or_else(|| self.unknown(name))
     }
 
     /// Closes every pool this `Sandlot` made (see [`Pool::close`]): sessions in use
@@ -487,7 +484,7 @@ impl Sandlot {
 
     /// The backend called `name`, connected now if it was not yet.
     pub fn backend(&self, name: &str) -> Result<Arc<dyn Backend>> {
-        self.slot(name)?.get()
+        self.slot(name)?.get(&self.context)
     }
 
     /// The backend a session gets: the one named, checked against `needs`, or for
@@ -512,7 +509,7 @@ impl Sandlot {
             BackendChoice::Auto => {
                 let mut passed_over = Vec::new();
                 for slot in self.slots.iter().filter(|slot| slot.auto) {
-                    match slot.get() {
+                    match slot.get(&self.context) {
                         Ok(backend) => match backend.supports(needs) {
                             Ok(()) => {
                                 return Ok(Chosen {
@@ -543,7 +540,7 @@ impl Sandlot {
             language: language.to_string(),
             backend: BackendChoice::Auto,
             limits: Limits::default(),
-            policy: self.config.policy.clone().unwrap_or_default(),
+            policy: self.config().policy.clone().unwrap_or_default(),
             env: Vec::new(),
             secrets: Vec::new(),
             image: None,
@@ -782,10 +779,10 @@ impl SessionBuilder {
 
     /// The handler, the backend and what the sandbox is fixed to.
     fn resolve(&self) -> Result<Resolved> {
-        let handler = self.sandlot.plugins.language(&self.language)?.clone();
+        let handler = self.sandlot.plugins().language(&self.language)?.clone();
         let language = handler.info().id.clone();
         self.sandlot
-            .plugins
+            .plugins()
             .check_restricted(&self.policy.restricted)?;
         let kernel = match self.one_shot {
             true => None,
@@ -800,7 +797,7 @@ impl SessionBuilder {
         let image = self
             .image
             .clone()
-            .or_else(|| self.sandlot.config.images.get(&language).cloned())
+            .or_else(|| self.sandlot.config().images.get(&language).cloned())
             .unwrap_or_else(|| handler.info().default_image.clone());
         let kernel = kernel.filter(|_| {
             chosen

@@ -49,6 +49,8 @@ pub enum Error {
     Masked {
         /// The message, masked.
         message: String,
+        /// The kind of the error it stands for.
+        kind: ErrorKind,
     },
 
     /// A plugin file could not be read.
@@ -632,6 +634,185 @@ pub enum Error {
     },
 }
 
+/// What kind of failure an [`Error`] is: what a program (or a server answering a
+/// client) can act on without reading the message.
+///
+/// Stable: each kind's [`as_str`](ErrorKind::as_str) is what `sandlot serve` answers
+/// as `error.kind` and what MCP tool errors name; new kinds may be added.
+///
+/// ```
+/// use sandlot::{Error, ErrorKind};
+///
+/// let error = Error::PoolExhausted { backend: "docker".into(), max_size: 4 };
+/// assert_eq!(error.kind(), ErrorKind::Exhausted);
+/// assert!(error.kind().is_retryable());
+/// assert_eq!(error.kind().as_str(), "exhausted");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The code was refused before it ran: the analysis gate found what the policy
+    /// blocks. Change the code, or the policy.
+    Blocked,
+    /// The request is malformed or names something invalid: a path, a secret, a
+    /// policy, pool options, a backend name that cannot be one.
+    InvalidInput,
+    /// The request names something there is none of: a language, a backend, a
+    /// runtime to install, an image recipe, a session.
+    NotFound,
+    /// A server does not allow what was asked: a looser policy or higher limits than
+    /// its own.
+    NotAllowed,
+    /// The backend cannot do what the session or call needs (a capability, the
+    /// libraries, a pool), or no backend can. Ask another backend, or less.
+    Unsupported,
+    /// Every sandbox of a pool, or every session a client or server may hold, is in
+    /// use. Worth retrying after a while.
+    Exhausted,
+    /// The session can run nothing more: open a new one.
+    SessionEnded,
+    /// What the call needs does not answer now: the container engine or cluster, or
+    /// a server that is shutting down. Worth retrying after a while.
+    Unavailable,
+    /// An image or runtime the session needs is not installed where it runs: the
+    /// operator installs it (`sandlot images build`, `sandlot runtimes install`).
+    NotInstalled,
+    /// A plugin cannot be loaded or misbehaved when called.
+    Plugin,
+    /// The configuration (sandlot.toml, a manifest, a pod template) is invalid.
+    Config,
+    /// The host failed: an I/O error, an engine's error, an agent that broke the
+    /// protocol, a runtime that failed, a build or install that did not finish.
+    Internal,
+}
+
+impl ErrorKind {
+    /// Every kind, in the order above.
+    pub const ALL: &'static [ErrorKind] = &[
+        ErrorKind::Blocked,
+        ErrorKind::InvalidInput,
+        ErrorKind::NotFound,
+        ErrorKind::NotAllowed,
+        ErrorKind::Unsupported,
+        ErrorKind::Exhausted,
+        ErrorKind::SessionEnded,
+        ErrorKind::Unavailable,
+        ErrorKind::NotInstalled,
+        ErrorKind::Plugin,
+        ErrorKind::Config,
+        ErrorKind::Internal,
+    ];
+
+    /// The kind's stable name, in `snake_case`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Blocked => "blocked",
+            ErrorKind::InvalidInput => "invalid_input",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::NotAllowed => "not_allowed",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::Exhausted => "exhausted",
+            ErrorKind::SessionEnded => "session_ended",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::NotInstalled => "not_installed",
+            ErrorKind::Plugin => "plugin",
+            ErrorKind::Config => "config",
+            ErrorKind::Internal => "internal",
+        }
+    }
+
+    /// Whether the same call may succeed later unchanged: a pool or session limit
+    /// that frees up, an engine that comes back.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, ErrorKind::Exhausted | ErrorKind::Unavailable)
+    }
+
+    /// Whether the caller's request is at fault (as opposed to the host or its
+    /// configuration): what a server answers with a 4xx status.
+    pub fn is_caller_error(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Blocked
+                | ErrorKind::InvalidInput
+                | ErrorKind::NotFound
+                | ErrorKind::NotAllowed
+                | ErrorKind::Unsupported
+                | ErrorKind::Exhausted
+                | ErrorKind::SessionEnded
+        )
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Error {
+    /// What kind of failure this is; see [`ErrorKind`].
+    pub fn kind(&self) -> ErrorKind {
+        use ErrorKind as K;
+        match self {
+            Error::Masked { kind, .. } => *kind,
+            Error::Blocked { .. } => K::Blocked,
+            Error::InvalidPath { .. }
+            | Error::InvalidBackendName { .. }
+            | Error::InvalidSecret { .. }
+            | Error::InvalidRequest { .. }
+            | Error::InvalidPolicy { .. }
+            | Error::InvalidPool { .. }
+            // A handler refuses what it was given, e.g. a library name.
+            | Error::Refused { .. } => K::InvalidInput,
+            Error::UnknownLanguage { .. }
+            | Error::UnknownBackend { .. }
+            | Error::UnknownRuntime { .. }
+            | Error::UnknownRecipe { .. }
+            | Error::NoSuchSession { .. } => K::NotFound,
+            Error::NotAllowed { .. } => K::NotAllowed,
+            Error::BackendUnsuitable { .. }
+            | Error::NoBackend { .. }
+            | Error::BackendCannot { .. }
+            | Error::LibrariesUnavailable { .. }
+            | Error::NotPooled { .. } => K::Unsupported,
+            Error::PoolExhausted { .. }
+            | Error::PoolTimeout { .. }
+            | Error::TooManySessions { .. } => K::Exhausted,
+            Error::SessionEnded { .. } | Error::PoolClosed { .. } => K::SessionEnded,
+            Error::EngineUnavailable { .. } | Error::ManagerClosed => K::Unavailable,
+            Error::ImageMissing { .. } | Error::RuntimeNotInstalled { .. } => K::NotInstalled,
+            Error::ReadPlugin { .. }
+            | Error::PluginDir { .. }
+            | Error::NotWasm { .. }
+            | Error::CoreModule { .. }
+            | Error::NotAPlugin { .. }
+            | Error::UnsupportedApi { .. }
+            | Error::HandlerImports { .. }
+            | Error::Compile { .. }
+            | Error::ContractMismatch { .. }
+            | Error::Trap { .. }
+            | Error::Deadline { .. }
+            | Error::MemoryLimit { .. }
+            | Error::InvalidResponse { .. }
+            | Error::Unsupported { .. } => K::Plugin,
+            Error::Manifest { .. } | Error::Config { .. } | Error::PodTemplate { .. } => {
+                K::Config
+            }
+            Error::HashMismatch { .. }
+            | Error::Runtime { .. }
+            | Error::PoolWarm { .. }
+            | Error::Serve { .. }
+            | Error::Cancelled { .. }
+            | Error::RuntimeInstall { .. }
+            | Error::ImageBuild { .. }
+            | Error::Io { .. }
+            | Error::Engine { .. }
+            | Error::Agent { .. }
+            | Error::KernelStart { .. } => K::Internal,
+        }
+    }
+}
+
 fn list_or_nothing(items: &[String]) -> String {
     if items.is_empty() {
         "nothing".to_string()
@@ -646,3 +827,40 @@ fn list_or_nothing(items: &[String]) -> String {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_own_name() {
+        let names: std::collections::HashSet<_> =
+            ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names.len(), ErrorKind::ALL.len());
+    }
+
+    #[test]
+    fn a_masked_error_keeps_the_kind_of_the_one_it_masks() {
+        let error = Error::Masked {
+            message: "secret ****".into(),
+            kind: Error::ManagerClosed.kind(),
+        };
+        assert_eq!(error.kind(), ErrorKind::Unavailable);
+        assert!(error.kind().is_retryable());
+    }
+
+    #[test]
+    fn refusals_of_the_request_are_the_callers_and_failures_of_the_host_are_not() {
+        let blocked = Error::Blocked {
+            findings: vec![],
+            threshold: crate::language::Severity::High,
+        };
+        assert!(blocked.kind().is_caller_error());
+        assert!(!blocked.kind().is_retryable());
+        let lost = Error::Agent {
+            reason: "it stopped answering".into(),
+        };
+        assert_eq!(lost.kind(), ErrorKind::Internal);
+        assert!(!lost.kind().is_caller_error());
+    }
+}

@@ -43,6 +43,7 @@ pub mod mcp;
 pub mod plugin;
 pub mod policy;
 mod pool_options;
+pub mod provider;
 pub mod runtimes;
 pub mod sandbox_path;
 pub mod secret;
@@ -57,7 +58,7 @@ pub use backend::docker::{ContainerBackend, Engine};
 pub use backend::{BackendName, Capability, EndReason, Outcome, SessionState};
 pub use config::Config;
 pub use entry::{BackendChoice, Chosen, Sandlot, SandlotBuilder, SessionBuilder};
-pub use error::{Error, PluginSource, Result};
+pub use error::{Error, ErrorKind, PluginSource, Result};
 pub use execution::Execution;
 pub use language::{
     Command, Finding, KernelSpec, LanguageCapability, LanguageInfo, Phase, Plan, PlanOptions,
@@ -65,6 +66,7 @@ pub use language::{
 };
 pub use plugin::{HandlerLimits, LanguageHandler, PluginHost, PluginHostBuilder};
 pub use policy::{Network, Policy, PolicyField, Seccomp};
+pub use provider::{BackendProvider, ProviderContext};
 pub use sandbox_path::{ListEntry, Listing, SandboxPath};
 pub use session::{AsyncSession, Limits, RunOptions, Session};
 pub use transfer::Copied;
@@ -73,3 +75,4 @@ pub use transfer::Copied;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+

@@ -635,7 +635,7 @@ mod tests {
             .map(|(_, text)| *text);
         assert_eq!(
             copy,
-            Some(include_str!("../../wit/v0.2.0/plugin.wit")),
+            Some(sandlot_wit::v0_2_0::SOURCE),
             "copy wit/v0.2.0/plugin.wit to guests/javascript-runtime/wit/deps/sandlot-plugin/"
         );
         // What `install` looks for in a built component to decide whether to rebuild.

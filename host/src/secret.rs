@@ -194,7 +194,10 @@ impl Secrets {
         if masked == message {
             error
         } else {
-            Error::Masked { message: masked }
+            Error::Masked {
+                message: masked,
+                kind: error.kind(),
+            }
         }
     }
 

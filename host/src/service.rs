@@ -14,14 +14,13 @@
 //! # }
 //! ```
 
-use crate::backend::{BackendName, Capability};
+use crate::backend::{Capability, Needs};
 use crate::config::Config;
 use crate::dirs::{Dirs, Overrides};
 use crate::entry::{BackendChoice, Sandlot, SessionBuilder};
 use crate::error::Result;
 use crate::policy::Policy;
 use crate::session::{Limits, Session};
-use std::fmt;
 
 pub use crate::execution::EXECUTION_SCHEMA;
 
@@ -64,42 +63,9 @@ impl OpenRequest {
     }
 }
 
-/// What [`Service::open`] is doing, for a front end to show.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Progress {
-    /// The runtime for a language is being installed, once.
-    Installing {
-        /// The language.
-        language: String,
-    },
-    /// A step of the installation.
-    Step(String),
-    /// The runtime is being compiled, once (CPython takes about 90 s on two cores).
-    Compiling {
-        /// The language.
-        language: String,
-    },
-}
-
-impl fmt::Display for Progress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Progress::Installing { language } => {
-                write!(
-                    f,
-                    "no {language} runtime installed yet; installing it (once)"
-                )
-            }
-            Progress::Step(step) => f.write_str(step),
-            Progress::Compiling { language } => write!(
-                f,
-                "compiling the {language} runtime; this happens once (CPython takes about \
-                 90 s on 2 cores)"
-            ),
-        }
-    }
-}
+/// What [`Service::open`] is doing, for a front end to show: what the provider of
+/// the session's backend reports while it prepares it.
+pub use crate::provider::Progress;
 
 /// A [`Sandlot`] with the directories it was made from, and the front ends' shared
 /// operations.
@@ -160,46 +126,25 @@ impl Service {
     }
 
     /// Whether [`Service::open_prepared`] can open `request` as it is: false when the
-    /// wasm runtime it needs is yet to be installed ([`Service::prepare`] does that).
+    /// provider of its backend has to prepare it first (install the wasm runtime;
+    /// [`Service::prepare`] does that).
     pub fn is_prepared(&self, request: &OpenRequest) -> Result<bool> {
         let language = self.language_id(&request.language)?;
-        Ok(!self.wants_wasm(request, &language) || self.sandlot.wasm().serves(&language))
+        let needs = needs_of(request, &language);
+        Ok(!self.sandlot.needs_preparing(&request.backend, &needs))
     }
 
-    /// Installs (and compiles, once) the wasm runtime `request` needs, if it needs one
-    /// sandlot knows how to install.
+    /// Has the provider of the backend `request` would get prepare it, if it has to:
+    /// the wasm provider installs (and compiles, once) a runtime sandlot knows.
     pub fn prepare(
         &mut self,
         request: &OpenRequest,
         mut progress: impl FnMut(Progress),
     ) -> Result<()> {
         let language = self.language_id(&request.language)?;
-        if self.wants_wasm(request, &language) {
-            // Said before the lookup: a runtime component seen for the first time is
-            // compiled to learn what it serves.
-            let compiling = self.sandlot.wasm().needs_compile(&language);
-            if compiling {
-                progress(Progress::Compiling {
-                    language: language.clone(),
-                });
-            }
-            if !self.sandlot.wasm().serves(&language) {
-                progress(Progress::Installing {
-                    language: language.clone(),
-                });
-                crate::runtimes::install(&language, self.dirs.runtimes_dir(), |step| {
-                    progress(Progress::Step(step.to_string()))
-                })?;
-                self.sandlot
-                    .rediscover_runtimes(self.dirs.runtimes_dir(), self.dirs.cache.value.clone())?;
-            }
-            if !compiling && self.sandlot.wasm().needs_compile(&language) {
-                progress(Progress::Compiling {
-                    language: language.clone(),
-                });
-            }
-        }
-        Ok(())
+        let needs = needs_of(request, &language);
+        self.sandlot
+            .prepare(&request.backend, &needs, &mut progress)
     }
 
     /// Opens `request` with what is installed, without installing anything: a shared
@@ -262,25 +207,12 @@ impl Service {
     fn language_id(&self, name: &str) -> Result<String> {
         Ok(self.sandlot.plugins().language(name)?.info().id.clone())
     }
+}
 
-    /// Whether the session would run on the wasm backend once its runtime is there.
-    fn wants_wasm(&self, request: &OpenRequest, language: &str) -> bool {
-        let wasm = BackendChoice::from(BackendName::WASM);
-        let installable = crate::runtimes::KNOWN
-            .iter()
-            .any(|k| k.language == language);
-        match &request.backend {
-            choice if *choice == wasm => installable,
-            BackendChoice::Auto => {
-                installable
-                    && request.image.is_none()
-                    && request
-                        .required
-                        .iter()
-                        .all(|c| matches!(c, Capability::PersistentState | Capability::MemoryLimit))
-                    && crate::runtimes::bundles(language, &request.libraries)
-            }
-            _ => false,
-        }
-    }
+/// What a session `request` opens needs of its backend (`language` being its id).
+fn needs_of<'a>(request: &'a OpenRequest, language: &'a str) -> Needs<'a> {
+    Needs::language(language)
+        .with_libraries(&request.libraries)
+        .with_image(request.image.as_deref())
+        .with_capabilities(&request.required)
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 /// `fixtures/trap`, ...
 pub fn component(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../guests/dist")
+        .join("../../guests/dist")
         .join(format!("{name}.wasm"))
 }
 
@@ -159,7 +159,7 @@ pub struct EgressServers {
 impl EgressServers {
     pub fn start() -> EgressServers {
         use std::io::BufRead;
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/egress_servers.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/egress_servers.py");
         let mut child = std::process::Command::new("python3")
             .arg(script)
             .stdin(std::process::Stdio::piped())

@@ -50,39 +50,30 @@ sessions. Files the code writes under `output/` come back: plots as images, othe
 resources. Close sessions you no longer need; idle ones close by themselves.";
 
 /// Any failure of a tool, as a result the model reads (not a protocol error, which
-/// clients tend to hide from it).
-fn refused(error: impl std::fmt::Display) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(format!("error: {error}"))])
+/// clients tend to hide from it): `error [KIND]: message`, KIND being the error's
+/// stable [`ErrorKind`](crate::ErrorKind) name, and a hint when trying again may help.
+fn refused(error: Error) -> CallToolResult {
+    let kind = error.kind();
+    let again = if kind.is_retryable() {
+        " (this may pass if tried again shortly)"
+    } else {
+        ""
+    };
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "error [{kind}]: {error}{again}"
+    ))])
+}
+
+/// A tool's arguments that cannot be used as given.
+fn invalid(reason: impl Into<String>) -> CallToolResult {
+    refused(Error::InvalidRequest {
+        reason: reason.into(),
+    })
 }
 
 /// A JSON answer.
 fn answer(value: serde_json::Value) -> CallToolResult {
     CallToolResult::success(vec![ContentBlock::text(value.to_string())])
-}
-
-/// When a session may reach the network, as a tool call names it.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-enum NetworkChoice {
-    /// Never.
-    Off,
-    /// Only while installing the libraries asked for.
-    InstallOnly,
-    /// Always (only where the server's policy allows it).
-    On,
-    /// Only to the destinations of the server's allow-list.
-    AllowList,
-}
-
-impl From<NetworkChoice> for crate::Network {
-    fn from(choice: NetworkChoice) -> Self {
-        match choice {
-            NetworkChoice::Off => crate::Network::Off,
-            NetworkChoice::InstallOnly => crate::Network::InstallOnly,
-            NetworkChoice::On => crate::Network::On,
-            NetworkChoice::AllowList => crate::Network::AllowList,
-        }
-    }
 }
 
 /// Arguments of `execute_code`.
@@ -118,7 +109,7 @@ struct OpenSession {
     /// Network access: `off`, `install-only` (only while installing libraries), `on`,
     /// or `allow-list` (only where the server's allow-list lets it). Only as open as
     /// the server's policy; the default is the server's.
-    network: Option<NetworkChoice>,
+    network: Option<crate::Network>,
     /// Wall-clock limit of each run, in seconds; at most the server's.
     timeout_seconds: Option<f64>,
     /// Memory cap in MiB; at most the server's.
@@ -237,17 +228,19 @@ impl McpServer {
     async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(SessionManager, ClientId) -> Result<T, Error> + Send + 'static,
-    ) -> Result<T, String> {
+    ) -> Result<T, Error> {
         let (manager, client) = (self.manager.clone(), self.client());
         match tokio::task::spawn_blocking(move || work(manager, client)).await {
-            Ok(result) => result.map_err(|e| e.to_string()),
-            Err(e) => Err(format!("the call failed inside the server: {e}")),
+            Ok(result) => result,
+            Err(e) => Err(Error::Cancelled {
+                what: format!("the call inside the server ({e})"),
+            }),
         }
     }
 
     /// The languages, read off the async workers: the service may be taken for a
     /// while by a runtime install.
-    async fn languages_json(&self) -> Result<serde_json::Value, String> {
+    async fn languages_json(&self) -> Result<serde_json::Value, Error> {
         self.blocking(|manager, _| Ok(manager.with_service(Service::languages_json)))
             .await
     }
@@ -395,7 +388,7 @@ impl McpServer {
         let ask = Ask {
             backend: args.backend,
             libraries: args.libraries,
-            network: args.network.map(Into::into),
+            network: args.network,
             timeout_seconds: args.timeout_seconds,
             memory_mb: args.memory_mb,
             ..Ask::new(&args.language)
@@ -476,10 +469,10 @@ impl McpServer {
             (None, Some(encoded)) => {
                 match base64::engine::general_purpose::STANDARD.decode(encoded.trim()) {
                     Ok(bytes) => bytes,
-                    Err(e) => return refused(format!("`base64` is not valid base64: {e}")),
+                    Err(e) => return invalid(format!("`base64` is not valid base64: {e}")),
                 }
             }
-            _ => return refused("give exactly one of `text` and `base64`"),
+            _ => return invalid("give exactly one of `text` and `base64`"),
         };
         let id = SessionId::from(args.session_id);
         let path = args.path;
@@ -588,7 +581,7 @@ impl ServerHandler for McpServer {
         let languages = self
             .languages_json()
             .await
-            .map_err(|e| ErrorData::internal_error(e, None))?;
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let text = serde_json::to_string_pretty(&languages).unwrap_or_default();
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(text, LANGUAGES_URI).with_mime_type("application/json")

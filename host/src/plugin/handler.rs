@@ -12,28 +12,11 @@ use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Store, Trap};
 
-/// Bindings of each supported contract version; one `bindgen!` per released version,
-/// so plugins built against an older contract keep loading.
-mod v0_1_0 {
-    wasmtime::component::bindgen!({
-        path: "../wit/v0.1.0",
-        world: "language-handler",
-    });
-}
-
-mod v0_2_0 {
-    wasmtime::component::bindgen!({
-        path: "../wit/v0.2.0",
-        world: "language-handler",
-    });
-}
-
-mod v0_3_0 {
-    wasmtime::component::bindgen!({
-        path: "../wit/v0.3.0",
-        world: "language-handler",
-    });
-}
+// Bindings of each supported contract version, bound once in sandlot-wit, so plugins
+// built against an older contract keep loading.
+use sandlot_wit::v0_1_0::handler as v0_1_0;
+use sandlot_wit::v0_2_0::handler as v0_2_0;
+use sandlot_wit::v0_3_0::handler as v0_3_0;
 
 use v0_1_0::exports::sandlot::plugin::handler as wit1;
 use v0_2_0::exports::sandlot::plugin::handler as wit2;

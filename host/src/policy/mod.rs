@@ -58,6 +58,43 @@ pub enum Network {
     AllowList,
 }
 
+impl Network {
+    /// Every setting, from closed to open.
+    pub const ALL: [Network; 4] = [
+        Network::Off,
+        Network::InstallOnly,
+        Network::AllowList,
+        Network::On,
+    ];
+
+    /// Its name, as sandlot.toml, the CLI and the servers spell it (`off`,
+    /// `install-only`, `allow-list`, `on`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Network::Off => "off",
+            Network::InstallOnly => "install-only",
+            Network::AllowList => "allow-list",
+            Network::On => "on",
+        }
+    }
+
+    /// The setting called `name` (see [`Network::name`]); `install` is short for
+    /// `install-only`.
+    ///
+    /// ```
+    /// use sandlot::Network;
+    /// assert_eq!(Network::named("install"), Some(Network::InstallOnly));
+    /// assert_eq!(Network::named("allow-list"), Some(Network::AllowList));
+    /// assert_eq!(Network::named("sometimes"), None);
+    /// ```
+    pub fn named(name: &str) -> Option<Network> {
+        match name {
+            "install" => Some(Network::InstallOnly),
+            name => Network::ALL.into_iter().find(|n| n.name() == name),
+        }
+    }
+}
+
 /// Seccomp filtering of a container's system calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -119,6 +119,25 @@ impl ServeOptions {
     }
 }
 
+/// The HTTP API as an axum [`Router`](axum::Router), for an application that serves
+/// it beside its own routes (`Router::new().nest("/sandbox", router)`), on its own
+/// listener. Every request needs one of `tokens`: the application, not sandlot,
+/// decides where it listens, so a router without tokens is refused
+/// ([`Error::InvalidRequest`]).
+///
+/// The manager's sessions outlive the router: call [`SessionManager::shutdown`]
+/// when the application stops.
+pub fn router(manager: SessionManager, tokens: Vec<Token>) -> Result<axum::Router, Error> {
+    if tokens.is_empty() {
+        return Err(Error::InvalidRequest {
+            reason: "an embedded HTTP API needs at least one token: the application decides \
+                     where it listens, so sandlot cannot keep it to loopback"
+                .into(),
+        });
+    }
+    Ok(routes::router(manager, tokens, MAX_BODY))
+}
+
 /// The HTTP API, listening until [`HttpApi::shutdown`].
 #[derive(Debug)]
 pub struct HttpApi {

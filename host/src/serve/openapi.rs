@@ -203,10 +203,18 @@ pub(super) fn document() -> Value {
             "required": ["error"],
             "properties": { "error": {
                 "type": "object",
-                "required": ["kind", "message"],
+                "required": ["kind", "message", "retryable"],
                 "properties": {
-                    "kind": { "type": "string", "description": "e.g. unauthorized, not_allowed, no_such_session" },
+                    "kind": {
+                        "type": "string",
+                        "enum": error_kinds(),
+                        "description": "what kind of failure: stable, for programs to match on",
+                    },
                     "message": { "type": "string", "description": "what was wrong and what to do" },
+                    "retryable": {
+                        "type": "boolean",
+                        "description": "whether the same request may succeed later (the Retry-After header says when)",
+                    },
                 },
             }},
         }),
@@ -261,4 +269,16 @@ fn execution_schema() -> Value {
             "unenforced": { "type": "array", "items": text },
         },
     })
+}
+
+/// Every `error.kind` the API answers: the library's kinds and the API's own.
+fn error_kinds() -> Vec<&'static str> {
+    let mut kinds: Vec<&'static str> = crate::error::ErrorKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    for own in ["unauthorized", "forbidden_origin", "no_route"] {
+        kinds.push(own);
+    }
+    kinds
 }

@@ -2,7 +2,7 @@
 
 use super::requests::{RunOnce, SessionRun, Shell};
 use super::Token;
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::execution::Execution;
 use crate::manager::{seconds, Ask, ClientId, SessionId, SessionManager};
 use crate::session::RunOptions;
@@ -145,11 +145,16 @@ fn is_loopback_origin(origin: &str) -> bool {
         .is_some_and(|authority| !authority.contains('/') && is_loopback_authority(authority))
 }
 
-/// An error as the API answers it: a status and `{"error": {"kind", "message"}}`.
+/// An error as the API answers it: a status and
+/// `{"error": {"kind", "message", "retryable"}}`. A library error's kind is its
+/// [`ErrorKind`]; the API's own are `unauthorized`, `forbidden_origin`,
+/// `invalid_input` (a body it cannot read) and `no_route`.
 struct ApiError {
     status: StatusCode,
     kind: &'static str,
     message: String,
+    /// Seconds a client should wait before trying again, for a retryable failure.
+    retry_after: Option<u32>,
 }
 
 impl ApiError {
@@ -158,39 +163,67 @@ impl ApiError {
             status,
             kind,
             message: message.into(),
+            retry_after: None,
         }
+    }
+}
+
+/// The status a library error answers with: 4xx where the request is at fault,
+/// 503 where the server cannot serve it now, 500 where it failed.
+fn status_of(error: &Error) -> StatusCode {
+    match error.kind() {
+        ErrorKind::Blocked | ErrorKind::Unsupported => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
+        // The session is the URL's resource; a language or backend is a field of
+        // the body, which names something this server does not have.
+        ErrorKind::NotFound if matches!(error, Error::NoSuchSession { .. }) => {
+            StatusCode::NOT_FOUND
+        }
+        ErrorKind::NotFound => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::NotAllowed => StatusCode::FORBIDDEN,
+        ErrorKind::Exhausted => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::SessionEnded => StatusCode::GONE,
+        ErrorKind::Unavailable | ErrorKind::NotInstalled => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
 impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
-        let (status, kind) = match &error {
-            Error::NoSuchSession { .. } => (StatusCode::NOT_FOUND, "no_such_session"),
-            Error::NotAllowed { .. } => (StatusCode::FORBIDDEN, "not_allowed"),
-            Error::TooManySessions { .. } => (StatusCode::TOO_MANY_REQUESTS, "too_many_sessions"),
-            Error::ManagerClosed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
-            Error::InvalidRequest { .. }
-            | Error::InvalidPath { .. }
-            | Error::InvalidSecret { .. } => (StatusCode::BAD_REQUEST, "invalid_request"),
-            Error::UnknownLanguage { .. } | Error::UnknownBackend { .. } => {
-                (StatusCode::BAD_REQUEST, "unknown_name")
-            }
-            Error::SessionEnded { .. } => (StatusCode::GONE, "session_ended"),
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, "failed"),
+        let kind = error.kind();
+        let retry_after = match kind {
+            // A pool's sandbox or a session slot frees up in about a run's time.
+            ErrorKind::Exhausted => Some(1),
+            ErrorKind::Unavailable => Some(5),
+            _ => None,
         };
-        ApiError::new(status, kind, error.to_string())
+        ApiError {
+            status: status_of(&error),
+            kind: kind.as_str(),
+            message: error.to_string(),
+            retry_after,
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Json(json!({ "error": { "kind": self.kind, "message": self.message } }));
+        let body = Json(json!({ "error": {
+            "kind": self.kind,
+            "message": self.message,
+            "retryable": self.retry_after.is_some(),
+        } }));
         let mut response = (self.status, body).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 header::HeaderValue::from_static("Bearer"),
             );
+        }
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
         }
         response
     }
@@ -202,7 +235,7 @@ type Answer<T> = Result<T, ApiError>;
 fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Answer<T> {
     parsed
         .map(|Json(value)| value)
-        .map_err(|e| ApiError::new(e.status(), "invalid_request", e.body_text()))
+        .map_err(|e| ApiError::new(e.status(), "invalid_input", e.body_text()))
 }
 
 /// Runs blocking manager work on tokio's blocking pool.
@@ -214,7 +247,7 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "failed",
+                "internal",
                 format!("the call failed inside the server: {e}"),
             )
         })?
@@ -285,8 +318,8 @@ async fn health() -> Json<Value> {
 async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "not_found",
-        "no such route; the API is under /v1 (see the sandlot README)",
+        "no_route",
+        "no such route; the API is under /v1 (see docs/servers.md, or GET /openapi.json)",
     )
 }
 
@@ -459,9 +492,11 @@ fn streamed(
             Ok(run) => Event::default().event("result").json_data(run.to_json()),
             Err(e) => {
                 let e = ApiError::from(e);
-                Event::default()
-                    .event("error")
-                    .json_data(json!({ "error": { "kind": e.kind, "message": e.message } }))
+                Event::default().event("error").json_data(json!({ "error": {
+                        "kind": e.kind,
+                        "message": e.message,
+                        "retryable": e.retry_after.is_some(),
+                    } }))
             }
         };
         if let Ok(last) = last {

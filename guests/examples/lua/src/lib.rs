@@ -2,7 +2,7 @@
 //!
 //! It is built like the built-in handlers but never embedded in the host: drop the
 //! built `lua.wasm` into a plugin directory and `sandlot languages` lists Lua. It is the
-//! worked example of the plugin guide in the README.
+//! worked example of the plugin guide (docs/plugins.md).
 #![no_std]
 
 extern crate alloc;

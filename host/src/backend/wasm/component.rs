@@ -12,22 +12,9 @@ use wasmtime::component::{Component, Linker, ResourceAny, ResourceTable};
 use wasmtime::Store;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-/// Bindings of each supported contract version of the runtime world.
-mod v0_1_0 {
-    wasmtime::component::bindgen!({
-        path: "../wit/v0.1.0",
-        world: "runtime",
-        exports: { default: async },
-    });
-}
-
-mod v0_2_0 {
-    wasmtime::component::bindgen!({
-        path: "../wit/v0.2.0",
-        world: "runtime",
-        exports: { default: async },
-    });
-}
+// Bindings of each supported contract version of the runtime world (sandlot-wit).
+use sandlot_wit::v0_1_0::runtime as v0_1_0;
+use sandlot_wit::v0_2_0::runtime as v0_2_0;
 
 /// The same code on either contract version's bindings: the generated types differ,
 /// the calls do not.

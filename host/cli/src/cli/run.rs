@@ -69,8 +69,13 @@ pub(super) struct SandboxArgs {
     block_at: Option<BlockAt>,
     /// When a container may reach the network (overrides the policy's; the standard
     /// policy's is `install`).
-    #[arg(long, value_enum)]
-    network: Option<NetworkArg>,
+    #[arg(
+        long,
+        value_name = "NETWORK",
+        value_parser = clap::builder::PossibleValuesParser::new(["off", "install", "on", "allow-list"])
+            .map(|name| Network::named(&name).expect("one of the possible values")),
+    )]
+    network: Option<Network>,
     /// Lets the code reach this destination and no other: a name (`pypi.org`), a
     /// wildcard (`*.pythonhosted.org`), an address or a network (`10.0.0.0/8`).
     /// Implies `--network allow-list`; repeatable, or comma-separated. Container
@@ -109,18 +114,10 @@ impl SandboxArgs {
             policy.block_at = block_at.severity();
         }
         if let Some(network) = self.network {
-            policy.network = match network {
-                NetworkArg::Off => Network::Off,
-                NetworkArg::Install => Network::InstallOnly,
-                NetworkArg::On => Network::On,
-                NetworkArg::AllowList => Network::AllowList,
-            };
+            policy.network = network;
         }
         if !self.allow.is_empty() {
-            if self
-                .network
-                .is_some_and(|n| !matches!(n, NetworkArg::AllowList))
-            {
+            if self.network.is_some_and(|n| n != Network::AllowList) {
                 bail!("--allow lists where the code may go, so it goes with --network allow-list only");
             }
             let listed: sandlot::egress::AllowList = self
@@ -173,18 +170,6 @@ pub(super) fn streaming() -> RunOptions {
         })),
         ..RunOptions::default()
     }
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum NetworkArg {
-    /// Never.
-    Off,
-    /// Only while libraries are installed.
-    Install,
-    /// Always.
-    On,
-    /// Only to the policy's allow-list (`--allow`).
-    AllowList,
 }
 
 /// Exit status when sandlot itself fails during `run`, as `docker run` does.
