@@ -529,7 +529,7 @@ fn every_attack_of_the_corpus_is_contained_on_every_backend_it_applies_to() {
     });
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 
-    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/security.md");
     let doc = std::fs::read_to_string(&doc_path).unwrap();
     let start = doc
         .find(BEGIN)

@@ -76,3 +76,12 @@ pub use transfer::Copied;
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+/// The Rust examples of `docs/embedding.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/embedding.md")]
+pub struct EmbeddingDoctests;
+
+/// The Rust examples of `docs/containers.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/containers.md")]
+pub struct ContainersDoctests;
