@@ -1234,3 +1234,40 @@ fn every_built_in_language_runs_in_an_image_a_recipe_builds() {
         );
     }
 }
+
+/// Data inlined as literals — the usual way a model hands a table to its code — is
+/// analysed like any code of its size: 20,000 rows (about 1 MB, 40,000 string
+/// literals) pass the handlers' default deadline, and a finding after them still
+/// names its line.
+#[test]
+fn thousands_of_string_literals_are_analysed_within_the_handlers_limits() {
+    let rows = 20_000;
+    let table: String = (1..=rows)
+        .map(|i| format!("    {{\"id\": {i}, \"name\": \"user{i}\", \"score\": 1.5}},\n"))
+        .collect();
+    let cases = [
+        (
+            "python",
+            format!("rows = [\n{table}]\nimport os\nos.system('id')\n"),
+            "python.os-command",
+        ),
+        (
+            "javascript",
+            format!("const rows = [\n{table}];\nrequire('child_process').execSync('id');\n"),
+            "javascript.child-process",
+        ),
+    ];
+    for (language, code, rule) in cases {
+        let findings = host()
+            .language(language)
+            .unwrap()
+            .analyze(&code, &[])
+            .unwrap_or_else(|e| panic!("{language}: {e}"));
+        let finding = findings
+            .iter()
+            .find(|f| f.rule_id == rule)
+            .unwrap_or_else(|| panic!("{language}: no {rule} in {findings:?}"));
+        let last_line = code.lines().count() as u32;
+        assert_eq!(finding.line, Some(last_line), "{language}");
+    }
+}

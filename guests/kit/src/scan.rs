@@ -81,21 +81,39 @@ pub struct Scan {
     pub code: String,
     /// Every string literal, in order.
     pub literals: Vec<Literal>,
+    /// Byte offset of every `\n`, in order: line lookups are a binary search, so a
+    /// file of thousands of literals costs what its size costs.
+    newlines: Vec<usize>,
+}
+
+/// Byte offsets of every `\n` of `bytes`.
+fn newlines(bytes: &[u8]) -> Vec<usize> {
+    bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b == b'\n')
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The 1-based line of byte offset `at`, given the offsets of every newline.
+fn line_in(newlines: &[usize], at: usize) -> u32 {
+    newlines.partition_point(|&n| n < at) as u32 + 1
 }
 
 impl Scan {
     /// The 1-based line of byte offset `at`.
     pub fn line_of(&self, at: usize) -> u32 {
-        self.code.as_bytes()[..at.min(self.code.len())]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count() as u32
-            + 1
+        line_in(&self.newlines, at.min(self.code.len()))
     }
 
     /// The literal whose opening delimiter is at `at`.
     pub fn literal_at(&self, at: usize) -> Option<&Literal> {
-        self.literals.iter().find(|l| l.at == at)
+        // Sorted by `at` (see `scan`).
+        self.literals
+            .binary_search_by_key(&at, |l| l.at)
+            .ok()
+            .map(|i| &self.literals[i])
     }
 }
 
@@ -107,6 +125,7 @@ pub fn scan(source: &str, syntax: &Syntax) -> Scan {
         literals: Vec::new(),
         syntax,
         pending_heredocs: Vec::new(),
+        newlines: newlines(source.as_bytes()),
     };
     let mut at = 0;
     lexer.code(&mut at, None);
@@ -119,6 +138,7 @@ pub fn scan(source: &str, syntax: &Syntax) -> Scan {
     Scan {
         code,
         literals: lexer.literals,
+        newlines: lexer.newlines,
     }
 }
 
@@ -129,6 +149,8 @@ struct Lexer<'a> {
     syntax: &'a Syntax,
     /// Heredocs opened on the current line: (terminator, body is code, `<<-`/`<<~`).
     pending_heredocs: Vec<(Vec<u8>, bool, bool)>,
+    /// Byte offsets of the source's newlines (the output keeps every one in place).
+    newlines: Vec<usize>,
 }
 
 impl Lexer<'_> {
@@ -145,7 +167,7 @@ impl Lexer<'_> {
     }
 
     fn line_of(&self, at: usize) -> u32 {
-        self.src[..at].iter().filter(|&&b| b == b'\n').count() as u32 + 1
+        line_in(&self.newlines, at)
     }
 
     /// Lexes code from `*at` until the end, or until `close` at nesting depth zero
