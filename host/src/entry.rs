@@ -116,9 +116,13 @@ impl Slot {
         Ok(backend)
     }
 
-    /// The backend made, if it was.
-    fn made(&self) -> Option<Arc<dyn Backend>> {
-        self.ready.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    /// Whether the backend is made and serves `needs`.
+    fn serves(&self, needs: &Needs<'_>) -> bool {
+        self.ready
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|backend| backend.supports(needs).is_ok())
     }
 
     /// Forgets the backend made (and its pool) so that the provider makes it again,
@@ -383,56 +387,61 @@ impl Sandlot {
     /// prepare its backend (install a runtime): a front end then says so, and takes
     /// the time.
     pub fn needs_preparing(&self, choice: &BackendChoice, needs: &Needs<'_>) -> bool {
-        self.to_prepare(choice, needs).is_some_and(|(slot, asked)| {
-            slot.provider
+        for (slot, asked) in self.candidates(choice) {
+            let preparing = slot
+                .provider
                 .as_ref()
-                .is_some_and(|p| p.needs_preparing(&self.context, needs, asked))
-        })
+                .is_some_and(|p| p.needs_preparing(&self.context, needs, asked));
+            if preparing {
+                return true;
+            }
+            if slot.serves(needs) {
+                return false;
+            }
+        }
+        false
     }
 
     /// Has the provider of the backend a session with `needs` would get on `choice`
     /// prepare it, if it needs to (the wasm provider installs the language's runtime
-    /// on first use); `progress` hears about the slow steps.
+    /// on first use, and says when a runtime is compiled); `progress` hears about the
+    /// slow steps. For `auto`, each provider in order, until a backend made serves
+    /// `needs` (one not made yet is not connected for this).
     pub fn prepare(
         &self,
         choice: &BackendChoice,
         needs: &Needs<'_>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<()> {
-        let Some((slot, asked)) = self.to_prepare(choice, needs) else {
-            return Ok(());
-        };
-        let Some(provider) = &slot.provider else {
-            return Ok(());
-        };
-        if provider.prepare(&self.context, needs, asked, progress)? == Prepared::Remake {
-            slot.remake(&self.context)?;
+        for (slot, asked) in self.candidates(choice) {
+            if let Some(provider) = &slot.provider {
+                if provider.prepare(&self.context, needs, asked, progress)? == Prepared::Remake {
+                    slot.remake(&self.context)?;
+                }
+            }
+            if slot.serves(needs) {
+                break;
+            }
         }
         Ok(())
     }
 
-    /// The slot whose provider is asked to prepare for `needs` on `choice`: the one
-    /// named, or for `auto` the first, in order, that needs preparing, unless a
-    /// backend before it already made serves `needs` (one not made yet is not
-    /// connected for this).
-    fn to_prepare(&self, choice: &BackendChoice, needs: &Needs<'_>) -> Option<(&Slot, Asked)> {
+    /// The slots whose providers are asked to prepare for `choice`, and how: the one
+    /// named, or for `auto` those `auto` tries, in order.
+    fn candidates(&self, choice: &BackendChoice) -> Vec<(&Slot, Asked)> {
         match choice {
-            BackendChoice::Named(name) => self.slot(name).ok().map(|slot| (slot, Asked::ByName)),
-            BackendChoice::Auto => {
-                for slot in self.slots.iter().filter(|slot| slot.auto) {
-                    if slot.made().is_some_and(|b| b.supports(needs).is_ok()) {
-                        return None;
-                    }
-                    let preparing = slot
-                        .provider
-                        .as_ref()
-                        .is_some_and(|p| p.needs_preparing(&self.context, needs, Asked::ByAuto));
-                    if preparing {
-                        return Some((slot, Asked::ByAuto));
-                    }
-                }
-                None
-            }
+            BackendChoice::Named(name) => self
+                .slot(name)
+                .ok()
+                .map(|slot| (slot, Asked::ByName))
+                .into_iter()
+                .collect(),
+            BackendChoice::Auto => self
+                .slots
+                .iter()
+                .filter(|slot| slot.auto)
+                .map(|slot| (slot.as_ref(), Asked::ByAuto))
+                .collect(),
         }
     }
 
