@@ -427,6 +427,23 @@ impl KubernetesBackend {
         })
     }
 
+    /// Like [`call`](Self::call), for a request that may be sent again: one whose
+    /// connection failed or broke before an answer came is resent, with a growing
+    /// pause, until `deadline` is near. `send` is told whether it is a resend, since
+    /// a request that got through before its answer was lost can then be refused
+    /// for having been done (a create answered 409).
+    ///
+    /// A busy API server sometimes drops a connection of its pool: without the
+    /// resend, one pod of twenty in a burst failed with "client error (SendRequest)".
+    fn call_resending<T, F, Fut>(&self, context: &str, deadline: Duration, send: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(bool) -> Fut + Send + 'static,
+        Fut: Future<Output = std::result::Result<T, kube::Error>> + Send + 'static,
+    {
+        self.call(context, deadline, resend_on_transport(deadline, send))
+    }
+
     /// What sandlot needs the cluster to allow it, for the message of a refusal.
     fn needed_rights(&self) -> String {
         format!(
@@ -563,21 +580,58 @@ impl KubernetesBackend {
     fn delete_pod(&self, name: &str) -> Result<()> {
         let api = self.pods();
         let name_owned = name.to_string();
-        self.call(&format!("deleting pod {name}"), API_DEADLINE, async move {
-            match api
-                .delete(
-                    &name_owned,
-                    &DeleteParams {
-                        grace_period_seconds: Some(0),
-                        ..DeleteParams::background()
-                    },
-                )
-                .await
-            {
-                Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-                other => other.map(|_| ()),
+        self.call_resending(&format!("deleting pod {name}"), API_DEADLINE, move |_| {
+            let api = api.clone();
+            let name = name_owned.clone();
+            async move {
+                match api
+                    .delete(
+                        &name,
+                        &DeleteParams {
+                            grace_period_seconds: Some(0),
+                            ..DeleteParams::background()
+                        },
+                    )
+                    .await
+                {
+                    Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+                    other => other.map(|_| ()),
+                }
             }
         })
+    }
+}
+
+/// Whether `error` says a request got no answer because its connection failed: not
+/// the API server refusing it, so sending it again may well work.
+fn is_transport(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Service(_))
+}
+
+/// Sends a request through `send` until it gets an answer or a failure that is not
+/// the connection's, or until most of `deadline` is spent (then the last failure is
+/// the answer, rather than a bare timeout that would hide it).
+async fn resend_on_transport<T, F, Fut>(
+    deadline: Duration,
+    mut send: F,
+) -> std::result::Result<T, kube::Error>
+where
+    F: FnMut(bool) -> Fut,
+    Fut: Future<Output = std::result::Result<T, kube::Error>>,
+{
+    let give_up = tokio::time::Instant::now() + deadline.mul_f64(0.8);
+    let mut pause = Duration::from_millis(50);
+    let mut resend = false;
+    loop {
+        match send(resend).await {
+            Err(e) if is_transport(&e) && tokio::time::Instant::now() + pause < give_up => {
+                tracing::debug!("resending a Kubernetes request after: {e}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+                resend = true;
+            }
+            other => return other,
+        }
     }
 }
 

@@ -172,10 +172,21 @@ pub(super) fn open(backend: &KubernetesBackend, spec: &SandboxSpec<'_>) -> Resul
     };
     {
         let api = api.clone();
-        backend.call(
+        backend.call_resending(
             &format!("creating a pod from {image}"),
             API_DEADLINE,
-            async move { api.create(&PostParams::default(), &manifest).await },
+            move |resend| {
+                let api = api.clone();
+                let manifest = manifest.clone();
+                async move {
+                    match api.create(&PostParams::default(), &manifest).await {
+                        // The name is this sandbox's own: after a lost answer, a pod
+                        // of that name is the one the earlier send made.
+                        Err(kube::Error::Api(status)) if resend && status.code == 409 => Ok(()),
+                        other => other.map(|_| ()),
+                    }
+                }
+            },
         )?;
     }
     let attached = start(
