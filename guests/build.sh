@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds every guest component (built-in language handlers, the out-of-tree example,
-# the test fixtures) and copies them into guests/dist/, which is committed: the host
-# embeds dist/builtin/*.wasm, so building the host needs no WebAssembly toolchain.
+# the test fixtures) and copies them into guests/dist/ and host/core/builtin/, both
+# committed: sandlot-core embeds host/core/builtin/*.wasm (inside its own package, so
+# that it can be published), so building the host needs no WebAssembly toolchain.
 #
 #   guests/build.sh           build and update dist/
 #   guests/build.sh --check   build and fail if dist/ differs from what was built
@@ -47,31 +48,31 @@ target_dir=${SANDLOT_GUESTS_TARGET_DIR:-$guests/target}
 
 built=$target_dir/wasm32-wasip2/release
 declare -A outputs=(
-  [sandlot_python]=builtin/python
-  [sandlot_javascript]=builtin/javascript
-  [sandlot_typescript]=builtin/typescript
-  [sandlot_java]=builtin/java
-  [sandlot_cpp]=builtin/cpp
-  [sandlot_go]=builtin/go
-  [sandlot_r]=builtin/r
-  [sandlot_ruby]=builtin/ruby
-  [sandlot_bash]=builtin/bash
-  [sandlot_example_lua]=examples/lua
-  [sandlot_example_perl]=examples/perl
-  [sandlot_fixture_trap]=fixtures/trap
-  [sandlot_fixture_spin]=fixtures/spin
-  [sandlot_fixture_hog]=fixtures/hog
-  [sandlot_fixture_malformed]=fixtures/malformed
-  [sandlot_fixture_badplan]=fixtures/badplan
-  [sandlot_fixture_other_world]=fixtures/other-world
-  [sandlot_fixture_future_api]=fixtures/future-api
-  [sandlot_fixture_tally_runtime]=fixtures/tally-runtime
+  [sandlot_python]=../host/core/builtin/python
+  [sandlot_javascript]=../host/core/builtin/javascript
+  [sandlot_typescript]=../host/core/builtin/typescript
+  [sandlot_java]=../host/core/builtin/java
+  [sandlot_cpp]=../host/core/builtin/cpp
+  [sandlot_go]=../host/core/builtin/go
+  [sandlot_r]=../host/core/builtin/r
+  [sandlot_ruby]=../host/core/builtin/ruby
+  [sandlot_bash]=../host/core/builtin/bash
+  [sandlot_example_lua]=dist/examples/lua
+  [sandlot_example_perl]=dist/examples/perl
+  [sandlot_fixture_trap]=dist/fixtures/trap
+  [sandlot_fixture_spin]=dist/fixtures/spin
+  [sandlot_fixture_hog]=dist/fixtures/hog
+  [sandlot_fixture_malformed]=dist/fixtures/malformed
+  [sandlot_fixture_badplan]=dist/fixtures/badplan
+  [sandlot_fixture_other_world]=dist/fixtures/other-world
+  [sandlot_fixture_future_api]=dist/fixtures/future-api
+  [sandlot_fixture_tally_runtime]=dist/fixtures/tally-runtime
 )
 
 stale=()
 for crate in "${!outputs[@]}"; do
   src="$built/$crate.wasm"
-  dst="dist/${outputs[$crate]}.wasm"
+  dst="${outputs[$crate]}.wasm"
   if $check; then
     cmp -s "$src" "$dst" || stale+=("$dst")
   else
@@ -84,10 +85,10 @@ if $check; then
   if [ "${#stale[@]}" -ne 0 ]; then
     echo "guests/build.sh --check: these committed components differ from their sources:" >&2
     printf '  %s\n' "${stale[@]}" >&2
-    echo "run guests/build.sh and commit guests/dist/" >&2
+    echo "run guests/build.sh and commit guests/dist/ and host/core/builtin/" >&2
     exit 1
   fi
   echo "guests: all ${#outputs[@]} committed components match their sources"
 else
-  echo "guests: built ${#outputs[@]} components into guests/dist/"
+  echo "guests: built ${#outputs[@]} components into guests/dist/ and host/core/builtin/"
 fi

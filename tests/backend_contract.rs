@@ -127,7 +127,7 @@ fn plugins() -> PluginHost {
 }
 
 fn sandlot_with(backends: Vec<Fake>) -> Sandlot {
-    let mut builder = Sandlot::builder(plugins()).builtin_backends(false);
+    let mut builder = sandlot::Sandlot::builder(plugins());
     for backend in backends {
         builder = builder.backend(Arc::new(backend));
     }
@@ -440,7 +440,7 @@ fn artifacts_come_back_through_the_backends_files_and_the_shell_needs_its_capabi
     assert_eq!(plots, ["plot.png"]);
     assert_eq!(run.backend, "fake");
     let json = run.to_json();
-    assert_eq!(json["schema"], sandlot::service::EXECUTION_SCHEMA);
+    assert_eq!(json["schema"], sandlot::server::service::EXECUTION_SCHEMA);
     assert_eq!(json["end"]["reason"], "completed");
 
     let error = session.execute_command("ls").unwrap_err();
@@ -504,7 +504,6 @@ fn lazy(failures: usize) -> (Arc<Lazy>, Sandlot) {
         failures,
     });
     let sandlot = Sandlot::builder(plugins())
-        .builtin_backends(false)
         .provider(provider.clone())
         .build()
         .unwrap();

@@ -13,8 +13,8 @@
 
 mod support;
 
-use sandlot::backend::docker::{ContainerBackend, Engine, TlsFiles};
 use sandlot::backend::pool::{Exhausted, PoolOptions};
+use sandlot::docker::{ContainerBackend, Engine, TlsFiles};
 use sandlot::{
     Capability, EndReason, Error, Execution, Limits, Network, PluginHost, Policy, PolicyField,
     RunOptions, Sandlot, Session, SessionState,
@@ -44,7 +44,7 @@ fn build(pooled: Option<(&str, PoolOptions)>) -> Sandlot {
         .name("docker-tls")
         .connect()
         .unwrap_or_else(|e| panic!("the Docker TLS proxy is not up ({e}); run tests/services.sh"));
-    let mut builder = Sandlot::builder(plugins)
+    let mut builder = sandlot::builder(plugins)
         .runtimes_dir(dirs.runtimes_dir())
         .cache_dir(dirs.cache.value.clone())
         .backend(Arc::new(remote));
@@ -123,7 +123,7 @@ fn hello(backend: &str) {
         // No per-pod process limit; a memory volume without a size before 1.22; a
         // network cut only where a plugin enforces NetworkPolicy.
         "kubernetes" => {
-            let cluster = sandlot().kubernetes().unwrap();
+            let cluster = sandlot::kubernetes::KubernetesBackend::of(sandlot()).unwrap();
             let mut fields = Vec::new();
             if !cluster.enforces_network_policy() {
                 fields.push(PolicyField::Network);

@@ -5,7 +5,8 @@
 
 mod support;
 
-use sandlot::{EndReason, Engine, Error, Execution, Network, Policy, RunOptions, Sandlot, Session};
+use sandlot::docker::Engine;
+use sandlot::{EndReason, Error, Execution, Network, Policy, RunOptions, Sandlot, Session};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,7 +23,11 @@ fn open_session(builder: &sandlot::SessionBuilder) -> sandlot::Result<Session> {
 fn sandlot() -> Sandlot {
     let plugins = sandlot::PluginHost::builder().load().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    Sandlot::new(plugins, dir.path(), None).unwrap()
+    sandlot::builder(plugins)
+        .runtimes_dir(dir.path())
+        .cache_dir(None)
+        .build()
+        .unwrap()
 }
 
 fn choice(engine: Engine) -> &'static str {
@@ -712,7 +717,11 @@ fn an_out_of_tree_language_keeps_state_too(engine: Engine) {
         .load()
         .unwrap();
     let runtimes = tempfile::tempdir().unwrap();
-    let sandlot = Sandlot::new(plugins, runtimes.path(), None).unwrap();
+    let sandlot = sandlot::builder(plugins)
+        .runtimes_dir(runtimes.path())
+        .cache_dir(None)
+        .build()
+        .unwrap();
     keeps_state(&sandlot, engine, "perl");
 }
 
@@ -958,7 +967,7 @@ fn go_module_is_installed(engine: Engine) {
 
 fn nothing_is_left_after_close(engine: Engine) {
     let sandlot = sandlot();
-    let backend = sandlot.containers(engine).unwrap();
+    let backend = sandlot::docker::ContainerBackend::of(&sandlot, engine).unwrap();
     let mut builder = sandlot.session("bash");
     builder.backend(choice(engine));
     let session = open_session(&builder).unwrap();
@@ -997,7 +1006,7 @@ fn scratch_dirs() -> std::collections::BTreeSet<String> {
 /// container removes itself, without `sandlot gc`. `env` points the host at the engine.
 fn a_killed_host_leaves_nothing(engine: Engine, env: &[(&str, &str)]) {
     let sandlot = sandlot();
-    let backend = sandlot.containers(engine).unwrap();
+    let backend = sandlot::docker::ContainerBackend::of(&sandlot, engine).unwrap();
     let dirs_before = scratch_dirs();
     // The host opens a session, and with it reaps orphans: not while `gc` is tested.
     let opening = OPENING.read().unwrap_or_else(|e| e.into_inner());
@@ -1039,7 +1048,7 @@ fn an_unhealthy_pooled_sandbox_is_replaced(engine: Engine) {
     // The pool opens in the background: not while `gc` is tested.
     let _opening = OPENING.read().unwrap_or_else(|e| e.into_inner());
     let plugins = sandlot::PluginHost::builder().load().unwrap();
-    let sandlot = Sandlot::builder(plugins)
+    let sandlot = sandlot::builder(plugins)
         .pool(
             engine.name(),
             PoolOptions {
@@ -1087,7 +1096,7 @@ fn a_killed_pool_owner_leaves_nothing_after_gc(engine: Engine) {
         format!("[pool.{}]\nmin_idle = 2\nmax_size = 4\n", engine.name()),
     )
     .unwrap();
-    let backend = sandlot().containers(engine).unwrap();
+    let backend = sandlot::docker::ContainerBackend::of(&sandlot(), engine).unwrap();
     // The host opens sandboxes (and reaps orphans) until it dies, and this test runs
     // `gc`: neither while the `gc` test runs.
     let opening = OPENING.read().unwrap_or_else(|e| e.into_inner());
@@ -1139,7 +1148,7 @@ fn a_killed_pool_owner_leaves_nothing_after_gc(engine: Engine) {
 /// gone (here: made by hand, owned by a process that has exited, never started).
 fn gc_reaps_containers_whose_owner_is_gone(engine: Engine) {
     let sandlot = sandlot();
-    let backend = sandlot.containers(engine).unwrap();
+    let backend = sandlot::docker::ContainerBackend::of(&sandlot, engine).unwrap();
     let _alone = OPENING.write().unwrap_or_else(|e| e.into_inner());
     let mut gone = std::process::Command::new("true").spawn().unwrap();
     let pid = gone.id();
@@ -1272,7 +1281,7 @@ fn a_missing_image_says_how_to_get_it(engine: Engine) {
         std::path::Path::new("sandlot.toml"),
     )
     .unwrap();
-    let sandlot = Sandlot::builder(plugins)
+    let sandlot = sandlot::builder(plugins)
         .runtimes_dir(dir.path())
         .cache_dir(None)
         .config(config)
@@ -1290,9 +1299,11 @@ fn a_missing_image_says_how_to_get_it(engine: Engine) {
 #[test]
 fn an_unreachable_engine_says_how_to_start_one() {
     for engine in [Engine::Docker, Engine::Podman] {
-        let error =
-            sandlot::ContainerBackend::connect(engine, Some("unix:///nonexistent/engine.sock"))
-                .unwrap_err();
+        let error = sandlot::docker::ContainerBackend::connect(
+            engine,
+            Some("unix:///nonexistent/engine.sock"),
+        )
+        .unwrap_err();
         assert!(matches!(error, Error::EngineUnavailable { .. }), "{error}");
         let message = error.to_string();
         assert!(message.contains("/nonexistent/engine.sock"), "{message}");

@@ -1,4 +1,4 @@
-//! The library's examples (`host/examples/`), run as a user would run them: each
+//! The library's examples (`host/sandlot/examples/`), run as a user would run them: each
 //! prints what it did and checks its own answers, so a broken example fails here.
 //!
 //! `cargo test --workspace` builds every example before the tests run; this finds

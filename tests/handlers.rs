@@ -1223,7 +1223,7 @@ fn without_restrictions_a_name_gives_no_restricted_finding_and_a_wildcard_matche
 
 #[test]
 fn every_built_in_language_runs_in_an_image_a_recipe_builds() {
-    let recipes = sandlot::backend::docker::Recipe::all();
+    let recipes = sandlot::docker::Recipe::all();
     for handler in host().languages() {
         let info = handler.info();
         assert!(

@@ -133,7 +133,7 @@ fn sandlot() -> &'static Sandlot {
     SANDLOT.get_or_init(|| {
         let plugins = PluginHost::builder().load().unwrap();
         let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
-        Sandlot::builder(plugins)
+        sandlot::builder(plugins)
             .runtimes_dir(dirs.runtimes_dir())
             .cache_dir(dirs.cache.value.clone())
             .build()

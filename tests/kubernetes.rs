@@ -6,8 +6,8 @@
 
 mod support;
 
-use sandlot::backend::kubernetes::KubernetesBackend;
 use sandlot::backend::pool::{Exhausted, PoolOptions};
+use sandlot::kubernetes::KubernetesBackend;
 use sandlot::{EndReason, Error, PluginHost, PolicyField, Sandlot, Session};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
@@ -20,15 +20,14 @@ static NODE: RwLock<()> = RwLock::new(());
 fn sandlot() -> &'static Sandlot {
     static SANDLOT: OnceLock<Sandlot> = OnceLock::new();
     SANDLOT.get_or_init(|| {
-        Sandlot::builder(PluginHost::builder().load().unwrap())
+        sandlot::builder(PluginHost::builder().load().unwrap())
             .build()
             .unwrap()
     })
 }
 
 fn cluster() -> Arc<KubernetesBackend> {
-    sandlot()
-        .kubernetes()
+    KubernetesBackend::of(sandlot())
         .unwrap_or_else(|e| panic!("the local cluster is not up ({e}); run tests/run.sh"))
 }
 
@@ -159,7 +158,7 @@ fn sandlots_images_bring_the_agent_and_other_images_get_it_copied_in() {
     own.close();
     // The variant has no labels of sandlot's containers: the kubelet's containers made
     // from it must not look like sandboxes to `sandlot gc --engine docker`.
-    let variant = sandlot::backend::agent::variant("sandlot/python:latest");
+    let variant = sandlot::container::variant("sandlot/python:latest");
     let labels = std::process::Command::new("docker")
         .args([
             "image",
@@ -249,7 +248,7 @@ fn a_kubelet_that_stops_answering_cannot_hang_a_run() {
 #[test]
 fn a_pool_of_three_serves_ten_sessions_from_four_tasks() {
     let _node = NODE.read().unwrap_or_else(|e| e.into_inner());
-    let sandlot = Sandlot::builder(PluginHost::builder().load().unwrap())
+    let sandlot = sandlot::builder(PluginHost::builder().load().unwrap())
         .pool(
             "kubernetes",
             PoolOptions {
@@ -363,12 +362,11 @@ fn a_template_that_reaches_the_host_is_refused() {
     .unwrap();
     let config = dir.path().join("sandlot.toml");
     std::fs::write(&config, "[kubernetes]\npod_template = \"pod.yaml\"\n").unwrap();
-    let error = sandlot::Sandlot::builder(PluginHost::builder().load().unwrap())
+    let sandlot = sandlot::builder(PluginHost::builder().load().unwrap())
         .config(sandlot::Config::read(&config).unwrap())
         .build()
-        .unwrap()
-        .kubernetes()
-        .unwrap_err();
+        .unwrap();
+    let error = KubernetesBackend::of(&sandlot).unwrap_err();
     let message = error.to_string();
     assert!(
         message.contains("host path") && message.contains("pod.yaml"),

@@ -7,14 +7,18 @@
 //! (`tests/run.sh` does both).
 
 use sandlot::backend::Backend;
-use sandlot::manager::{ClientId, ManagerSettings, SessionId, SessionManager};
-use sandlot::service::{OpenRequest, Service};
+use sandlot::server::manager::{ClientId, ManagerSettings, SessionId, SessionManager};
+use sandlot::server::service::{OpenRequest, Service};
 use sandlot::{BackendChoice, Error, Network, Policy, RunOptions};
 use std::time::{Duration, Instant};
 
 fn manager(settings: ManagerSettings) -> SessionManager {
-    let service = Service::from_config(sandlot::Config::default(), &Default::default())
-        .expect("a service from the default configuration");
+    let service = Service::from_config(
+        sandlot::Config::default(),
+        &Default::default(),
+        sandlot::providers(),
+    )
+    .expect("a service from the default configuration");
     SessionManager::new(service, settings)
 }
 
@@ -264,9 +268,7 @@ fn dropping_the_last_handle_closes_every_session() {
 
 #[test]
 fn a_backend_that_cannot_enforce_the_network_policy_is_refused() {
-    let cluster = sandlot::Sandlot::from_environment()
-        .unwrap()
-        .kubernetes()
+    let cluster = sandlot::kubernetes::KubernetesBackend::of(&sandlot::from_environment().unwrap())
         .expect("the local cluster (tests/run.sh starts it)");
     let strict = manager(ManagerSettings::default());
     let client = ClientId::new("pods");

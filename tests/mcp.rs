@@ -563,3 +563,58 @@ fn over_stdio_an_oversized_or_broken_request_gets_an_error_and_the_server_goes_o
     drop(input);
     server.wait().unwrap();
 }
+
+/// A run the gate refuses and a full pool are tool errors a model can read, each
+/// with its stable kind first, as the HTTP API answers them with their own status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_tool_errors_with_their_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sandlot.toml");
+    std::fs::write(
+        &config,
+        "[pool.wasm]\nmin_idle = 0\nmax_size = 1\nwhen_exhausted = \"fail-fast\"\n",
+    )
+    .unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "block_at = \"high\"\n").unwrap();
+    let mut command = sandlot();
+    command
+        .arg("mcp")
+        .args(["--config", config.to_str().unwrap()])
+        .args(["--policy", policy.to_str().unwrap()]);
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+
+    let blocked = call(
+        &client,
+        "execute_code",
+        json!({ "language": "python", "backend": "wasm", "code": "import os\nos.system('id')" }),
+    )
+    .await;
+    assert_eq!(blocked.is_error, Some(true), "{blocked:?}");
+    let said = text_of(&blocked);
+    assert!(
+        said.starts_with("error [blocked]: ") && said.contains("python.os-command"),
+        "{said}"
+    );
+
+    let first = call(
+        &client,
+        "open_session",
+        json!({ "language": "python", "backend": "wasm" }),
+    )
+    .await;
+    assert_ne!(first.is_error, Some(true), "{first:?}");
+    let full = call(
+        &client,
+        "open_session",
+        json!({ "language": "python", "backend": "wasm" }),
+    )
+    .await;
+    assert_eq!(full.is_error, Some(true), "{full:?}");
+    assert!(
+        text_of(&full).starts_with("error [exhausted]: "),
+        "{}",
+        text_of(&full)
+    );
+    client.cancel().await.unwrap();
+}

@@ -558,12 +558,16 @@ fn a_runtime_component_dropped_into_a_plugin_directory_runs_code() {
             PluginStatus::Runtime
         ));
         assert_eq!(report(&host, "my-js.wasm").kind, Some(PluginKind::Runtime));
-        sandlot::Sandlot::new(host, runtimes.path(), Some(cache.path().to_path_buf())).unwrap()
+        sandlot::builder(host)
+            .runtimes_dir(runtimes.path())
+            .cache_dir(Some(cache.path().to_path_buf()))
+            .build()
+            .unwrap()
     };
 
     let sandlot = open();
     // Nothing was compiled to find the runtime: that waits for the first lookup.
-    assert!(sandlot.wasm().needs_compile("javascript"));
+    assert!(sandlot::wasm::WasmBackend::of(&sandlot).needs_compile("javascript"));
     let mut session = sandlot
         .session("javascript")
         .backend("wasm")
@@ -586,7 +590,7 @@ fn a_runtime_component_dropped_into_a_plugin_directory_runs_code() {
     assert_eq!(out.stdout_text(), "hello /workspace/sub\n");
     drop(session);
 
-    let found = sandlot.wasm().runtimes();
+    let found = sandlot::wasm::WasmBackend::of(&sandlot).runtimes();
     assert_eq!(found.len(), 1, "{found:?}");
     let description = found[0].description.as_ref().unwrap();
     assert_eq!(found[0].path, plugins.path().join("my-js.wasm"));
@@ -594,15 +598,15 @@ fn a_runtime_component_dropped_into_a_plugin_directory_runs_code() {
     assert_eq!(description.languages, ["javascript"]);
     assert_eq!(
         description.kind,
-        sandlot::backend::wasm::RuntimeKind::Component {
+        sandlot::wasm::RuntimeKind::Component {
             api_version: "0.2.0".into()
         }
     );
 
     // Another process finds what it serves in the cache, by content: no compile.
     let again = open();
-    assert!(!again.wasm().needs_compile("javascript"));
-    assert!(again.wasm().runtimes()[0].compiled);
+    assert!(!sandlot::wasm::WasmBackend::of(&again).needs_compile("javascript"));
+    assert!(sandlot::wasm::WasmBackend::of(&again).runtimes()[0].compiled);
     let noted = std::fs::read_dir(cache.path().join("runtime-info"))
         .unwrap()
         .count();
@@ -611,8 +615,8 @@ fn a_runtime_component_dropped_into_a_plugin_directory_runs_code() {
 
 #[test]
 fn runtime_components_of_both_contracts_run_and_a_handler_among_them_is_skipped_clearly() {
-    use sandlot::backend::wasm::{RuntimeKind, WasmBackend};
     use sandlot::backend::{Backend, Needs, RunRequest, SandboxSpec, Workload};
+    use sandlot::wasm::{RuntimeKind, WasmBackend};
     let plugins = plugin_dir(&[("fixtures/tally-runtime", "tally.wasm")]);
     std::fs::copy(installed_quickjs(), plugins.path().join("quickjs.wasm")).unwrap();
     // Dropped into the runtimes directory by mistake: a language handler.

@@ -213,7 +213,7 @@ async fn health_is_open_and_every_other_route_needs_a_valid_token() {
     let huge = client()
         .put(server.at("/v1/sessions/s-none/files/big.bin"))
         .bearer_auth(ALICE)
-        .body(vec![0u8; sandlot::serve::MAX_BODY + 1])
+        .body(vec![0u8; sandlot::server::serve::MAX_BODY + 1])
         .send()
         .await
         .unwrap();
@@ -293,7 +293,10 @@ async fn a_session_lives_across_requests_and_belongs_to_its_token() {
     let (status, doubled) = run("print(x * 2)", ALICE).await;
     assert_eq!(status, 200);
     assert_eq!(doubled["stdout"], "10\n");
-    assert_eq!(doubled["schema"], sandlot::service::EXECUTION_SCHEMA);
+    assert_eq!(
+        doubled["schema"],
+        sandlot::server::service::EXECUTION_SCHEMA
+    );
 
     let (status, stolen) = run("print(x)", BOB).await;
     assert_eq!(status, 404, "{stolen}");

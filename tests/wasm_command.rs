@@ -3,7 +3,7 @@
 
 mod support;
 
-use sandlot::{Error, PluginHost, Sandlot};
+use sandlot::{Error, PluginHost};
 use sha2::{Digest, Sha256};
 
 #[test]
@@ -11,7 +11,11 @@ fn a_command_runtime_from_a_manifest_runs_each_piece_of_code_fresh() {
     let runtimes = tempfile::tempdir().unwrap();
     support::install_echo_runtime(runtimes.path(), "bash", &support::echo_module("!"), None);
     let plugins = PluginHost::builder().no_cache().load().unwrap();
-    let sandlot = Sandlot::new(plugins, runtimes.path(), None).unwrap();
+    let sandlot = sandlot::builder(plugins)
+        .runtimes_dir(runtimes.path())
+        .cache_dir(None)
+        .build()
+        .unwrap();
     let mut session = sandlot.session("bash").open().unwrap();
     for _ in 0..2 {
         let run = session.run("echo hi").unwrap();
@@ -32,8 +36,11 @@ fn a_replaced_runtime_module_is_never_served_from_a_stale_artifact() {
     let cache = tempfile::tempdir().unwrap();
     let open = || {
         let plugins = PluginHost::builder().no_cache().load().unwrap();
-        let sandlot =
-            Sandlot::new(plugins, runtimes.path(), Some(cache.path().to_path_buf())).unwrap();
+        let sandlot = sandlot::builder(plugins)
+            .runtimes_dir(runtimes.path())
+            .cache_dir(Some(cache.path().to_path_buf()))
+            .build()
+            .unwrap();
         sandlot.session("bash").open()
     };
     let first = support::echo_module("first!");

@@ -10,9 +10,9 @@ fn session(sandlot: &Sandlot) -> Session {
 
 #[test]
 fn many_sessions_leave_no_growth_behind() {
-    let sandlot = Sandlot::from_environment().unwrap();
+    let sandlot = sandlot::from_environment().unwrap();
     assert!(
-        sandlot.wasm().serves("python"),
+        sandlot::wasm::WasmBackend::of(&sandlot).serves("python"),
         "run `sandlot runtimes install python`"
     );
     fn open_fds() -> usize {

@@ -10,9 +10,9 @@ use std::time::Duration;
 fn sandlot() -> &'static Sandlot {
     static SANDLOT: OnceLock<Sandlot> = OnceLock::new();
     SANDLOT.get_or_init(|| {
-        let sandlot = Sandlot::from_environment().unwrap();
+        let sandlot = sandlot::from_environment().unwrap();
         assert!(
-            sandlot.wasm().serves("python"),
+            sandlot::wasm::WasmBackend::of(&sandlot).serves("python"),
             "the Python runtime is not installed: run `sandlot runtimes install python`"
         );
         sandlot

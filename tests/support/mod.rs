@@ -132,17 +132,23 @@ pub fn start_sleeping_host(backend: &str, env: &[(&str, &str)]) -> std::process:
 /// Whether `backend`'s sandbox called `name` is still there: a container, a pod, or
 /// (wasm) the workspace directory, as `sandbox_name` names them.
 pub fn sandbox_exists(sandlot: &sandlot::Sandlot, backend: &str, name: &str) -> bool {
-    use sandlot::backend::docker::Engine;
+    use sandlot::docker::Engine;
     let engine = match backend {
         "wasm" => return Path::new(name).exists(),
         "kubernetes" => {
-            let pods = sandlot.kubernetes().unwrap().sandboxes().unwrap();
+            let pods = sandlot::kubernetes::KubernetesBackend::of(sandlot)
+                .unwrap()
+                .sandboxes()
+                .unwrap();
             return pods.iter().any(|p| p.name == name);
         }
         "podman" => Engine::Podman,
         _ => Engine::Docker,
     };
-    let containers = sandlot.containers(engine).unwrap().sandboxes().unwrap();
+    let containers = sandlot::docker::ContainerBackend::of(sandlot, engine)
+        .unwrap()
+        .sandboxes()
+        .unwrap();
     containers.iter().any(|c| c.name == name)
 }
 

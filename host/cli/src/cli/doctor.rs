@@ -6,7 +6,7 @@ use super::Global;
 use anyhow::Result;
 use sandlot::backend::{Check, CheckState};
 use sandlot::policy::{Policy, PolicyField, Preset};
-use sandlot::service::Service;
+use sandlot::server::service::Service;
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -15,7 +15,7 @@ use std::process::ExitCode;
 pub(super) fn command(global: &Global, json: bool) -> Result<ExitCode> {
     let config = global.config()?;
     let policy = config.policy.clone().unwrap_or_default();
-    let service = Service::from_config(config, &global.overrides())?;
+    let service = Service::from_config(config, &global.overrides(), sandlot::providers())?;
     let sandlot = service.sandlot();
     let backends = sandlot
         .backend_names()

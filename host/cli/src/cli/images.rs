@@ -48,28 +48,28 @@ pub(super) enum EngineArg {
 }
 
 impl EngineArg {
-    fn engine(self) -> sandlot::Engine {
+    fn engine(self) -> sandlot::docker::Engine {
         match self {
-            EngineArg::Docker => sandlot::Engine::Docker,
-            EngineArg::Podman => sandlot::Engine::Podman,
+            EngineArg::Docker => sandlot::docker::Engine::Docker,
+            EngineArg::Podman => sandlot::docker::Engine::Podman,
         }
     }
 }
 
-fn containers(global: &Global, engine: EngineArg) -> Result<sandlot::ContainerBackend> {
+fn containers(global: &Global, engine: EngineArg) -> Result<sandlot::docker::ContainerBackend> {
     let config = global.config()?;
     let endpoint = match engine {
         EngineArg::Docker => config.docker_host.as_deref(),
         EngineArg::Podman => config.podman_host.as_deref(),
     };
-    Ok(sandlot::ContainerBackend::connect(
+    Ok(sandlot::docker::ContainerBackend::connect(
         engine.engine(),
         endpoint,
     )?)
 }
 
 pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCode> {
-    use sandlot::backend::docker::images::{default_rootfs_cache, Recipe};
+    use sandlot::docker::images::{default_rootfs_cache, Recipe};
     match command {
         ImagesCommand::Build {
             names,
@@ -188,7 +188,7 @@ pub(super) enum GcTarget {
 /// as one JSON document.
 pub(super) fn gc(global: &Global, target: GcTarget, all: bool, json: bool) -> Result<ExitCode> {
     // The wasm backend's workspaces of killed processes, whichever engine is named.
-    let workspaces = sandlot::backend::wasm::WasmBackend::gc();
+    let workspaces = sandlot::wasm::WasmBackend::gc();
     if !json {
         for path in &workspaces {
             println!("{}", path.display());
@@ -202,8 +202,8 @@ pub(super) fn gc(global: &Global, target: GcTarget, all: bool, json: bool) -> Re
         GcTarget::Podman => (containers(global, EngineArg::Podman)?.gc(all)?, "container"),
         GcTarget::Kubernetes => {
             let settings = global.config()?.kubernetes;
-            let cluster = sandlot::backend::kubernetes::KubernetesBackend::configured(&settings)?
-                .connect()?;
+            let cluster =
+                sandlot::kubernetes::KubernetesBackend::configured(&settings)?.connect()?;
             (cluster.gc(all)?, "pod")
         }
     };

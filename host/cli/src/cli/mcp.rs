@@ -25,12 +25,13 @@ pub(super) fn command(global: &Global, args: McpArgs) -> Result<ExitCode> {
     let served = runtime.block_on(async move {
         match args.http {
             None => tokio::select! {
-                served = sandlot::mcp::serve_stdio(manager.clone()) => served,
+                served = sandlot::server::mcp::serve_stdio(manager.clone()) => served,
                 () = stop_signal() => Ok(()),
             }
             .map(|()| manager),
             Some(address) => {
-                let server = sandlot::mcp::HttpServer::bind(manager.clone(), address).await?;
+                let server =
+                    sandlot::server::mcp::HttpServer::bind(manager.clone(), address).await?;
                 eprintln!(
                     "sandlot mcp: serving MCP at http://{}/mcp (loopback only, no authentication)",
                     server.address()

@@ -13,7 +13,7 @@ use rustyline::hint::Hinter;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::Helper;
 use sandlot::sandbox_path::escape_controls;
-use sandlot::service::Service;
+use sandlot::server::service::Service;
 use sandlot::{EarlierOutput, Execution, Session, SessionState};
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
@@ -38,7 +38,8 @@ pub(super) struct ReplArgs {
 }
 
 pub(super) fn command(global: &Global, args: ReplArgs) -> Result<ExitCode> {
-    let mut service = Service::from_config(global.config()?, &global.overrides())?;
+    let mut service =
+        Service::from_config(global.config()?, &global.overrides(), sandlot::providers())?;
     plugin_notes(service.sandlot().plugins());
     let language = service
         .sandlot()

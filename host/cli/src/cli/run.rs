@@ -8,7 +8,7 @@ use clap::Args;
 use sandlot::policy::BlockAt;
 use sandlot::sandbox_path::escape_controls;
 use sandlot::secret::Secret;
-use sandlot::service::{OpenRequest, Service};
+use sandlot::server::service::{OpenRequest, Service};
 use sandlot::{BackendChoice, EndReason, Execution, Network, Policy, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -176,7 +176,8 @@ pub(super) fn streaming() -> RunOptions {
 const EXIT_SANDLOT_ERROR: u8 = 125;
 
 pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
-    let mut service = Service::from_config(global.config()?, &global.overrides())?;
+    let mut service =
+        Service::from_config(global.config()?, &global.overrides(), sandlot::providers())?;
     plugin_notes(service.sandlot().plugins());
     let (code, handler) = args.source.load(service.sandlot().plugins())?;
     let configured = service.sandlot().config().policy.clone();

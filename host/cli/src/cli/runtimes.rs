@@ -4,7 +4,7 @@ use super::output::{yes_no, Table};
 use super::Global;
 use anyhow::Result;
 use clap::Subcommand;
-use sandlot::backend::wasm::WasmBackend;
+use sandlot::wasm::WasmBackend;
 use std::process::ExitCode;
 
 #[derive(Subcommand)]
@@ -44,7 +44,8 @@ fn backend(dirs: &sandlot::dirs::Dirs) -> Result<WasmBackend> {
 fn install(global: &Global, language: &str) -> Result<ExitCode> {
     let dirs = global.dirs()?;
     let dir = dirs.runtimes_dir();
-    let installed = sandlot::runtimes::install(language, dir, |step| note!("sandlot: {step}"))?;
+    let installed =
+        sandlot::wasm::runtimes::install(language, dir, |step| note!("sandlot: {step}"))?;
     note!("sandlot: installed in {}", installed.display());
     let backend = backend(&dirs)?;
     if backend.needs_compile(language) {

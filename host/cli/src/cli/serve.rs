@@ -1,10 +1,10 @@
-//! `sandlot serve`: the HTTP/JSON API (see `sandlot::serve`).
+//! `sandlot serve`: the HTTP/JSON API (see `sandlot::server::serve`).
 
 use super::server::{finish, init_logging, runtime, stop_signal, SessionArgs};
 use super::Global;
 use anyhow::{Context, Result};
 use clap::Args;
-use sandlot::serve::{HttpApi, ServeOptions, Token};
+use sandlot::server::serve::{HttpApi, ServeOptions, Token};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 

@@ -4,9 +4,9 @@
 use super::Global;
 use anyhow::{Context, Result};
 use clap::Args;
-use sandlot::manager::{ManagerSettings, SessionManager};
 use sandlot::policy::Policy;
-use sandlot::service::Service;
+use sandlot::server::manager::{ManagerSettings, SessionManager};
+use sandlot::server::service::Service;
 use std::time::Duration;
 
 /// How a server treats its clients' sessions.
@@ -55,7 +55,8 @@ pub(super) struct SessionArgs {
 impl SessionArgs {
     /// The session manager these settings describe, over the configured service.
     pub(super) fn manager(&self, global: &Global) -> Result<SessionManager> {
-        let service = Service::from_config(global.config()?, &global.overrides())?;
+        let service =
+            Service::from_config(global.config()?, &global.overrides(), sandlot::providers())?;
         let mut settings = ManagerSettings::default()
             .idle_timeout(Duration::from_secs(self.idle_timeout.max(1)))
             .max_lifetime(Duration::from_secs(self.max_lifetime.max(1)))

@@ -1,0 +1,134 @@
+//! Image recipes: the `recipes/*.toml` files of this crate, built into it.
+//! Each names an image, the languages it serves and the Debian packages in it; the
+//! Docker backend builds images from them, and the Kubernetes backend knows by them
+//! which images carry the agent already.
+//!
+//! ```toml
+//! # Python 3 with pip and venv.
+//! image = "sandlot/python:latest"
+//! languages = ["python"]
+//! packages = ["python3", "python3-pip", "python3-venv"]
+//! ```
+
+use sandlot_core::error::{Error, Result};
+use serde::Deserialize;
+use sha2::Digest;
+use std::path::Path;
+use std::process::Command;
+
+/// The recipes shipped with sandlot: (file name, contents).
+const RECIPES: &[(&str, &str)] = &[
+    ("python", include_str!("../recipes/python.toml")),
+    ("node", include_str!("../recipes/node.toml")),
+    ("jvm", include_str!("../recipes/jvm.toml")),
+    ("cpp", include_str!("../recipes/cpp.toml")),
+    ("go", include_str!("../recipes/go.toml")),
+    ("r", include_str!("../recipes/r.toml")),
+    ("ruby", include_str!("../recipes/ruby.toml")),
+    ("polyglot", include_str!("../recipes/polyglot.toml")),
+];
+
+/// The variable in an image's environment that ties it to the recipe text it was built
+/// from. (An environment variable rather than a label: Podman's import API applies only
+/// one `changes` instruction, and reads `ENV A=1 B=2` as one variable.)
+pub const RECIPE_VARIABLE: &str = "SANDLOT_RECIPE";
+
+/// How to build one image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recipe {
+    /// Short name, e.g. `python`.
+    pub name: String,
+    /// Description, from the recipe's first comment line.
+    pub description: String,
+    /// The image reference it produces, e.g. `sandlot/python:latest`.
+    pub image: String,
+    /// Language ids it serves.
+    pub languages: Vec<String>,
+    /// Debian packages installed into it.
+    pub packages: Vec<String>,
+    /// SHA-256 of the recipe text; an image whose label differs is out of date.
+    pub hash: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecipeFile {
+    image: String,
+    languages: Vec<String>,
+    packages: Vec<String>,
+}
+
+impl Recipe {
+    /// Every built-in recipe.
+    pub fn all() -> Vec<Recipe> {
+        RECIPES
+            .iter()
+            .map(|(name, text)| {
+                let file: RecipeFile = toml::from_str(text).expect("built-in recipes parse");
+                Recipe {
+                    name: name.to_string(),
+                    description: text
+                        .lines()
+                        .next()
+                        .and_then(|l| l.strip_prefix("# "))
+                        .unwrap_or_default()
+                        .to_string(),
+                    image: file.image,
+                    languages: file.languages,
+                    packages: file.packages,
+                    hash: hex::encode(sha2::Sha256::digest(text.as_bytes())),
+                }
+            })
+            .collect()
+    }
+
+    /// The recipes named by `wanted` (recipe names or language ids, e.g. `jvm` or
+    /// `java`); all of them when `wanted` is empty.
+    pub fn select(wanted: &[String]) -> Result<Vec<Recipe>> {
+        let all = Recipe::all();
+        if wanted.is_empty() {
+            return Ok(all);
+        }
+        let mut chosen: Vec<Recipe> = Vec::new();
+        for want in wanted {
+            let recipe = all
+                .iter()
+                .find(|r| &r.name == want)
+                .or_else(|| all.iter().find(|r| r.languages.contains(want)))
+                .ok_or_else(|| Error::UnknownRecipe {
+                    name: want.clone(),
+                    known: all.iter().map(|r| r.name.clone()).collect(),
+                })?;
+            if !chosen.contains(recipe) {
+                chosen.push(recipe.clone());
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// The `mmdebstrap` command that writes this image's root filesystem to `tar`.
+    ///
+    /// It names no mirror, so apt's own sources on this machine are used; the host's CA
+    /// bundle is copied in so that installs work behind a TLS-inspecting proxy; user
+    /// `sandlot` (uid 1000) owns nothing but exists for programs that look themselves up.
+    pub fn mmdebstrap(&self, tar: &Path) -> Command {
+        let mut command = Command::new("mmdebstrap");
+        command
+            .arg("--variant=apt")
+            .arg("--format=tar")
+            .arg(format!("--include=ca-certificates,{}", self.packages.join(",")))
+            .args([
+                "--dpkgopt=path-exclude=/usr/share/man/*",
+                "--dpkgopt=path-exclude=/usr/share/doc/*",
+                "--dpkgopt=path-exclude=/usr/share/locale/*",
+                // Some postinst scripts (the JDK's) expect this directory.
+                "--setup-hook=mkdir -p \"$1\"/usr/share/man/man1",
+                "--customize-hook=cp /etc/ssl/certs/ca-certificates.crt \"$1\"/etc/ssl/certs/ca-certificates.crt",
+                "--customize-hook=echo \"sandlot:x:1000:1000:sandlot:/workspace:/bin/sh\" >> \"$1\"/etc/passwd; echo \"sandlot:x:1000:\" >> \"$1\"/etc/group",
+                "--customize-hook=rm -rf \"$1\"/var/lib/apt/lists/* \"$1\"/var/cache/apt/*",
+                "bookworm",
+            ])
+            .arg(tar);
+        command
+    }
+}

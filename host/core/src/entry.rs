@@ -1,0 +1,864 @@
+//! The entry point of the library: loaded language handlers and the backends, by name.
+
+use crate::artifact::EarlierOutput;
+use crate::backend::pool::{Pool, PoolOptions, Preinstall};
+use crate::backend::{Backend, BackendName, Capability, Needs, SandboxSpec};
+use crate::config::Config;
+use crate::dirs::{Dirs, Overrides};
+use crate::error::{Error, Result};
+use crate::language::KernelSpec;
+use crate::layout::Layout;
+use crate::plugin::{LanguageHandler, PluginHost, PluginHostBuilder};
+use crate::policy::Policy;
+use crate::provider::{Asked, BackendProvider, Prepared, Progress, ProviderContext};
+use crate::request::OpenRequest;
+use crate::secret::{Secret, Secrets};
+use crate::session::{AsyncSession, Limits, Session, Settings};
+use std::any::Any;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One backend of a [`Sandlot`]: ready, or made by its provider on first use; pooled
+/// if asked.
+struct Slot {
+    name: BackendName,
+    ready: Mutex<Option<Arc<dyn Backend>>>,
+    /// What makes the backend; none for a backend registered ready.
+    provider: Option<Arc<dyn BackendProvider>>,
+    /// Wrap the backend in a pool with these options.
+    pool: Option<PoolOptions>,
+    /// That pool, once made.
+    pooled: Mutex<Option<Pool>>,
+    /// Whether `auto` tries it (see [`BackendProvider::in_auto`]).
+    auto: bool,
+}
+
+impl Slot {
+    fn ready(backend: Arc<dyn Backend>) -> Slot {
+        Slot {
+            name: backend.name(),
+            ready: Mutex::new(Some(backend)),
+            provider: None,
+            pool: None,
+            pooled: Mutex::new(None),
+            auto: true,
+        }
+    }
+
+    fn provided(provider: Arc<dyn BackendProvider>, config: &Config) -> Slot {
+        Slot {
+            name: provider.name(),
+            ready: Mutex::new(None),
+            auto: provider.in_auto(config),
+            provider: Some(provider),
+            pool: None,
+            pooled: Mutex::new(None),
+        }
+    }
+
+    /// Puts the backend in a pool: now if it is ready, else when it is made.
+    fn pool_with(&mut self, options: PoolOptions) -> Result<()> {
+        self.pool = Some(options);
+        let ready = self
+            .ready
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(backend) = ready {
+            let pooled = self.pooled(backend)?;
+            *self.ready.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pooled);
+        }
+        Ok(())
+    }
+
+    /// The slot's pool, once made.
+    fn pool_made(&self) -> Option<Pool> {
+        self.pooled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// `backend`, in a pool if the slot asks for one.
+    fn pooled(&self, backend: Arc<dyn Backend>) -> Result<Arc<dyn Backend>> {
+        let Some(options) = &self.pool else {
+            return Ok(backend);
+        };
+        let pool = Pool::new(backend, options.clone())?;
+        *self.pooled.lock().unwrap_or_else(|e| e.into_inner()) = Some(pool.clone());
+        Ok(Arc::new(pool))
+    }
+
+    /// The backend, made now if it was not yet. A failure is not remembered: an
+    /// engine started later is found by the next session.
+    fn get(&self, context: &ProviderContext) -> Result<Arc<dyn Backend>> {
+        let mut ready = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(backend) = &*ready {
+            return Ok(backend.clone());
+        }
+        let backend = match &self.provider {
+            Some(provider) => provider.connect(context)?,
+            None => {
+                return Err(Error::UnknownBackend {
+                    name: self.name.to_string(),
+                    known: Vec::new(),
+                })
+            }
+        };
+        let backend = self.pooled(backend)?;
+        *ready = Some(backend.clone());
+        Ok(backend)
+    }
+
+    /// Whether the backend is made and serves `needs`.
+    fn serves(&self, needs: &Needs<'_>) -> bool {
+        self.ready
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|backend| backend.supports(needs).is_ok())
+    }
+
+    /// Forgets the backend made (and its pool) so that the provider makes it again,
+    /// now if the provider is eager: after it installed what the old one could not see.
+    fn remake(&self, context: &ProviderContext) -> Result<()> {
+        let Some(provider) = &self.provider else {
+            return Ok(());
+        };
+        *self.ready.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.pooled.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if provider.eager() {
+            self.get(context)?;
+        }
+        Ok(())
+    }
+}
+
+/// The entry point of the library: loaded language handlers and backends.
+///
+/// Create one per process and open sessions from it; it caches compiled runtimes and
+/// engine connections. Clones are cheap and share everything.
+///
+/// Backends are held by name, each made by a [`BackendProvider`] (see
+/// [`crate::provider`]). The built-in ones come first, in the order `auto` tries
+/// them: `wasm`, `docker`, `podman`, `kubernetes` (engines and the cluster are
+/// connected on first use); more can be added, from this crate or any other, with
+/// [`SandlotBuilder::provider`] or, ready made, [`SandlotBuilder::backend`].
+#[derive(Clone)]
+pub struct Sandlot {
+    context: ProviderContext,
+    slots: Arc<Vec<Arc<Slot>>>,
+}
+
+impl std::fmt::Debug for Sandlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandlot")
+            .field("backends", &self.backend_names())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`Sandlot`].
+pub struct SandlotBuilder {
+    plugins: PluginHost,
+    config: Config,
+    runtimes_dir: Option<PathBuf>,
+    cache_dir: Option<PathBuf>,
+    providers: Vec<Arc<dyn BackendProvider>>,
+    extra: Vec<Arc<dyn Backend>>,
+    pools: Vec<(String, PoolOptions)>,
+}
+
+impl SandlotBuilder {
+    /// Puts the backend called `backend` in a [`Pool`] with `options`: sessions
+    /// opened on it draw pre-warmed sandboxes, one per session (see
+    /// [`crate::backend::pool`]). A container engine's pool is made when the engine is
+    /// first connected.
+    pub fn pool(mut self, backend: &str, options: PoolOptions) -> Self {
+        self.pools.retain(|(name, _)| name != backend);
+        self.pools.push((backend.to_string(), options));
+        self
+    }
+
+    /// Container settings (engine endpoints, images per language) from `config`.
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Where the wasm backend finds its runtimes (default: see [`crate::dirs`]).
+    pub fn runtimes_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.runtimes_dir = Some(dir.into());
+        self
+    }
+
+    /// Where compiled runtimes are cached; `None` caches nothing on disk.
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = dir;
+        self
+    }
+
+    /// Registers `providers`, in order, after those registered before them (see
+    /// [`provider`](Self::provider)). The `sandlot` crate's `providers()` are the
+    /// built-in ones its features enable.
+    pub fn providers(
+        mut self,
+        providers: impl IntoIterator<Item = Arc<dyn BackendProvider>>,
+    ) -> Self {
+        self.providers.extend(providers);
+        self
+    }
+
+    /// Registers `provider` after those registered before it; one with the name of a
+    /// provider registered before replaces it in place.
+    pub fn provider(mut self, provider: Arc<dyn BackendProvider>) -> Self {
+        self.providers.push(provider);
+        self
+    }
+
+    /// Registers a ready `backend` after the providers' backends; one with the name
+    /// of a provider's backend replaces it in place.
+    pub fn backend(mut self, backend: Arc<dyn Backend>) -> Self {
+        self.extra.push(backend);
+        self
+    }
+
+    /// Makes the [`Sandlot`]: the eager providers' backends now (the wasm backend
+    /// finds its runtimes), the others on first use.
+    pub fn build(self) -> Result<Sandlot> {
+        let runtimes_dir = match self.runtimes_dir {
+            Some(dir) => dir,
+            None => {
+                Dirs::resolve(&self.config, &Overrides::default())
+                    .runtimes
+                    .value
+            }
+        };
+        let context = ProviderContext {
+            config: Arc::new(self.config),
+            plugins: Arc::new(self.plugins),
+            runtimes_dir,
+            cache_dir: self.cache_dir,
+        };
+        let mut slots: Vec<Slot> = Vec::new();
+        let provided = self
+            .providers
+            .into_iter()
+            .map(|provider| Slot::provided(provider, &context.config));
+        for slot in provided.chain(self.extra.into_iter().map(Slot::ready)) {
+            match slots.iter_mut().find(|s| s.name == slot.name) {
+                Some(existing) => *existing = slot,
+                None => slots.push(slot),
+            }
+        }
+        for slot in &slots {
+            if slot.provider.as_ref().is_some_and(|p| p.eager()) {
+                slot.get(&context)?;
+            }
+        }
+        for (name, options) in self.pools {
+            let known: Vec<String> = slots.iter().map(|s| s.name.to_string()).collect();
+            let slot = slots
+                .iter_mut()
+                .find(|s| s.name == name.as_str())
+                .ok_or(Error::UnknownBackend { name, known })?;
+            slot.pool_with(options)?;
+        }
+        Ok(Sandlot {
+            context,
+            slots: Arc::new(slots.into_iter().map(Arc::new).collect()),
+        })
+    }
+}
+
+impl SandlotBuilder {
+    /// Plugins, runtimes and caches from the user's configuration file (see
+    /// [`Config::discover`]) and environment, in the order [`crate::dirs`] documents;
+    /// no provider yet.
+    pub fn from_environment() -> Result<SandlotBuilder> {
+        let config = Config::discover(None)?;
+        SandlotBuilder::from_config(config, &Overrides::default())
+    }
+
+    /// Plugins, runtimes, caches and pools from `config`, the environment and
+    /// `overrides` (the CLI's global flags), in the order [`crate::dirs`] documents;
+    /// no provider yet.
+    pub fn from_config(config: Config, overrides: &Overrides) -> Result<SandlotBuilder> {
+        let dirs = Dirs::resolve(&config, overrides);
+        let plugins = PluginHostBuilder::from_dirs(&dirs).load()?;
+        let mut builder = Sandlot::builder(plugins)
+            .runtimes_dir(dirs.runtimes_dir())
+            .cache_dir(dirs.cache.value.clone());
+        for (backend, options) in &config.pools {
+            builder = builder.pool(backend, options.clone());
+        }
+        Ok(builder.config(config))
+    }
+}
+
+impl Sandlot {
+    /// Starts configuring a [`Sandlot`] over `plugins`, with no provider: the `sandlot`
+    /// crate's `builder` adds the built-in ones its features enable.
+    pub fn builder(plugins: PluginHost) -> SandlotBuilder {
+        SandlotBuilder {
+            plugins,
+            config: Config::default(),
+            runtimes_dir: None,
+            cache_dir: None,
+            providers: Vec::new(),
+            extra: Vec::new(),
+            pools: Vec::new(),
+        }
+    }
+
+    /// The loaded plugins.
+    pub fn plugins(&self) -> &PluginHost {
+        &self.context.plugins
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.context.config
+    }
+
+    /// What the providers make their backends from.
+    pub fn context(&self) -> &ProviderContext {
+        &self.context
+    }
+
+    /// The registered providers of type `P` (a built-in one, or an application's),
+    /// in registration order: how typed access to a provider's backend is reached.
+    pub fn providers<P: BackendProvider>(&self) -> impl Iterator<Item = &P> {
+        self.slots
+            .iter()
+            .filter_map(|slot| slot.provider.as_deref())
+            .filter_map(|provider| (provider as &dyn Any).downcast_ref::<P>())
+    }
+
+    /// Whether opening a session with `needs` on `choice` would first have a provider
+    /// prepare its backend (install a runtime): a front end then says so, and takes
+    /// the time.
+    pub fn needs_preparing(&self, choice: &BackendChoice, needs: &Needs<'_>) -> bool {
+        for (slot, asked) in self.candidates(choice) {
+            let preparing = slot
+                .provider
+                .as_ref()
+                .is_some_and(|p| p.needs_preparing(&self.context, needs, asked));
+            if preparing {
+                return true;
+            }
+            if slot.serves(needs) {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Has the provider of the backend a session with `needs` would get on `choice`
+    /// prepare it, if it needs to (the wasm provider installs the language's runtime
+    /// on first use, and says when a runtime is compiled); `progress` hears about the
+    /// slow steps. For `auto`, each provider in order, until a backend made serves
+    /// `needs` (one not made yet is not connected for this).
+    pub fn prepare(
+        &self,
+        choice: &BackendChoice,
+        needs: &Needs<'_>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        for (slot, asked) in self.candidates(choice) {
+            if let Some(provider) = &slot.provider {
+                if provider.prepare(&self.context, needs, asked, progress)? == Prepared::Remake {
+                    slot.remake(&self.context)?;
+                }
+            }
+            if slot.serves(needs) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The slots whose providers are asked to prepare for `choice`, and how: the one
+    /// named, or for `auto` those `auto` tries, in order.
+    fn candidates(&self, choice: &BackendChoice) -> Vec<(&Slot, Asked)> {
+        match choice {
+            BackendChoice::Named(name) => self
+                .slot(name)
+                .ok()
+                .map(|slot| (slot, Asked::ByName))
+                .into_iter()
+                .collect(),
+            BackendChoice::Auto => self
+                .slots
+                .iter()
+                .filter(|slot| slot.auto)
+                .map(|slot| (slot.as_ref(), Asked::ByAuto))
+                .collect(),
+        }
+    }
+
+    /// The error for a backend this `Sandlot` does not have.
+    /// The error for a backend called `name` that this `Sandlot` does not have, with
+    /// the names of those it has.
+    pub fn unknown_backend(&self, name: &str) -> Error {
+        Error::UnknownBackend {
+            name: name.to_string(),
+            known: self.backend_names().iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    /// The pool of the backend called `name` (see [`SandlotBuilder::pool`]), made now
+    /// if its engine was not connected yet.
+    pub fn pool(&self, name: &str) -> Result<Pool> {
+        let slot = self.slot(name)?;
+        slot.get(&self.context)?;
+        slot.pool_made().ok_or_else(|| Error::NotPooled {
+            backend: name.to_string(),
+        })
+    }
+
+    /// The pool of the backend called `name`, if it is pooled and made.
+    fn pool_made(&self, name: &str) -> Option<Pool> {
+        self.slot(name).ok()?.pool_made()
+    }
+
+    /// The slot of the backend called `name`.
+    fn slot(&self, name: &str) -> Result<&Slot> {
+        self.slots
+            .iter()
+            .find(|s| s.name == name)
+            .map(|slot| slot.as_ref())
+            .ok_or_else(|| self.unknown_backend(name))
+    }
+
+    /// Closes every pool this `Sandlot` made (see [`Pool::close`]): sessions in use
+    /// get until `deadline`, and every pooled sandbox is gone when this returns. A
+    /// process that ends without it leaves in-process sandboxes' workspaces behind.
+    pub fn close_pools(&self, deadline: Duration) {
+        for pool in self.slots.iter().filter_map(|slot| slot.pool_made()) {
+            pool.close(deadline);
+        }
+    }
+
+    /// The names of the backends, in the order `auto` tries them.
+    pub fn backend_names(&self) -> Vec<BackendName> {
+        self.slots.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// The backend called `name`, connected now if it was not yet.
+    pub fn backend(&self, name: &str) -> Result<Arc<dyn Backend>> {
+        self.slot(name)?.get(&self.context)
+    }
+
+    /// The backend a session gets: the one named, checked against `needs`, or for
+    /// `auto` the first that answers and can serve `needs`. Says why each backend
+    /// before it was passed over (in the error, when none can).
+    pub fn choose(&self, choice: &BackendChoice, needs: &Needs<'_>) -> Result<Chosen> {
+        match choice {
+            BackendChoice::Named(name) => {
+                let backend = self.backend(name)?;
+                backend
+                    .supports(needs)
+                    .map_err(|why| Error::BackendUnsuitable {
+                        backend: name.to_string(),
+                        language: needs.language.to_string(),
+                        reason: why.0,
+                    })?;
+                Ok(Chosen {
+                    backend,
+                    passed_over: Vec::new(),
+                })
+            }
+            BackendChoice::Auto => {
+                let mut passed_over = Vec::new();
+                for slot in self.slots.iter().filter(|slot| slot.auto) {
+                    match slot.get(&self.context) {
+                        Ok(backend) => match backend.supports(needs) {
+                            Ok(()) => {
+                                return Ok(Chosen {
+                                    backend,
+                                    passed_over,
+                                })
+                            }
+                            Err(why) => passed_over.push((slot.name.clone(), why.0)),
+                        },
+                        Err(error) => passed_over.push((slot.name.clone(), error.to_string())),
+                    }
+                }
+                Err(Error::NoBackend {
+                    language: needs.language.to_string(),
+                    passed_over: passed_over
+                        .into_iter()
+                        .map(|(name, why)| (name.to_string(), why))
+                        .collect(),
+                })
+            }
+        }
+    }
+
+    /// Starts configuring a session for `language` (an id or alias), under the
+    /// configuration's `[policy]` (else [`Policy::default`]).
+    pub fn session(&self, language: &str) -> SessionBuilder {
+        let mut request = OpenRequest::new(language);
+        request.policy = self.config().policy.clone().unwrap_or_default();
+        self.session_for(request)
+    }
+
+    /// Starts from a whole `request`, as a front end received it: it is opened as
+    /// it says, policy included.
+    pub fn session_for(&self, request: OpenRequest) -> SessionBuilder {
+        SessionBuilder {
+            sandlot: self.clone(),
+            request,
+        }
+    }
+}
+
+/// The backend [`Sandlot::choose`] picked.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct Chosen {
+    /// The backend.
+    pub backend: Arc<dyn Backend>,
+    /// The backends tried before it, and why each could not serve.
+    pub passed_over: Vec<(BackendName, String)>,
+}
+
+/// Which backend runs a session's code.
+///
+/// ```
+/// use sandlot::BackendChoice;
+/// assert_eq!(BackendChoice::from("auto"), BackendChoice::Auto);
+/// assert!(matches!(BackendChoice::from("docker"), BackendChoice::Named(n) if n == "docker"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum BackendChoice {
+    /// The first backend, in registration order, that answers and can serve the
+    /// session (its language, its libraries, its image, the capabilities it requires).
+    #[default]
+    Auto,
+    /// The backend of this name.
+    Named(String),
+}
+
+impl From<&str> for BackendChoice {
+    fn from(name: &str) -> Self {
+        match name {
+            "auto" => BackendChoice::Auto,
+            name => BackendChoice::Named(name.to_string()),
+        }
+    }
+}
+
+impl From<String> for BackendChoice {
+    fn from(name: String) -> Self {
+        BackendChoice::from(name.as_str())
+    }
+}
+
+impl From<BackendName> for BackendChoice {
+    fn from(name: BackendName) -> Self {
+        BackendChoice::Named(name.to_string())
+    }
+}
+
+/// Configures and opens a [`Session`]: an [`OpenRequest`] and the [`Sandlot`] it is
+/// opened on.
+#[derive(Clone)]
+pub struct SessionBuilder {
+    sandlot: Sandlot,
+    request: OpenRequest,
+}
+
+impl SessionBuilder {
+    /// The request this builder opens.
+    pub fn request(&self) -> &OpenRequest {
+        &self.request
+    }
+
+    /// Whether [`open`](Self::open) would first have the backend's provider prepare
+    /// it (install a runtime): a front end then says so, and takes the time.
+    pub fn needs_preparing(&self) -> Result<bool> {
+        let language = self.language_id()?;
+        let needs = self.request.needs(&language);
+        Ok(self.sandlot.needs_preparing(&self.request.backend, &needs))
+    }
+
+    /// Has the provider of the backend this session would get prepare it, if it
+    /// has to (see [`Sandlot::prepare`]); `progress` hears about the slow steps.
+    pub fn prepare(&self, progress: &mut dyn FnMut(Progress)) -> Result<()> {
+        let language = self.language_id()?;
+        let needs = self.request.needs(&language);
+        self.sandlot
+            .prepare(&self.request.backend, &needs, progress)
+    }
+
+    /// The id of the request's language (it may name an alias).
+    fn language_id(&self) -> Result<String> {
+        Ok(self
+            .sandlot
+            .plugins()
+            .language(&self.request.language)?
+            .info()
+            .id
+            .clone())
+    }
+
+    /// The security policy (default: the configuration's `[policy]`, else
+    /// [`Policy::default`]).
+    pub fn policy(&mut self, policy: Policy) -> &mut Self {
+        self.request.policy = policy;
+        self
+    }
+
+    /// Which backend runs the code: `"auto"` (the default), or a backend's name
+    /// (`"wasm"`, `"docker"`, `"podman"`, or one registered by the application).
+    pub fn backend(&mut self, backend: impl Into<BackendChoice>) -> &mut Self {
+        self.request.backend = backend.into();
+        self
+    }
+
+    /// All limits at once.
+    pub fn limits(&mut self, limits: Limits) -> &mut Self {
+        self.request.limits = limits;
+        self
+    }
+
+    /// Wall-clock limit of each run.
+    pub fn timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.request.limits.timeout = timeout;
+        self
+    }
+
+    /// Memory cap of the sandbox, in bytes.
+    pub fn memory(&mut self, bytes: usize) -> &mut Self {
+        self.request.limits.memory = bytes;
+        self
+    }
+
+    /// Adds an environment variable every run gets; nothing else from the host is
+    /// visible.
+    pub fn env(&mut self, key: &str, value: &str) -> &mut Self {
+        self.request.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Adds a secret: every run gets it as the environment variable `name`, and its
+    /// value is masked in everything the session returns (see [`crate::secret`]).
+    /// A name shorter than a variable name allows, or a value under
+    /// [`crate::secret::MIN_LEN`] bytes, is [`Error::InvalidSecret`].
+    pub fn secret(&mut self, name: &str, value: &str) -> Result<&mut Self> {
+        let secret = Secret::new(name, value)?;
+        Ok(self.secrets(&[secret]))
+    }
+
+    /// Adds secrets made with [`Secret::new`] (see [`SessionBuilder::secret`]).
+    pub fn secrets(&mut self, secrets: &[Secret]) -> &mut Self {
+        for secret in secrets {
+            self.request.secrets.retain(|s| s.name() != secret.name());
+            self.request.secrets.push(secret.clone());
+        }
+        self
+    }
+
+    /// The container image to run in, instead of the configured one (`[images]` in
+    /// sandlot.toml) or the language handler's default. `auto` then picks a backend
+    /// that runs images.
+    pub fn image(&mut self, image: &str) -> &mut Self {
+        self.request.image = Some(image.to_string());
+        self
+    }
+
+    /// Libraries every run of the session needs, installed with the first run that
+    /// can. `auto` picks a backend that can provide them.
+    pub fn libraries(&mut self, libraries: &[String]) -> &mut Self {
+        self.request.libraries = libraries.to_vec();
+        self
+    }
+
+    /// A capability the session's backend must have, e.g.
+    /// [`Capability::Shell`] for [`Session::execute_command`]. `auto` picks a backend
+    /// that has it.
+    pub fn require(&mut self, capability: Capability) -> &mut Self {
+        if !self.request.required.contains(&capability) {
+            self.request.required.push(capability);
+        }
+        self
+    }
+
+    /// Runs each program on its own, in a fresh process, instead of in the language's
+    /// kernel (default: `false`, so container sessions keep variables, functions and
+    /// imports from one run to the next, as wasm sessions do). Languages without a
+    /// kernel (Java, C++, Go, ...) always run one program per run; the wasm backend's
+    /// interpreters always keep state.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), sandlot::Error> {
+    /// # let sandlot = sandlot::from_environment()?;
+    /// let mut session = sandlot.session("python").backend("docker").one_shot(true).open()?;
+    /// session.run("x = 1")?;
+    /// assert!(!session.run("print(x)")?.success());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn one_shot(&mut self, one_shot: bool) -> &mut Self {
+        self.request.one_shot = one_shot;
+        self
+    }
+
+    /// What happens to the files earlier runs left in the output directory
+    /// (default: [`EarlierOutput::Keep`]). Either way a run returns only the files it
+    /// created or changed.
+    pub fn earlier_output(&mut self, earlier_output: EarlierOutput) -> &mut Self {
+        self.request.earlier_output = earlier_output;
+        self
+    }
+
+    /// [`SessionBuilder::open`] for async code: opens on tokio's blocking pool.
+    pub async fn open_async(&self) -> Result<AsyncSession> {
+        let builder = self.clone();
+        tokio::task::spawn_blocking(move || builder.open())
+            .await
+            .map_err(|e| Error::Cancelled {
+                what: format!("opening the session: {e}"),
+            })?
+            .map(AsyncSession::from)
+    }
+
+    /// Keeps sandboxes of this session's kind ready in its backend's pool (see
+    /// [`SandlotBuilder::pool`]) and waits until the first is, so the next
+    /// [`SessionBuilder::open`] starts warm. The backend is chosen as `open` would
+    /// choose it; one without a pool is an error.
+    pub fn warm(&self) -> Result<()> {
+        let resolved = self.resolve()?;
+        let pool = self.sandlot.pool(resolved.chosen.backend.name().as_str())?;
+        let preinstall = self.preinstall(&resolved)?;
+        pool.warm_with(
+            &resolved.spec(&self.request.policy, self.request.limits.memory),
+            preinstall.as_ref(),
+        )
+    }
+
+    /// What a pool installs in its sandboxes before hand-out: the session's libraries,
+    /// where its kernel keeps what is installed.
+    fn preinstall(&self, resolved: &Resolved) -> Result<Option<Preinstall>> {
+        let installs = resolved
+            .chosen
+            .backend
+            .capabilities(&resolved.language)
+            .has(Capability::InstallLibraries);
+        if self.request.libraries.is_empty() || resolved.kernel.is_none() || !installs {
+            return Ok(None);
+        }
+        let commands = resolved
+            .handler
+            .install(&self.request.libraries, Layout::WORKSPACE)?;
+        Ok(Some(Preinstall {
+            libraries: self.request.libraries.clone(),
+            plan: crate::language::Plan {
+                files: Vec::new(),
+                commands,
+            },
+        }))
+    }
+
+    /// The handler, the backend and what the sandbox is fixed to.
+    fn resolve(&self) -> Result<Resolved> {
+        let handler = self
+            .sandlot
+            .plugins()
+            .language(&self.request.language)?
+            .clone();
+        let language = handler.info().id.clone();
+        self.sandlot
+            .plugins()
+            .check_restricted(&self.request.policy.restricted)?;
+        let kernel = match self.request.one_shot {
+            true => None,
+            false => handler.kernel(Layout::WORKSPACE, &Layout.output_dir())?,
+        };
+        let needs = self.request.needs(&language).with_kernel(kernel.is_some());
+        let chosen = self.sandlot.choose(&self.request.backend, &needs)?;
+        let image = self
+            .request
+            .image
+            .clone()
+            .or_else(|| self.sandlot.config().images.get(&language).cloned())
+            .unwrap_or_else(|| handler.info().default_image.clone());
+        let kernel = kernel.filter(|_| {
+            chosen
+                .backend
+                .capabilities(&language)
+                .has(Capability::Kernels)
+        });
+        Ok(Resolved {
+            handler,
+            language,
+            kernel,
+            chosen,
+            image,
+        })
+    }
+
+    /// Opens the sandbox on the chosen backend.
+    ///
+    /// Blocking; from async code use [`SessionBuilder::open_async`].
+    pub fn open(&self) -> Result<Session> {
+        let resolved = self.resolve()?;
+        let spec = resolved.spec(&self.request.policy, self.request.limits.memory);
+        let pool = self
+            .sandlot
+            .pool_made(resolved.chosen.backend.name().as_str());
+        let (sandbox, preinstalled) = match pool {
+            Some(pool) => {
+                let preinstall = self.preinstall(&resolved)?;
+                let sandbox = pool.open_with(&spec, preinstall.as_ref())?;
+                (sandbox, preinstall.map(|p| p.libraries).unwrap_or_default())
+            }
+            None => (resolved.chosen.backend.open(&spec)?, Vec::new()),
+        };
+        let Resolved {
+            handler,
+            kernel,
+            chosen: Chosen {
+                backend,
+                passed_over,
+            },
+            ..
+        } = resolved;
+        Ok(Session::new(
+            sandbox,
+            backend,
+            passed_over,
+            handler,
+            Settings {
+                limits: self.request.limits,
+                policy: self.request.policy.clone(),
+                env: self.request.env.clone(),
+                secrets: Secrets::new(self.request.secrets.clone()),
+                libraries: self.request.libraries.clone(),
+                kernel: kernel.is_some(),
+                earlier_output: self.request.earlier_output,
+                preinstalled,
+            },
+        ))
+    }
+}
+
+/// What a [`SessionBuilder`] resolves to before a sandbox is opened.
+struct Resolved {
+    handler: LanguageHandler,
+    language: String,
+    kernel: Option<KernelSpec>,
+    chosen: Chosen,
+    image: String,
+}
+
+impl Resolved {
+    fn spec<'a>(&'a self, policy: &'a Policy, memory: usize) -> SandboxSpec<'a> {
+        SandboxSpec::new(&self.language, &self.image, policy, memory)
+            .with_kernel(self.kernel.as_ref())
+    }
+}

@@ -1,0 +1,225 @@
+//! Entry points for the fuzz targets in `host/fuzz`: each hands untrusted bytes to
+//! one of sandlot's parsers and checks what must hold whatever the bytes were. Not
+//! part of the API; hidden from the documentation.
+
+use crate::egress::{dns, http, tls, AllowList};
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+/// A DNS message from a sandbox: read, and if it is a query, answered both ways.
+/// An answer always carries the query's id and its question.
+pub fn dns_message(bytes: &[u8]) {
+    if let dns::Message::Query(query) = dns::read(bytes) {
+        for listed in [false, true] {
+            let answer = dns::answer(&query, listed, Ipv4Addr::LOCALHOST);
+            assert_eq!(answer[..2], bytes[..2], "the id is echoed");
+            assert!(answer[2] & 0x80 != 0, "an answer is a response");
+        }
+    }
+}
+
+/// The first bytes of a TLS connection from a sandbox. A name found is lower-case
+/// ASCII.
+pub fn tls_hello(bytes: &[u8]) {
+    if let tls::Hello::Complete(Some(name)) = tls::client_hello(bytes) {
+        assert!(name.is_ascii() && !name.is_empty());
+        assert_eq!(name, name.to_ascii_lowercase());
+    }
+}
+
+/// An HTTP request head from a sandbox. The head rewritten for a server is one
+/// whole request for the same path, with one `Host` (the target's), one
+/// `Connection: close` and nothing after it.
+pub fn http_head(bytes: &[u8]) {
+    let http::Head::Request(request) = http::read_head(bytes) else {
+        return;
+    };
+    assert!(request.length <= bytes.len());
+    let _ = request.host_header();
+    let _ = request.body_length();
+    if let http::Target::Absolute { host, port, path } = &request.target {
+        let rewritten = request.for_server(host, *port, path);
+        // Room for every header the proxy reads and the two it adds.
+        let mut headers = [httparse::EMPTY_HEADER; 128];
+        let mut again = httparse::Request::new(&mut headers);
+        match again.parse(&rewritten) {
+            Ok(httparse::Status::Complete(length)) => {
+                assert_eq!(length, rewritten.len(), "nothing after the head");
+                assert_eq!(again.path, Some(path.as_str()));
+                let values = |name: &str| -> Vec<&[u8]> {
+                    again
+                        .headers
+                        .iter()
+                        .filter(|h| h.name.eq_ignore_ascii_case(name))
+                        .map(|h| h.value)
+                        .collect()
+                };
+                assert_eq!(values("connection"), [b"close"]);
+                let hosts = values("host");
+                assert_eq!(hosts.len(), 1);
+                let named = std::str::from_utf8(hosts[0]).expect("ASCII");
+                let named = http::authority(named, None).map(|(host, _)| host);
+                assert_eq!(named.as_deref(), Some(host.as_str()));
+            }
+            other => panic!("the rewritten head does not parse: {other:?}"),
+        }
+    }
+}
+
+/// An allow-list as a user writes it. One that parses prints as text that parses to
+/// the same list.
+pub fn allow_list(text: &str) {
+    if let Ok(list) = text.parse::<AllowList>() {
+        let again: AllowList = list.to_string().parse().expect("a printed list parses");
+        assert_eq!(again, list);
+        for probe in ["example.com", "a.example.com", "localhost"] {
+            let _ = list.allows_name(probe);
+        }
+    }
+}
+
+/// A `sandlot.toml` and a `[policy]` section or `--policy` file.
+pub fn config(text: &str) {
+    let _ = crate::Config::parse(text, Path::new("/fuzz/sandlot.toml"));
+    if let Ok(policy) = crate::Policy::from_toml(text, Path::new("fuzz.toml")) {
+        assert!(
+            policy.looser_than(&policy).is_empty(),
+            "a policy is not looser than itself"
+        );
+    }
+}
+
+/// A plugin's manifest (a runtime's is the wasm backend's: `sandlot_wasm::fuzzing`).
+pub fn manifests(text: &str) {
+    let _ = toml::from_str::<crate::plugin::manifest::Manifest>(text);
+}
+
+/// A plugin file's bytes, as the plugin host inspects them before anything runs.
+pub fn plugin_bytes(bytes: &[u8]) {
+    let source = crate::PluginSource::File {
+        path: "/fuzz/plugin.wasm".into(),
+    };
+    let _ = crate::plugin::contract::inspect(bytes, &source);
+}
+
+/// What a handler answered, as the host checks it: the bytes are split at NUL into
+/// file paths, argument lists and environment entries. A path accepted stays below
+/// the working directory.
+pub fn plugin_answer(bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    let parts: Vec<&str> = text.split('\u{1}').collect();
+    for path in &parts {
+        if crate::plugin::handler::check_relative_path(path).is_ok() {
+            let mut depth = 0usize;
+            for part in Path::new(path).components() {
+                match part {
+                    std::path::Component::Normal(_) => depth += 1,
+                    other => panic!("accepted `{path}` has a {other:?} component"),
+                }
+            }
+            assert!(depth > 0);
+        }
+    }
+    let env: Vec<(String, String)> = parts
+        .chunks(2)
+        .map(|pair| (pair[0].to_string(), pair.get(1).unwrap_or(&"").to_string()))
+        .collect();
+    let command = crate::Command {
+        phase: crate::Phase::Run,
+        argv: parts.iter().map(|p| p.to_string()).collect(),
+        env,
+        needs_network: false,
+    };
+    if crate::plugin::handler::check_command(&command).is_ok() {
+        assert!(!command.argv[0].is_empty());
+        assert!(command.argv.iter().all(|a| !a.contains('\0')));
+    }
+}
+
+/// A tar archive that came out of a sandbox, unpacked on the host. Whatever it
+/// holds, only regular files and directories appear, all inside the destination.
+pub fn unpack(bytes: &[u8]) {
+    let dest = tempfile::tempdir().expect("a temporary directory");
+    let copied = crate::transfer::unpack(bytes, dest.path(), crate::transfer::as_is);
+    for file in copied.iter().flat_map(|c| &c.files) {
+        assert!(
+            dest.path().join(file.as_str()).is_file(),
+            "{file} was written"
+        );
+    }
+    let mut stack = vec![dest.path().to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("readable") {
+            let entry = entry.expect("an entry");
+            let kind = entry.file_type().expect("a type");
+            assert!(
+                kind.is_file() || kind.is_dir(),
+                "{} is neither a file nor a directory",
+                entry.path().display()
+            );
+            if kind.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+}
+
+/// A name a sandbox chose, as bytes. One that passes as a [`SandboxPath`] shows no
+/// control character, and written below a host directory it lands inside it, as a
+/// regular file, and nowhere else.
+///
+/// [`SandboxPath`]: crate::SandboxPath
+pub fn sandbox_path(bytes: &[u8]) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = crate::SandboxPath::from_bytes(bytes) else {
+        return;
+    };
+    let shown = path.to_string();
+    assert!(
+        !shown.chars().any(crate::sandbox_path::is_forbidden),
+        "{shown:?}"
+    );
+    assert!(path
+        .components()
+        .all(|c| !c.is_empty() && c != "." && c != ".."));
+    assert_eq!(crate::SandboxPath::new(path.as_str()).as_ref(), Ok(&path));
+    let uri = path.to_uri_path();
+    assert!(uri.bytes().all(|b| b.is_ascii_graphic()), "{uri:?}");
+    let root = tempfile::tempdir().expect("a temporary directory");
+    let dest = root.path().join("dest");
+    std::fs::create_dir(&dest).expect("a destination");
+    let dir = cap_std::fs::Dir::open_ambient_dir(&dest, cap_std::ambient_authority())
+        .expect("the destination opens");
+    if path.write_into(&dir, b"x").is_err() {
+        // Too long for this file system, say: then nothing may have been written.
+        return;
+    }
+    let mut found = Vec::new();
+    let mut stack = vec![root.path().to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).expect("readable") {
+            let entry = entry.expect("an entry");
+            if entry.file_type().expect("a type").is_dir() {
+                stack.push(entry.path());
+            } else {
+                found.push(entry.path());
+            }
+        }
+    }
+    let expected = dest.join(std::ffi::OsStr::from_bytes(path.as_str().as_bytes()));
+    assert_eq!(
+        found,
+        [expected],
+        "the one file written is the path below dest"
+    );
+}
+
+/// A frame from a sandbox's agent, as the host decodes it, and a request frame as the
+/// agent does.
+pub fn agent_frames(bytes: &[u8]) {
+    let mut reader = bytes;
+    while let Ok((tag, body)) = sandlot_agent::read_frame(&mut reader) {
+        let _ = sandlot_agent::Reply::decode(tag, &body);
+        let _ = sandlot_agent::Request::decode(tag, &body);
+    }
+}

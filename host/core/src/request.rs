@@ -1,0 +1,71 @@
+//! The one shape of a session to open. Every front end turns what it receives into an
+//! [`OpenRequest`] once — the builder of the Rust API, the CLI's flags, the servers'
+//! requests (through the manager, which tightens them to the server's policy) — and
+//! a [`Sandlot`](crate::Sandlot) opens it with
+//! [`session_for`](crate::Sandlot::session_for). A pool keys its sandboxes on what of
+//! it is fixed for a sandbox's life ([`SandboxSpec`](crate::backend::SandboxSpec)).
+//!
+//! ```
+//! use sandlot::{OpenRequest, Network};
+//! let mut request = OpenRequest::new("python");
+//! request.libraries = vec!["numpy".into()];
+//! request.policy.network = Network::Install;
+//! assert_eq!(request.backend, sandlot::BackendChoice::Auto);
+//! ```
+
+use crate::artifact::EarlierOutput;
+use crate::backend::{Capability, Needs};
+use crate::entry::BackendChoice;
+use crate::policy::Policy;
+use crate::secret::Secret;
+use crate::session::Limits;
+
+/// A session to open: its language, where it runs, what it needs and what it may do.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct OpenRequest {
+    /// Language id or alias.
+    pub language: String,
+    /// `auto` or a backend's name.
+    pub backend: BackendChoice,
+    /// A container image, instead of the configured one or the handler's default;
+    /// `auto` then picks a backend that runs images.
+    pub image: Option<String>,
+    /// Libraries every run needs, installed with the first run that can.
+    pub libraries: Vec<String>,
+    /// Capabilities the backend must have.
+    pub required: Vec<Capability>,
+    /// Limits of every run, and the sandbox's memory.
+    pub limits: Limits,
+    /// The security policy.
+    pub policy: Policy,
+    /// Environment of every run; nothing else from the host is visible.
+    pub env: Vec<(String, String)>,
+    /// Secrets: variables of every run whose values are masked in what comes back.
+    pub secrets: Vec<Secret>,
+    /// Each run a program of its own, not a cell of the language's kernel (see
+    /// [`SessionBuilder::one_shot`](crate::SessionBuilder::one_shot)).
+    pub one_shot: bool,
+    /// What happens to the files earlier runs left in the output directory.
+    pub earlier_output: EarlierOutput,
+}
+
+impl OpenRequest {
+    /// A session for `language` with every default: `auto`, [`Policy::default`],
+    /// [`Limits::default`].
+    pub fn new(language: &str) -> OpenRequest {
+        OpenRequest {
+            language: language.to_string(),
+            ..OpenRequest::default()
+        }
+    }
+
+    /// What the session needs of its backend, `language` being the id the request's
+    /// language resolved to (the kernel is the builder's to add).
+    pub(crate) fn needs<'a>(&'a self, language: &'a str) -> Needs<'a> {
+        Needs::language(language)
+            .with_libraries(&self.libraries)
+            .with_image(self.image.as_deref())
+            .with_capabilities(&self.required)
+    }
+}

@@ -1,0 +1,1105 @@
+//! Named sessions for long-lived front ends (the MCP server, the HTTP API): each owned
+//! by a client, closed when it has been idle too long, when it reaches its maximum
+//! lifetime, when its client goes away, or when the manager shuts down. The policy and
+//! limits come from the server's configuration; a client may tighten them, never loosen
+//! them.
+//!
+//! ```no_run
+//! use sandlot::server::manager::{ClientId, ManagerSettings, SessionManager};
+//! use sandlot::server::service::{OpenRequest, Service};
+//! # fn main() -> Result<(), sandlot::Error> {
+//! let manager = SessionManager::new(Service::from_environment(sandlot::providers())?, ManagerSettings::default());
+//! let client = ClientId::new("agent-7");
+//! let opened = manager.open(&client, OpenRequest::new("python"))?;
+//! manager.run(&client, &opened.id, "x = 6 * 7", Default::default())?;
+//! let run = manager.run(&client, &opened.id, "print(x)", Default::default())?;
+//! assert_eq!(run.stdout_text(), "42\n");
+//! manager.close(&client, &opened.id)?;
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::service::{OpenRequest, Service};
+use sandlot_core::backend::BackendName;
+use sandlot_core::error::{Error, Result};
+use sandlot_core::execution::Execution;
+use sandlot_core::policy::Policy;
+use sandlot_core::session::{Limits, RunOptions, Session};
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+/// How often expired sessions are looked for.
+const SWEEP_EVERY: Duration = Duration::from_millis(500);
+
+/// How many ended sessions are remembered, so that a late call on one says why it
+/// ended instead of only that it is unknown.
+const REMEMBERED_ENDS: usize = 1024;
+
+/// Who owns sessions: an MCP connection, an HTTP API token. A client sees and uses
+/// only its own sessions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ClientId(String);
+
+impl ClientId {
+    /// The client called `name`.
+    pub fn new(name: impl Into<String>) -> ClientId {
+        ClientId(name.into())
+    }
+
+    /// A client of its own, for a connection that has no name (an MCP connection).
+    pub fn unique(prefix: &str) -> ClientId {
+        ClientId(format!(
+            "{prefix}-{}",
+            sandlot_core::backend::owner::sandbox_id()
+        ))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ClientId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A session's name as clients pass it back: `s-` and 32 hexadecimal digits, from
+/// randomly keyed hashes, so that one client cannot guess another's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+impl SessionId {
+    fn fresh() -> SessionId {
+        let (a, b) = (
+            sandlot_core::backend::owner::sandbox_id(),
+            sandlot_core::backend::owner::sandbox_id(),
+        );
+        SessionId(format!("s-{a}{b}"))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for SessionId {
+    fn from(id: &str) -> SessionId {
+        SessionId(id.to_string())
+    }
+}
+
+impl From<String> for SessionId {
+    fn from(id: String) -> SessionId {
+        SessionId(id)
+    }
+}
+
+/// How a [`SessionManager`] treats sessions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ManagerSettings {
+    /// A session nobody has used for this long is closed (default 10 min).
+    pub idle_timeout: Duration,
+    /// A session is closed this long after it opened, used or not (default 1 h).
+    pub max_lifetime: Duration,
+    /// Most sessions one client may have open at once (default 8).
+    pub max_per_client: usize,
+    /// Most sessions open at once, over all clients (default 64).
+    pub max_sessions: usize,
+    /// The policy of every session; a client may ask for a stricter one (default: the
+    /// configuration's `[policy]`, else [`Policy::default`]).
+    pub policy: Option<Policy>,
+    /// The limits of every session; a client may ask for lower ones.
+    pub limits: Limits,
+    /// Secrets every session gets, on top of those its client sends: the operator's
+    /// keys reach the code, never the client (their values are masked).
+    pub secrets: Vec<sandlot_core::secret::Secret>,
+    /// Fields of the policy a session's backend may leave unenforced. A session
+    /// whose backend cannot apply any other field is refused: the server's policy
+    /// would be a label nobody enforces (default: none).
+    pub accept_unenforced: Vec<sandlot_core::PolicyField>,
+}
+
+impl Default for ManagerSettings {
+    fn default() -> Self {
+        ManagerSettings {
+            idle_timeout: Duration::from_secs(600),
+            max_lifetime: Duration::from_secs(3600),
+            max_per_client: 8,
+            max_sessions: 64,
+            policy: None,
+            limits: Limits::default(),
+            secrets: Vec::new(),
+            accept_unenforced: Vec::new(),
+        }
+    }
+}
+
+impl ManagerSettings {
+    /// Sessions close after `idle` without use.
+    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = idle;
+        self
+    }
+
+    /// Sessions close `lifetime` after they opened.
+    pub fn max_lifetime(mut self, lifetime: Duration) -> Self {
+        self.max_lifetime = lifetime;
+        self
+    }
+
+    /// At most `count` sessions per client.
+    pub fn max_per_client(mut self, count: usize) -> Self {
+        self.max_per_client = count;
+        self
+    }
+
+    /// At most `count` sessions in all.
+    pub fn max_sessions(mut self, count: usize) -> Self {
+        self.max_sessions = count;
+        self
+    }
+
+    /// The policy clients may tighten.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// The limits clients may lower.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Every session gets `secrets` (see [`ManagerSettings::secrets`]).
+    pub fn secrets(mut self, secrets: Vec<sandlot_core::secret::Secret>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// Sessions may run on backends that leave `fields` of the policy unenforced
+    /// (see [`ManagerSettings::accept_unenforced`]).
+    pub fn accept_unenforced(
+        mut self,
+        fields: impl IntoIterator<Item = sandlot_core::PolicyField>,
+    ) -> Self {
+        self.accept_unenforced = fields.into_iter().collect();
+        self
+    }
+}
+
+/// An open session, as its client sees it.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[non_exhaustive]
+pub struct SessionInfo {
+    /// The name to pass back.
+    pub id: SessionId,
+    /// The language id.
+    pub language: String,
+    /// The backend it runs on.
+    #[schemars(with = "String")]
+    pub backend: BackendName,
+    /// Whether variables persist from one run to the next.
+    pub persistent: bool,
+    /// Seconds since it opened.
+    pub age_seconds: f64,
+    /// Seconds since it was last used.
+    pub idle_seconds: f64,
+    /// Seconds of idleness after which it closes.
+    pub idle_timeout_seconds: f64,
+}
+
+/// What a client of a server may ask of a session, as the MCP tools and the HTTP API
+/// take it: everything but the language may be left to the server.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, schemars::JsonSchema)]
+#[non_exhaustive]
+pub struct Ask {
+    /// Language id or alias.
+    pub language: String,
+    /// `auto` or a backend's name.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// Libraries every run needs.
+    #[serde(default)]
+    pub libraries: Vec<String>,
+    /// Network access, at most the server's.
+    #[serde(default)]
+    pub network: Option<sandlot_core::Network>,
+    /// Time limit of a run in seconds, at most the server's.
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+    /// Memory cap in MiB, at most the server's.
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+    /// Secrets by name: every run gets them as environment variables, and their
+    /// values are masked (`***`) in output and files returned.
+    #[serde(default)]
+    pub secrets: sandlot_core::secret::SecretValues,
+}
+
+impl Ask {
+    /// Asks for a session of `language`, the rest left to the server.
+    pub fn new(language: &str) -> Ask {
+        Ask {
+            language: language.to_string(),
+            ..Ask::default()
+        }
+    }
+}
+
+/// `value` seconds as a duration: a positive number, or an error naming `field`.
+pub fn seconds(field: &str, value: Option<f64>) -> Result<Option<Duration>> {
+    match value {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) => Err(Error::InvalidRequest {
+            reason: format!("{field} must be a positive number of seconds, not {s}"),
+        }),
+    }
+}
+
+/// Why a session ended, for the message of a late call on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Ended {
+    /// Its client closed it.
+    Closed,
+    /// Nobody used it for the idle timeout.
+    Idle,
+    /// It reached its maximum lifetime.
+    Lifetime,
+    /// Its client went away.
+    ClientGone,
+    /// The manager shut down.
+    Shutdown,
+}
+
+impl fmt::Display for Ended {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Ended::Closed => "it was closed",
+            Ended::Idle => "it was idle for longer than the idle timeout",
+            Ended::Lifetime => "it reached its maximum lifetime",
+            Ended::ClientGone => "its client went away",
+            Ended::Shutdown => "the server shut down",
+        })
+    }
+}
+
+/// Counters since the manager started.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ManagerStats {
+    /// Sessions open now.
+    pub open: usize,
+    /// Sessions opened.
+    pub opened: u64,
+    /// Sessions that could not be opened (refusals included).
+    pub open_failures: u64,
+    /// Sessions closed by their clients.
+    pub closed: u64,
+    /// Sessions closed for idleness or lifetime.
+    pub expired: u64,
+    /// Runs and commands.
+    pub runs: u64,
+    /// Runs and commands that failed (an error, not a non-zero exit).
+    pub run_failures: u64,
+    /// Seconds spent running code, over every run that came back.
+    pub run_seconds: f64,
+}
+
+/// Named sessions shared by a server's connections. Cheap to clone; every clone is
+/// the same manager. Its calls block (a run takes as long as the code runs): async
+/// servers call them through `spawn_blocking`.
+#[derive(Clone)]
+pub struct SessionManager {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for SessionManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionManager")
+            .field("settings", &self.inner.settings)
+            .field("open", &self.inner.sessions.lock().map(|s| s.len()).ok())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    service: RwLock<Service>,
+    settings: ManagerSettings,
+    policy: Policy,
+    sessions: Mutex<HashMap<SessionId, Arc<Entry>>>,
+    /// Opens and closes in progress; locked after `sessions` when both are.
+    pending: Mutex<Pending>,
+    /// Signalled when `pending.in_flight` drops.
+    settled: Condvar,
+    ended: Mutex<VecDeque<(SessionId, ClientId, Ended)>>,
+    shut: AtomicBool,
+    /// Set (and signalled) when the sweeper should stop.
+    sweeper: Arc<(Mutex<bool>, Condvar)>,
+    counters: Counters,
+}
+
+/// What is on its way in or out.
+#[derive(Default)]
+struct Pending {
+    /// Opens in progress per client: they count against the limits.
+    opening: HashMap<ClientId, usize>,
+    /// Opens and closes in progress, which a shutdown waits for.
+    in_flight: usize,
+    /// Clients that went away: an open of theirs that ends after is closed at once.
+    gone: VecDeque<ClientId>,
+}
+
+/// How many gone clients are remembered.
+const REMEMBERED_GONE: usize = 4096;
+
+/// How long a shutdown waits for opens and closes in progress (a Kubernetes pod may
+/// take its start timeout to come up, then to be deleted).
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(300);
+
+/// One open or close in progress; its end is counted when it drops.
+struct InFlight<'a> {
+    inner: &'a Inner,
+    opening: Option<ClientId>,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(client) = &self.opening {
+            if let Some(count) = pending.opening.get_mut(client) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    pending.opening.remove(client);
+                }
+            }
+        }
+        pending.in_flight = pending.in_flight.saturating_sub(1);
+        self.inner.settled.notify_all();
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    opened: AtomicU64,
+    open_failures: AtomicU64,
+    closed: AtomicU64,
+    expired: AtomicU64,
+    runs: AtomicU64,
+    run_failures: AtomicU64,
+    run_micros: AtomicU64,
+}
+
+struct Entry {
+    id: SessionId,
+    client: ClientId,
+    language: String,
+    backend: BackendName,
+    persistent: bool,
+    opened: Instant,
+    last_used: Mutex<Instant>,
+    /// `None` once closed; held for the length of a run, so runs of one session
+    /// take turns.
+    session: Mutex<Option<Session>>,
+}
+
+impl Entry {
+    fn info(&self, idle_timeout: Duration) -> SessionInfo {
+        let last = *self.last_used.lock().unwrap_or_else(|e| e.into_inner());
+        SessionInfo {
+            id: self.id.clone(),
+            language: self.language.clone(),
+            backend: self.backend.clone(),
+            persistent: self.persistent,
+            age_seconds: self.opened.elapsed().as_secs_f64(),
+            idle_seconds: last.elapsed().as_secs_f64(),
+            idle_timeout_seconds: idle_timeout.as_secs_f64(),
+        }
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    /// Ends the session, after a run in progress finishes (a run ends by its timeout
+    /// at the latest).
+    fn end(&self) {
+        let session = self
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        drop(session);
+    }
+}
+
+impl SessionManager {
+    /// A manager over `service`, with a background thread that closes expired
+    /// sessions.
+    pub fn new(service: Service, settings: ManagerSettings) -> SessionManager {
+        let policy = settings
+            .policy
+            .clone()
+            .or_else(|| service.sandlot().config().policy.clone())
+            .unwrap_or_default();
+        let inner = Arc::new(Inner {
+            service: RwLock::new(service),
+            settings,
+            policy,
+            sessions: Mutex::new(HashMap::new()),
+            pending: Mutex::new(Pending::default()),
+            settled: Condvar::new(),
+            ended: Mutex::new(VecDeque::new()),
+            shut: AtomicBool::new(false),
+            sweeper: Arc::new((Mutex::new(false), Condvar::new())),
+            counters: Counters::default(),
+        });
+        let (weak, stop) = (Arc::downgrade(&inner), inner.sweeper.clone());
+        let spawned = std::thread::Builder::new()
+            .name("sandlot-sessions".into())
+            .spawn(move || sweep_until_gone(weak, stop));
+        if let Err(e) = spawned {
+            // Without the thread nothing expires; the server still works, and says so.
+            eprintln!("sandlot: cannot start the session sweeper ({e}); sessions will not expire");
+        }
+        SessionManager { inner }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &ManagerSettings {
+        &self.inner.settings
+    }
+
+    /// The policy every session gets unless its client asks for a stricter one.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// Runs `f` with the service (for the languages, the configuration, ...).
+    pub fn with_service<T>(&self, f: impl FnOnce(&Service) -> T) -> T {
+        f(&self.inner.service.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// An [`OpenRequest`] for `language` with the server's policy and limits, for a
+    /// client to tighten.
+    pub fn request(&self, language: &str) -> OpenRequest {
+        let mut request = OpenRequest::new(language);
+        request.policy = self.inner.policy.clone();
+        request.limits = self.inner.settings.limits;
+        request.secrets = self.inner.settings.secrets.clone();
+        request
+    }
+
+    /// The [`OpenRequest`] for what a client asked, over the server's policy and
+    /// limits: refused here if a number is not one, and by [`SessionManager::open`]
+    /// if it loosens anything.
+    pub fn request_for(&self, ask: &Ask) -> Result<OpenRequest> {
+        let mut request = self.request(&ask.language);
+        request.libraries = ask.libraries.clone();
+        if let Some(backend) = &ask.backend {
+            request.backend = backend.as_str().into();
+        }
+        if let Some(network) = ask.network {
+            request.policy.network = network;
+        }
+        if let Some(timeout) = seconds("timeout_seconds", ask.timeout_seconds)? {
+            request.limits.timeout = timeout;
+        }
+        if let Some(mb) = ask.memory_mb {
+            if mb == 0 {
+                return Err(Error::InvalidRequest {
+                    reason: "memory_mb must be at least 1".into(),
+                });
+            }
+            request.limits.memory =
+                usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        }
+        for secret in ask.secrets.secrets()? {
+            request.secrets.retain(|s| s.name() != secret.name());
+            request.secrets.push(secret);
+        }
+        Ok(request)
+    }
+
+    /// Opens a session for `client`. Refuses a policy or limits looser than the
+    /// server's, and a client or a server at its session limit.
+    pub fn open(&self, client: &ClientId, request: OpenRequest) -> Result<SessionInfo> {
+        let language = request.language.clone();
+        let started = Instant::now();
+        let opened = self.open_inner(client, request);
+        let counter = match &opened {
+            Ok(info) => {
+                tracing::info!(
+                    session = %info.id,
+                    %client,
+                    language = %info.language,
+                    backend = %info.backend,
+                    ms = started.elapsed().as_millis() as u64,
+                    "session opened"
+                );
+                &self.inner.counters.opened
+            }
+            Err(error) => {
+                tracing::warn!(%client, %language, %error, "session not opened");
+                &self.inner.counters.open_failures
+            }
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        opened
+    }
+
+    fn open_inner(&self, client: &ClientId, request: OpenRequest) -> Result<SessionInfo> {
+        self.check_open()?;
+        self.check_allowed(&request)?;
+        // The slot is taken before the slow open, so that concurrent opens cannot
+        // together pass a limit; a shutdown waits for it.
+        let slot = self.reserve(client)?;
+        let session = self.open_session(&request)?;
+        // The server's policy would be a label nobody enforces there.
+        let gaps: Vec<String> = session
+            .unenforced()
+            .iter()
+            .filter(|field| !self.inner.settings.accept_unenforced.contains(field))
+            .filter(|field| {
+                **field != sandlot_core::PolicyField::Network
+                    || request.policy.network != sandlot_core::Network::On
+            })
+            .map(ToString::to_string)
+            .collect();
+        if !gaps.is_empty() {
+            let network = if gaps.iter().any(|g| g == "network") {
+                " (network policy: network is not `on`)"
+            } else {
+                ""
+            };
+            return Err(Error::BackendUnsuitable {
+                backend: session.backend().to_string(),
+                language: session.language().to_string(),
+                reason: format!(
+                    "it cannot enforce this server's policy here: {}{network}; choose another \
+                     backend, or start the server with --accept-unenforced {}",
+                    gaps.join(", "),
+                    gaps.join(",")
+                ),
+            });
+        }
+        let entry = Arc::new(Entry {
+            id: SessionId::fresh(),
+            client: client.clone(),
+            language: session.language().to_string(),
+            backend: session.backend().clone(),
+            persistent: session
+                .capabilities()
+                .has(sandlot_core::Capability::PersistentState),
+            opened: Instant::now(),
+            last_used: Mutex::new(Instant::now()),
+            session: Mutex::new(Some(session)),
+        });
+        {
+            let mut sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let gone = self
+                .inner
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .gone
+                .contains(client);
+            let refusal = if gone {
+                Some(Error::SessionEnded {
+                    reason: "its client went away while it opened".into(),
+                })
+            } else {
+                self.check_open().err()
+            };
+            if let Some(e) = refusal {
+                drop(sessions);
+                entry.end();
+                return Err(e);
+            }
+            sessions.insert(entry.id.clone(), entry.clone());
+        }
+        drop(slot);
+        Ok(entry.info(self.inner.settings.idle_timeout))
+    }
+
+    /// Takes a slot for an open of `client`, or says which limit is reached.
+    fn reserve(&self, client: &ClientId) -> Result<InFlight<'_>> {
+        let sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let settings = &self.inner.settings;
+        let opening_mine = pending.opening.get(client).copied().unwrap_or(0);
+        let opening_all: usize = pending.opening.values().sum();
+        let mine = sessions.values().filter(|e| e.client == *client).count() + opening_mine;
+        if mine >= settings.max_per_client {
+            return Err(Error::TooManySessions {
+                scope: format!("client {client}"),
+                limit: settings.max_per_client,
+            });
+        }
+        if sessions.len() + opening_all >= settings.max_sessions {
+            return Err(Error::TooManySessions {
+                scope: "this server".into(),
+                limit: settings.max_sessions,
+            });
+        }
+        // A client that opens again is back.
+        pending.gone.retain(|c| c != client);
+        *pending.opening.entry(client.clone()).or_default() += 1;
+        pending.in_flight += 1;
+        Ok(InFlight {
+            inner: &self.inner,
+            opening: Some(client.clone()),
+        })
+    }
+
+    fn open_session(&self, request: &OpenRequest) -> Result<Session> {
+        let prepared = self
+            .inner
+            .service
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_prepared(request)?;
+        if !prepared {
+            // Installing a runtime changes the service: the one slow step that takes
+            // it for itself (once per runtime).
+            self.inner
+                .service
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .prepare(request, |_| {})?;
+        }
+        // The builder has its own handle to the backends: the service is not held
+        // while the sandbox starts, which can take a Kubernetes start timeout.
+        let builder = self
+            .inner
+            .service
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .builder_for(request);
+        builder.open()
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.shut.load(Ordering::SeqCst) {
+            return Err(Error::ManagerClosed);
+        }
+        Ok(())
+    }
+
+    fn check_allowed(&self, request: &OpenRequest) -> Result<()> {
+        let mut looser: Vec<String> = request
+            .policy
+            .looser_than(&self.inner.policy)
+            .iter()
+            .map(|field| format!("policy.{field}"))
+            .collect();
+        looser.extend(
+            request
+                .limits
+                .looser_than(&self.inner.settings.limits)
+                .iter()
+                .map(|name| format!("limits.{name}")),
+        );
+        if looser.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::NotAllowed { fields: looser })
+        }
+    }
+
+    /// The entry `id` of `client`, or why there is none.
+    fn entry(&self, client: &ClientId, id: &SessionId) -> Result<Arc<Entry>> {
+        let found = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .filter(|e| e.client == *client)
+            .cloned();
+        if let Some(entry) = found {
+            return Ok(entry);
+        }
+        let ended = self
+            .inner
+            .ended
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(ended, owner, _)| ended == id && owner == client)
+            .map(|(_, _, why)| *why);
+        Err(Error::NoSuchSession {
+            id: id.to_string(),
+            reason: match ended {
+                Some(why) => format!("it has ended: {why}"),
+                None => "no session of this client has this id".into(),
+            },
+        })
+    }
+
+    /// Runs `f` on session `id` of `client`, one call at a time per session.
+    pub fn with_session<T>(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        f: impl FnOnce(&mut Session) -> Result<T>,
+    ) -> Result<T> {
+        let span = session_span(client, id);
+        let _entered = span.enter();
+        self.in_session(client, id, f)
+    }
+
+    /// [`SessionManager::with_session`], in the caller's spans.
+    fn in_session<T>(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        f: impl FnOnce(&mut Session) -> Result<T>,
+    ) -> Result<T> {
+        let entry = self.entry(client, id)?;
+        entry.touch();
+        let result = {
+            let mut session = entry.session.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(session) = session.as_mut() else {
+                return Err(self
+                    .entry(client, id)
+                    .err()
+                    .unwrap_or(Error::NoSuchSession {
+                        id: id.to_string(),
+                        reason: "it has ended".into(),
+                    }));
+            };
+            f(session)
+        };
+        entry.touch();
+        result
+    }
+
+    /// Runs `code` in session `id` of `client`. A time limit or an output cap of the
+    /// run's own may be lower than the server's, never higher.
+    pub fn run(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        code: &str,
+        options: RunOptions,
+    ) -> Result<Execution> {
+        let base = &self.inner.settings.limits;
+        let this_run = Limits {
+            timeout: options.timeout.unwrap_or(base.timeout),
+            max_output: options.max_output.unwrap_or(base.max_output),
+            ..*base
+        };
+        let looser: Vec<String> = this_run
+            .looser_than(base)
+            .iter()
+            .map(|name| format!("limits.{name}"))
+            .collect();
+        if !looser.is_empty() {
+            return self.count_run(Err(Error::NotAllowed { fields: looser }));
+        }
+        let session = session_span(client, id);
+        let _in_session = session.enter();
+        let run = tracing::info_span!("run");
+        let _in_run = run.enter();
+        self.count_run(self.in_session(client, id, |s| s.run_with(code, options)))
+    }
+
+    /// Runs a shell command line in session `id` of `client`, where its backend has a
+    /// shell.
+    pub fn run_command(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        command_line: &str,
+    ) -> Result<Execution> {
+        let session = session_span(client, id);
+        let _in_session = session.enter();
+        let command = tracing::info_span!("command");
+        let _in_command = command.enter();
+        self.count_run(self.in_session(client, id, |s| s.execute_command(command_line)))
+    }
+
+    /// Opens a session, runs `code` once and closes it: for a client that needs no
+    /// state. Counts against the client's sessions while it runs.
+    pub fn run_once(
+        &self,
+        client: &ClientId,
+        request: OpenRequest,
+        code: &str,
+        options: RunOptions,
+    ) -> Result<Execution> {
+        let opened = self.open(client, request)?;
+        let run = self.run(client, &opened.id, code, options);
+        let _ = self.end(&opened.id, Ended::Closed);
+        run
+    }
+
+    fn count_run(&self, run: Result<Execution>) -> Result<Execution> {
+        match &run {
+            // At debug: a busy server runs thousands a second.
+            Ok(execution) => tracing::debug!(
+                exit_code = execution.exit_code,
+                end = ?execution.end,
+                ms = execution.duration.as_millis() as u64,
+                "run finished"
+            ),
+            Err(error) => tracing::warn!(%error, "run failed"),
+        }
+        let counters = &self.inner.counters;
+        counters.runs.fetch_add(1, Ordering::Relaxed);
+        match &run {
+            Ok(execution) => {
+                let micros = u64::try_from(execution.duration.as_micros()).unwrap_or(u64::MAX);
+                counters.run_micros.fetch_add(micros, Ordering::Relaxed);
+            }
+            Err(_) => {
+                counters.run_failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        run
+    }
+
+    /// Closes session `id` of `client`, waiting for a run in progress to finish.
+    pub fn close(&self, client: &ClientId, id: &SessionId) -> Result<()> {
+        self.entry(client, id)?;
+        self.end(id, Ended::Closed);
+        Ok(())
+    }
+
+    /// The sessions `client` has open.
+    pub fn list(&self, client: &ClientId) -> Vec<SessionInfo> {
+        let mut list: Vec<SessionInfo> = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|e| e.client == *client)
+            .map(|e| e.info(self.inner.settings.idle_timeout))
+            .collect();
+        list.sort_by(|a, b| b.age_seconds.total_cmp(&a.age_seconds));
+        list
+    }
+
+    /// Closes every session of `client`, which has gone away, and any its opens in
+    /// progress bring.
+    pub fn client_gone(&self, client: &ClientId) {
+        {
+            let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if pending.gone.len() == REMEMBERED_GONE {
+                pending.gone.pop_front();
+            }
+            pending.gone.push_back(client.clone());
+        }
+        let ids: Vec<SessionId> = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|e| e.client == *client)
+            .map(|e| e.id.clone())
+            .collect();
+        for id in ids {
+            self.end(&id, Ended::ClientGone);
+        }
+    }
+
+    /// Counters since the manager started.
+    pub fn stats(&self) -> ManagerStats {
+        let c = &self.inner.counters;
+        ManagerStats {
+            open: self.inner.sessions.lock().map(|s| s.len()).unwrap_or(0),
+            opened: c.opened.load(Ordering::Relaxed),
+            open_failures: c.open_failures.load(Ordering::Relaxed),
+            closed: c.closed.load(Ordering::Relaxed),
+            expired: c.expired.load(Ordering::Relaxed),
+            runs: c.runs.load(Ordering::Relaxed),
+            run_failures: c.run_failures.load(Ordering::Relaxed),
+            run_seconds: c.run_micros.load(Ordering::Relaxed) as f64 / 1e6,
+        }
+    }
+
+    /// Refuses new sessions and closes every open one, each after its run in
+    /// progress (bounded by the run's timeout). Returns how many were closed.
+    pub fn shutdown(&self) -> usize {
+        self.inner.shutdown()
+    }
+
+    /// Removes session `id` and closes it; `false` if it was not open.
+    fn end(&self, id: &SessionId, why: Ended) -> bool {
+        self.inner.end(id, why)
+    }
+}
+
+impl Inner {
+    fn end(&self, id: &SessionId, why: Ended) -> bool {
+        let (entry, _closing) = {
+            let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(entry) = sessions.remove(id) else {
+                return false;
+            };
+            // Counted before the entry leaves the table, so a shutdown never misses it.
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .in_flight += 1;
+            (
+                entry,
+                InFlight {
+                    inner: self,
+                    opening: None,
+                },
+            )
+        };
+        {
+            let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+            if ended.len() == REMEMBERED_ENDS {
+                ended.pop_front();
+            }
+            ended.push_back((entry.id.clone(), entry.client.clone(), why));
+        }
+        let counter = match why {
+            Ended::Idle | Ended::Lifetime => &self.counters.expired,
+            _ => &self.counters.closed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        entry.end();
+        tracing::info!(
+            session = %entry.id,
+            client = %entry.client,
+            reason = %why,
+            age_s = entry.opened.elapsed().as_secs(),
+            "session closed"
+        );
+        true
+    }
+
+    /// Closes sessions past their idle timeout or lifetime. A session in the middle of
+    /// a run is not idle.
+    fn sweep(self: &Arc<Self>) {
+        let now = Instant::now();
+        let expired: Vec<(SessionId, Ended)> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter_map(|entry| {
+                if now.duration_since(entry.opened) >= self.settings.max_lifetime {
+                    return Some((entry.id.clone(), Ended::Lifetime));
+                }
+                let busy = matches!(
+                    entry.session.try_lock(),
+                    Err(std::sync::TryLockError::WouldBlock)
+                );
+                let last = *entry.last_used.lock().unwrap_or_else(|e| e.into_inner());
+                (!busy && now.duration_since(last) >= self.settings.idle_timeout)
+                    .then(|| (entry.id.clone(), Ended::Idle))
+            })
+            .collect();
+        for (id, why) in expired {
+            // Each on its own: a session past its lifetime in the middle of a run
+            // ends after the run, and must not hold up the others.
+            let inner = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("sandlot-expire".into())
+                .spawn(move || inner.end(&id, why));
+            if spawned.is_err() {
+                // No thread to spare: the next sweep tries again.
+                continue;
+            }
+        }
+    }
+
+    fn shutdown(&self) -> usize {
+        self.shut.store(true, Ordering::SeqCst);
+        {
+            let (stop, wake) = &*self.sweeper;
+            *stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            wake.notify_all();
+        }
+        let ids: Vec<SessionId> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        // In parallel: each close waits for its session's run and removes a sandbox.
+        std::thread::scope(|scope| {
+            for id in &ids {
+                scope.spawn(move || self.end(id, Ended::Shutdown));
+            }
+        });
+        // Opens and closes that started before, on other threads (a client that
+        // went away, the sweeper): their sandboxes go before this returns.
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = self
+            .settled
+            .wait_timeout_while(pending, SHUTDOWN_WAIT, |p| p.in_flight > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        ids.len()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The span of everything done in session `id`, for the servers' logs.
+fn session_span(client: &ClientId, id: &SessionId) -> tracing::Span {
+    tracing::info_span!("session", id = %id, %client)
+}
+
+/// The sweeper's loop: ends when the manager shuts down or is gone. It holds the
+/// manager only while it sweeps, so that the last handle's drop closes the sessions
+/// on the caller's thread.
+fn sweep_until_gone(inner: Weak<Inner>, stop: Arc<(Mutex<bool>, Condvar)>) {
+    loop {
+        {
+            let (stopped, wake) = &*stop;
+            let stopped = stopped.lock().unwrap_or_else(|e| e.into_inner());
+            let (stopped, _) = wake
+                .wait_timeout_while(stopped, SWEEP_EVERY, |stopped| !*stopped)
+                .unwrap_or_else(|e| e.into_inner());
+            if *stopped {
+                return;
+            }
+        }
+        match inner.upgrade() {
+            Some(inner) => inner.sweep(),
+            None => return,
+        }
+    }
+}

@@ -1,0 +1,596 @@
+//! The routes of the HTTP API, its authentication and its errors.
+
+use super::requests::{RunOnce, SessionRun, Shell};
+use super::Token;
+use crate::manager::{seconds, Ask, ClientId, SessionId, SessionManager};
+use axum::body::Bytes;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use sandlot_core::error::{Error, ErrorKind};
+use sandlot_core::execution::Execution;
+use sandlot_core::session::RunOptions;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// What every handler shares.
+#[derive(Clone)]
+struct Api {
+    manager: SessionManager,
+    tokens: Arc<Vec<Token>>,
+}
+
+/// The client of a request without tokens configured (loopback only).
+const LOCAL_CLIENT: &str = "local";
+
+pub(super) fn router(manager: SessionManager, tokens: Vec<Token>, max_body: usize) -> Router {
+    let api = Api {
+        manager,
+        tokens: Arc::new(tokens),
+    };
+    let protected = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/v1/languages", get(languages))
+        .route("/v1/run", post(run_once))
+        .route("/v1/sessions", post(open).get(list))
+        .route("/v1/sessions/{id}", axum::routing::delete(close))
+        .route("/v1/sessions/{id}/run", post(run))
+        .route("/v1/sessions/{id}/shell", post(shell))
+        .route(
+            "/v1/sessions/{id}/files/{*path}",
+            axum::routing::put(upload).get(download),
+        )
+        .route_layer(middleware::from_fn_with_state(api.clone(), authenticate));
+    let tokenless = api.tokens.is_empty();
+    let router = Router::new()
+        .route("/", get(playground))
+        .route("/health", get(health))
+        .route("/openapi.json", get(openapi))
+        .merge(protected)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(max_body));
+    // Without tokens the loopback address is the only guard, and a web page the user
+    // visits can reach it too: by DNS rebinding (a name of the attacker's that now
+    // resolves to 127.0.0.1) or by a cross-site request. Both show in the request's
+    // Host or Origin, which must then name this machine.
+    let router = if tokenless {
+        router.layer(middleware::from_fn(loopback_only))
+    } else {
+        router
+    };
+    router.with_state(api)
+}
+
+/// Refuses (403) a request whose `Host` is not a loopback name or address, or whose
+/// `Origin`, if it has one, is not a loopback origin.
+async fn loopback_only(request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let origin = headers
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("?"));
+    let problem = match (host, origin) {
+        (None, _) => Some("it has no Host header".to_string()),
+        (Some(host), _) if !is_loopback_authority(host) => {
+            Some(format!("its Host `{}` is not this machine", shown(host)))
+        }
+        (_, Some(origin)) if !is_loopback_origin(origin) => Some(format!(
+            "its Origin `{}` is not a page of this machine",
+            shown(origin)
+        )),
+        _ => None,
+    };
+    match problem {
+        None => next.run(request).await,
+        Some(problem) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden_origin",
+            format!(
+                "refused: {problem}; without tokens this server answers only requests made \
+                 on this machine (set SANDLOT_API_TOKENS to serve others)"
+            ),
+        )
+        .into_response(),
+    }
+}
+
+/// A header value as an error message may quote it: short, without control characters.
+fn shown(value: &str) -> String {
+    let value: String = value.chars().take(100).collect();
+    sandlot_core::sandbox_path::escape_controls(&value).into_owned()
+}
+
+/// Whether `authority` (`host[:port]`) names this machine: `localhost`, or a loopback
+/// address (`127.0.0.0/8`, `[::1]`).
+fn is_loopback_authority(authority: &str) -> bool {
+    let host = if let Some(rest) = authority.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((address, port))
+                if port.is_empty() || port.strip_prefix(':').is_some_and(is_port) =>
+            {
+                return address
+                    .parse::<std::net::Ipv6Addr>()
+                    .is_ok_and(|a| a.is_loopback());
+            }
+            _ => return false,
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) if is_port(port) => host,
+            Some(_) => return false,
+            None => authority,
+        }
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.is_loopback())
+}
+
+fn is_port(digits: &str) -> bool {
+    !digits.is_empty() && digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Whether an `Origin` is a page of this machine: `http(s)://` and a loopback
+/// authority, nothing after it. `null` (a sandboxed frame, a file) is not.
+fn is_loopback_origin(origin: &str) -> bool {
+    origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        .is_some_and(|authority| !authority.contains('/') && is_loopback_authority(authority))
+}
+
+/// An error as the API answers it: a status and
+/// `{"error": {"kind", "message", "retryable"}}`. A library error's kind is its
+/// [`ErrorKind`]; the API's own are `unauthorized`, `forbidden_origin`,
+/// `invalid_input` (a body it cannot read) and `no_route`.
+struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+    /// Seconds a client should wait before trying again, for a retryable failure.
+    retry_after: Option<u32>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            kind,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+}
+
+/// The status a library error answers with: 4xx where the request is at fault,
+/// 503 where the server cannot serve it now, 500 where it failed.
+fn status_of(error: &Error) -> StatusCode {
+    match error.kind() {
+        ErrorKind::Blocked | ErrorKind::Unsupported => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
+        // The session is the URL's resource; a language or backend is a field of
+        // the body, which names something this server does not have.
+        ErrorKind::NotFound if matches!(error, Error::NoSuchSession { .. }) => {
+            StatusCode::NOT_FOUND
+        }
+        ErrorKind::NotFound => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::NotAllowed => StatusCode::FORBIDDEN,
+        ErrorKind::Exhausted => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::SessionEnded => StatusCode::GONE,
+        ErrorKind::Unavailable | ErrorKind::NotInstalled => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        let kind = error.kind();
+        let retry_after = match kind {
+            // A pool's sandbox or a session slot frees up in about a run's time.
+            ErrorKind::Exhausted => Some(1),
+            ErrorKind::Unavailable => Some(5),
+            _ => None,
+        };
+        ApiError {
+            status: status_of(&error),
+            kind: kind.as_str(),
+            message: error.to_string(),
+            retry_after,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Json(json!({ "error": {
+            "kind": self.kind,
+            "message": self.message,
+            "retryable": self.retry_after.is_some(),
+        } }));
+        let mut response = (self.status, body).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+type Answer<T> = Result<T, ApiError>;
+
+/// A JSON body, or a 400 that says what is wrong with it.
+fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Answer<T> {
+    parsed
+        .map(|Json(value)| value)
+        .map_err(|e| ApiError::new(e.status(), "invalid_input", e.body_text()))
+}
+
+/// Runs blocking manager work on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Answer<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("the call failed inside the server: {e}"),
+            )
+        })?
+        .map_err(ApiError::from)
+}
+
+/// Finds the client of the request's bearer token, or answers 401.
+async fn authenticate(State(api): State<Api>, mut request: Request, next: Next) -> Response {
+    let client = if api.tokens.is_empty() {
+        Some(ClientId::new(LOCAL_CLIENT))
+    } else {
+        request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                // The scheme's name is case-insensitive (RFC 9110).
+                let (scheme, token) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then_some(token)
+            })
+            .and_then(|given| api.tokens.iter().find(|t| t.matches(given.trim())))
+            .map(|t| t.client.clone())
+    };
+    match client {
+        Some(client) => {
+            request.extensions_mut().insert(client);
+            next.run(request).await
+        }
+        None => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this API needs `Authorization: Bearer TOKEN` with one of the server's tokens",
+        )
+        .into_response(),
+    }
+}
+
+/// The web playground: one page, no build step, no third-party code. It reads
+/// nothing without a token where the server needs one; the page itself is public.
+async fn playground() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            // Only this page's own script and style, images from data: URLs (plots),
+            // requests to this server.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
+                 frame-ancestors 'none'",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        include_str!("playground.html"),
+    )
+        .into_response()
+}
+
+async fn openapi() -> Json<Value> {
+    static DOCUMENT: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    Json(DOCUMENT.get_or_init(super::openapi::document).clone())
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no_route",
+        "no such route; the API is under /v1 (see docs/servers.md, or GET /openapi.json)",
+    )
+}
+
+async fn metrics(State(api): State<Api>) -> Response {
+    let stats = api.manager.stats();
+    let mut text = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
+        text.push_str(&format!(
+            "# HELP sandlot_{name} {help}\n# TYPE sandlot_{name} {kind}\nsandlot_{name} {value}\n"
+        ));
+    };
+    metric(
+        "sessions_open",
+        "gauge",
+        "Sessions open now.",
+        stats.open as f64,
+    );
+    metric(
+        "sessions_opened_total",
+        "counter",
+        "Sessions opened.",
+        stats.opened as f64,
+    );
+    metric(
+        "session_open_failures_total",
+        "counter",
+        "Sessions that could not be opened, refusals included.",
+        stats.open_failures as f64,
+    );
+    metric(
+        "sessions_closed_total",
+        "counter",
+        "Sessions closed by clients.",
+        stats.closed as f64,
+    );
+    metric(
+        "sessions_expired_total",
+        "counter",
+        "Sessions closed for idleness or lifetime.",
+        stats.expired as f64,
+    );
+    metric(
+        "runs_total",
+        "counter",
+        "Runs and commands.",
+        stats.runs as f64,
+    );
+    metric(
+        "run_failures_total",
+        "counter",
+        "Runs that failed with an error (not a non-zero exit).",
+        stats.run_failures as f64,
+    );
+    metric(
+        "run_seconds_total",
+        "counter",
+        "Seconds spent running code.",
+        stats.run_seconds,
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn languages(State(api): State<Api>) -> Answer<Json<Value>> {
+    let manager = api.manager.clone();
+    // Off the async workers: a runtime install may hold the service for a while.
+    let languages =
+        blocking(move || Ok(manager.with_service(crate::service::Service::languages_json))).await?;
+    Ok(Json(languages))
+}
+
+async fn run_once(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    parsed: Result<Json<RunOnce>, JsonRejection>,
+) -> Answer<Json<Value>> {
+    let RunOnce { ask, code } = body(parsed)?;
+    let mut request = api.manager.request_for(&ask)?;
+    request.one_shot = true;
+    let manager = api.manager.clone();
+    let run =
+        blocking(move || manager.run_once(&client, request, &code, RunOptions::default())).await?;
+    Ok(Json(run.to_json()))
+}
+
+async fn open(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    parsed: Result<Json<Ask>, JsonRejection>,
+) -> Answer<(StatusCode, Json<Value>)> {
+    let ask = body(parsed)?;
+    let request = api.manager.request_for(&ask)?;
+    let manager = api.manager.clone();
+    let info = blocking(move || manager.open(&client, request)).await?;
+    Ok((StatusCode::CREATED, Json(json!(info))))
+}
+
+async fn list(State(api): State<Api>, Extension(client): Extension<ClientId>) -> Json<Value> {
+    Json(json!({ "sessions": api.manager.list(&client) }))
+}
+
+async fn close(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+) -> Answer<StatusCode> {
+    let manager = api.manager.clone();
+    let id = SessionId::from(id);
+    blocking(move || manager.close(&client, &id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn run(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    parsed: Result<Json<SessionRun>, JsonRejection>,
+) -> Answer<Response> {
+    let SessionRun {
+        code,
+        timeout_seconds,
+        stdin,
+    } = body(parsed)?;
+    let options = RunOptions {
+        timeout: seconds("timeout_seconds", timeout_seconds)?,
+        stdin: stdin.map(String::into_bytes).unwrap_or_default(),
+        ..RunOptions::default()
+    };
+    let id = SessionId::from(id);
+    let streams = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    let manager = api.manager.clone();
+    if !streams {
+        let run = blocking(move || manager.run(&client, &id, &code, options)).await?;
+        return Ok(Json(run.to_json()).into_response());
+    }
+    Ok(streamed(
+        move |options| manager.run(&client, &id, &code, options),
+        options,
+    )
+    .into_response())
+}
+
+/// A run whose output goes out as server-sent events while it runs: `stdout` and
+/// `stderr` events (`{"text": ...}`), then one `result` (the execution's JSON) or
+/// `error` (as the API's errors).
+fn streamed(
+    work: impl FnOnce(RunOptions) -> Result<Execution, Error> + Send + 'static,
+    mut options: RunOptions,
+) -> impl IntoResponse {
+    let (events, received) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let sink = |name: &'static str| {
+        let events = events.clone();
+        Box::new(move |bytes: &[u8]| {
+            let text = String::from_utf8_lossy(bytes);
+            if let Ok(event) = Event::default()
+                .event(name)
+                .json_data(json!({ "text": text }))
+            {
+                let _ = events.send(event);
+            }
+        }) as sandlot_core::backend::Sink
+    };
+    options.on_stdout = Some(sink("stdout"));
+    options.on_stderr = Some(sink("stderr"));
+    tokio::task::spawn_blocking(move || {
+        let last = match work(options) {
+            Ok(run) => Event::default().event("result").json_data(run.to_json()),
+            Err(e) => {
+                let e = ApiError::from(e);
+                Event::default().event("error").json_data(json!({ "error": {
+                        "kind": e.kind,
+                        "message": e.message,
+                        "retryable": e.retry_after.is_some(),
+                    } }))
+            }
+        };
+        if let Ok(last) = last {
+            let _ = events.send(last);
+        }
+        // Dropping the last sender ends the stream.
+    });
+    let stream = futures_util::stream::unfold(received, |mut received| async move {
+        received
+            .recv()
+            .await
+            .map(|event| (Ok::<Event, std::convert::Infallible>(event), received))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+async fn shell(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+    parsed: Result<Json<Shell>, JsonRejection>,
+) -> Answer<Json<Value>> {
+    let Shell { command } = body(parsed)?;
+    let manager = api.manager.clone();
+    let id = SessionId::from(id);
+    let run = blocking(move || manager.run_command(&client, &id, &command)).await?;
+    Ok(Json(run.to_json()))
+}
+
+async fn upload(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path((id, path)): Path<(String, String)>,
+    contents: Bytes,
+) -> Answer<Json<Value>> {
+    let manager = api.manager.clone();
+    let id = SessionId::from(id);
+    let size = contents.len();
+    let written = path.clone();
+    blocking(move || manager.with_session(&client, &id, |s| s.write_file(&path, &contents)))
+        .await?;
+    Ok(Json(json!({ "written": written, "size": size })))
+}
+
+async fn download(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path((id, path)): Path<(String, String)>,
+) -> Answer<Response> {
+    let manager = api.manager.clone();
+    let id = SessionId::from(id);
+    let mime = sandlot_core::artifact::mime_of(&path);
+    let bytes =
+        blocking(move || manager.with_session(&client, &id, |s| s.read_file(&path))).await?;
+    Ok(([(header::CONTENT_TYPE, mime)], bytes).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_this_machines_names_pass_without_tokens() {
+        for host in [
+            "localhost",
+            "LOCALHOST:8080",
+            "127.0.0.1:9",
+            "127.1.2.3",
+            "[::1]:80",
+            "[::1]",
+        ] {
+            assert!(is_loopback_authority(host), "{host}");
+        }
+        for host in [
+            "evil.example:8080",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io",
+            "10.0.0.1",
+            "[::2]:80",
+            "127.0.0.1:",
+            "127.0.0.1:80:80",
+            "",
+        ] {
+            assert!(!is_loopback_authority(host), "{host}");
+        }
+        assert!(is_loopback_origin("http://127.0.0.1:8080"));
+        assert!(is_loopback_origin("https://localhost"));
+        for origin in [
+            "null",
+            "http://evil.example",
+            "http://127.0.0.1:8080/x",
+            "file://",
+        ] {
+            assert!(!is_loopback_origin(origin), "{origin}");
+        }
+    }
+}

@@ -1,0 +1,706 @@
+//! The embedded backend: code runs in an interpreter that is itself WebAssembly,
+//! under wasmtime, inside this process. No daemon, no container.
+//!
+//! Isolation the host applies to every sandbox: one preopened, writable workspace of
+//! its own, the runtime's files read-only, no sockets, no inherited environment, a
+//! memory cap, a wall-clock limit and capped output.
+//!
+//! **Time limits hold even when the guest waits in the host** (`time.sleep`, a poll):
+//! guests run asynchronously, so a run that reaches its limit inside a host call is
+//! abandoned there, and one that computes is stopped by epoch interruption. Either
+//! way the interpreter cannot be trusted afterwards: the sandbox starts a fresh one in
+//! the same workspace and the run says so ([`SessionState::Restarted`]): variables
+//! are gone, files stay.
+
+mod capture;
+mod catalog;
+mod component;
+mod input;
+pub mod module;
+mod preview1;
+mod quota;
+mod workspace;
+
+pub mod provider;
+pub mod runtimes;
+
+pub use provider::WasmProvider;
+
+/// Entry points for the fuzz targets in `host/fuzz`; not part of the API.
+#[doc(hidden)]
+pub mod fuzzing {
+    /// A runtime's manifest.
+    pub fn runtime_manifest(text: &str) {
+        let _ = crate::module::RuntimeManifest::parse(text, std::path::Path::new("/fuzz"));
+    }
+}
+
+use capture::{Capture, Captured};
+use catalog::{Catalog, Prepared};
+pub use catalog::{FoundRuntime, RuntimeDescription, RuntimeKind};
+use component::ComponentInterpreter;
+use input::Feed;
+use module::Protocol;
+use sandlot_core::backend::{
+    check_capabilities, owner, Backend, BackendName, Capabilities, Capability, Check, EndReason,
+    Needs, Outcome, RunRequest, Sandbox, SandboxFiles, SandboxSpec, SessionState, Unsuitable,
+    Workload,
+};
+use sandlot_core::error::{Error, Result};
+use sandlot_core::layout::Layout;
+use sandlot_core::policy::{Policy, PolicyField};
+use sandlot_core::wasmtime_engine::cache::ComponentCache;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+use wasmtime::Trap;
+use wasmtime_wasi::I32Exit;
+use workspace::Workspace;
+
+/// How long opening an interpreter may take (instantiation, `_initialize`, setup).
+const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long past its limit a run blocked in a host call is given before it is
+/// abandoned. A computing guest is stopped at the limit itself.
+const HOST_CALL_SLACK: Duration = Duration::from_millis(100);
+
+/// The I/O runtime the guests' WASI calls (timers, pollables) run on.
+fn io_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("sandlot-wasm-io")
+            .enable_all()
+            .build()
+            .expect("cannot start the wasm backend's I/O runtime")
+    })
+}
+
+/// Runs `future` to completion on the calling thread. Called from inside an async
+/// runtime (which must not be blocked from within), it runs on a thread of its own.
+fn drive<F>(future: F) -> F::Output
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    if tokio::runtime::Handle::try_current().is_err() {
+        return io_runtime().block_on(future);
+    }
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| io_runtime().block_on(future))
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+/// Calls into a guest with a wall-clock limit: `None` when the guest was still waiting
+/// in a host call `HOST_CALL_SLACK` past `timeout` and was abandoned there.
+fn call<T: Send>(
+    timeout: Duration,
+    future: impl Future<Output = wasmtime::Result<T>> + Send,
+) -> Option<wasmtime::Result<T>> {
+    drive(async move {
+        tokio::time::timeout(timeout.saturating_add(HOST_CALL_SLACK), future)
+            .await
+            .ok()
+    })
+}
+
+/// How a call into an interpreter ended.
+enum Ran {
+    /// The code ran to its end. `quit`: it also ended the interpreter (`quit()`,
+    /// `process.exit`), so a new one is needed.
+    Returned { exit_code: i32, quit: bool },
+    /// It was still waiting in a host call past its limit, and was abandoned.
+    Deadline,
+    /// It trapped: a crash, the epoch deadline, the memory cap, an output flood.
+    Trapped {
+        error: wasmtime::Error,
+        memory_hit: bool,
+    },
+    /// The interpreter is gone already.
+    Gone,
+    /// The run could not start.
+    Refused(String),
+}
+
+/// A trap that is really the program exiting (`proc_exit`), or a real trap.
+fn exited(error: wasmtime::Error, memory_hit: bool, ends_interpreter: bool) -> Ran {
+    match error.downcast_ref::<I32Exit>() {
+        Some(exit) => Ran::Returned {
+            exit_code: exit.0,
+            quit: ends_interpreter,
+        },
+        None => Ran::Trapped { error, memory_hit },
+    }
+}
+
+/// One interpreter: a runtime instance (or, for commands, one per run).
+trait Interpreter: Send {
+    /// Runs `code` with a wall-clock limit; output goes to the sandbox's [`Stdio`].
+    fn run(&mut self, code: &str, timeout: Duration) -> Ran;
+
+    /// Sets environment variables through the runtime's own export; `None` when it has
+    /// none (the host then uses the manifest's `set_env` code, if any).
+    fn set_env(&mut self, _env: &[(String, String)]) -> Option<std::result::Result<(), String>> {
+        None
+    }
+
+    /// Changes the working directory through the runtime's own export; `None` when it
+    /// has none (the host then uses the manifest's `set_cwd` code, if any).
+    fn set_cwd(&mut self, _path: &str) -> Option<std::result::Result<(), String>> {
+        None
+    }
+}
+
+/// A sandbox's standard streams, shared by every interpreter it starts.
+#[derive(Clone)]
+struct Stdio {
+    stdin: Feed,
+    stdout: Capture,
+    stderr: Capture,
+}
+
+impl Stdio {
+    fn new() -> Stdio {
+        Stdio {
+            stdin: Feed::default(),
+            stdout: Capture::new(),
+            stderr: Capture::new(),
+        }
+    }
+
+    /// Starts a run that streams nothing, with empty input.
+    fn start(&self, cap: usize) {
+        self.stdin.set(b"");
+        self.stdout.start(cap, None);
+        self.stderr.start(cap, None);
+    }
+
+    fn finish(&self) -> (Captured, Captured) {
+        (self.stdout.finish(), self.stderr.finish())
+    }
+}
+
+/// The wasm backend and the runtimes it knows.
+pub struct WasmBackend {
+    catalog: Catalog,
+}
+
+impl std::fmt::Debug for WasmBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmBackend").finish_non_exhaustive()
+    }
+}
+
+impl WasmBackend {
+    /// Finds the runtimes: `components` (runtime components from plugin directories,
+    /// in load order: the last one takes precedence), then the runtimes directory's
+    /// `*.wasm` components and its folders with a `runtime.toml`. Compiles nothing: a
+    /// component is compiled when a lookup first reaches it, and what it serves is
+    /// remembered by content in `cache_dir`. A runtime that cannot be used (a broken
+    /// manifest, a component of another world) is skipped, and
+    /// [`WasmBackend::runtimes`] and the backend's refusals say why.
+    pub fn discover(
+        runtimes_dir: &Path,
+        components: &[PathBuf],
+        cache_dir: Option<PathBuf>,
+    ) -> WasmBackend {
+        WasmBackend {
+            catalog: Catalog::discover(runtimes_dir, components, ComponentCache::new(cache_dir)),
+        }
+    }
+
+    /// Every runtime found, in order of precedence, with what it serves or why it is
+    /// skipped. Describes components not described before, which compiles them.
+    pub fn runtimes(&self) -> Vec<FoundRuntime> {
+        self.catalog.list()
+    }
+
+    /// The runtime that serves `language`, if one does.
+    pub fn runtime_for(&self, language: &str) -> Option<&RuntimeDescription> {
+        self.catalog.find(language).ok().map(|(_, d)| d)
+    }
+
+    /// Removes the workspaces that killed processes left in the temp dir (a process
+    /// removes its own when its sessions close); returns their paths. The backend does
+    /// it once before its first sandbox, and `sandlot gc` on demand.
+    pub fn gc() -> Vec<PathBuf> {
+        workspace::sweep()
+    }
+
+    /// Whether a runtime for `language` is installed.
+    pub fn serves(&self, language: &str) -> bool {
+        self.runtime_for(language).is_some()
+    }
+
+    /// Whether using the runtime for `language` still means compiling (slow: CPython
+    /// takes about two minutes on two cores), so a caller can say so first.
+    pub fn needs_compile(&self, language: &str) -> bool {
+        self.catalog.needs_compile(language)
+    }
+
+    /// Compiles (or loads from the cache) the runtime for `language` now rather than
+    /// at the first session.
+    pub fn precompile(&self, language: &str) -> Result<()> {
+        let (entry, _) = self
+            .catalog
+            .find(language)
+            .map_err(|_| Error::RuntimeNotInstalled {
+                language: language.to_string(),
+            })?;
+        self.catalog.prepare(entry).map(|_| ())
+    }
+}
+
+impl Backend for WasmBackend {
+    fn name(&self) -> BackendName {
+        BackendName::WASM
+    }
+
+    fn capabilities(&self, language: &str) -> Capabilities {
+        let persistent = self.runtime_for(language).is_some_and(|d| {
+            d.kind
+                != RuntimeKind::Module {
+                    protocol: Protocol::Command,
+                }
+        });
+        let mut capabilities = vec![Capability::MemoryLimit];
+        if persistent {
+            capabilities.push(Capability::PersistentState);
+        }
+        Capabilities::new(capabilities)
+    }
+
+    fn supports(&self, needs: &Needs<'_>) -> std::result::Result<(), Unsuitable> {
+        let description = match self.catalog.find(needs.language) {
+            Ok((_, description)) => description,
+            Err(problems) => {
+                let mut reason = format!(
+                    "no WebAssembly runtime for `{}` is installed (`sandlot runtimes install` \
+                     has python and javascript; a runtime component can be dropped into a \
+                     plugin directory)",
+                    needs.language
+                );
+                if !problems.is_empty() {
+                    reason.push_str(&format!("; skipped: {}", problems.join("; ")));
+                }
+                return Err(Unsuitable(reason));
+            }
+        };
+        if let Some(image) = needs.image {
+            return Err(Unsuitable(format!(
+                "it runs no container images, and the session asks for `{image}`"
+            )));
+        }
+        let missing = module::missing(&description.bundled, needs.libraries);
+        if !missing.is_empty() {
+            return Err(Unsuitable(format!(
+                "it cannot install {}: the {} runtime has only the libraries it bundles \
+                 (`sandlot runtimes list` shows it)",
+                missing.join(", "),
+                description.id
+            )));
+        }
+        check_capabilities(needs, &self.capabilities(needs.language))
+    }
+
+    /// An interpreter's CPU is one host thread: less than one whole CPU is not held
+    /// to. The workspace is a tmpfs of `workdir_size` where one can be made (see
+    /// [`quota`]). Everything else holds by construction (no sockets, no processes,
+    /// no system calls, no root filesystem).
+    fn unenforced(&self, policy: &Policy) -> Vec<PolicyField> {
+        let mut fields = Vec::new();
+        if quota::available().is_err() {
+            fields.push(PolicyField::WorkdirSize);
+        }
+        if policy.cpu_millis < 1000 {
+            fields.push(PolicyField::CpuMillis);
+        }
+        fields
+    }
+
+    /// The runtimes it found, and those it had to skip.
+    fn checks(&self) -> Vec<Check> {
+        let found = self.catalog.list();
+        let usable: Vec<String> = found
+            .iter()
+            .filter_map(|runtime| runtime.description.as_ref().ok())
+            .map(|d| format!("{} {} ({})", d.id, d.version, d.languages.join(", ")))
+            .collect();
+        let mut checks = vec![if usable.is_empty() {
+            Check::gap(
+                "runtimes",
+                "none installed: the wasm backend runs nothing",
+                "sandlot runtimes install python (and javascript)",
+            )
+        } else {
+            Check::ok("runtimes", usable.join("; "))
+        }];
+        checks.push(match quota::available() {
+            Ok(()) => Check::ok(
+                "workspace quota",
+                "each workspace is a tmpfs of the policy's workdir_size, mounted in a namespace \
+                 of its own",
+            ),
+            Err(why) => Check::gap("workspace quota", "none: workdir_size is not enforced", why),
+        });
+        for runtime in &found {
+            if let Err(why) = &runtime.description {
+                checks.push(Check::gap(
+                    "runtimes",
+                    format!("{} is skipped: {why}", runtime.path.display()),
+                    "remove the file, or replace it with a runtime built for this sandlot",
+                ));
+            }
+        }
+        checks
+    }
+
+    fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
+        // What killed processes left behind goes before this process adds its own.
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| {
+            workspace::sweep();
+        });
+        let (entry, description) =
+            self.catalog
+                .find(spec.language)
+                .map_err(|_| Error::RuntimeNotInstalled {
+                    language: spec.language.to_string(),
+                })?;
+        let prepared = self.catalog.prepare(entry)?;
+        let manifest = entry.manifest().cloned();
+        // Module runtimes get a TMPDIR inside the workspace; components have none.
+        let workspace = Workspace::new(manifest.is_some(), spec.policy.workdir_size)?;
+        let runtime_dir = entry.path().to_path_buf();
+        let id = description.id.clone();
+        let memory = spec.memory;
+        let workspace_path = workspace.path().to_path_buf();
+        // The environment every interpreter starts with, in increasing precedence: the
+        // host's defaults, the runtime's manifest. A run's own comes on top.
+        let mut env: Vec<(String, String)> = vec![
+            ("HOME".into(), Layout::WORKSPACE.into()),
+            ("PWD".into(), Layout::WORKSPACE.into()),
+        ];
+        if let Some(manifest) = &manifest {
+            env.push(("TMPDIR".into(), format!("{}/.tmp", Layout::WORKSPACE)));
+            env.extend(manifest.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        let templates = Templates {
+            set_env: manifest.as_ref().and_then(|m| m.set_env.clone()),
+            set_cwd: manifest.as_ref().and_then(|m| m.set_cwd.clone()),
+        };
+        let one_shot = manifest
+            .as_ref()
+            .is_some_and(|m| m.protocol == Protocol::Command);
+        let runtime_id = id.clone();
+        let start: Starter = Box::new(move |stdio: &Stdio, extra: &[(String, String)]| {
+            let mut env = env.clone();
+            env.extend(extra.iter().cloned());
+            Ok(match (&prepared, &manifest) {
+                (Prepared::Module(pre), Some(manifest)) => {
+                    Box::new(preview1::ModuleInterpreter::start(
+                        pre.clone(),
+                        manifest,
+                        &runtime_dir,
+                        env,
+                        &workspace_path,
+                        memory,
+                        stdio.clone(),
+                    )?) as Box<dyn Interpreter>
+                }
+                (Prepared::Component(runtime), _) => Box::new(ComponentInterpreter::start(
+                    runtime,
+                    &runtime_id,
+                    &env,
+                    &workspace_path,
+                    memory,
+                    stdio,
+                )?),
+                (Prepared::Module(_), None) => {
+                    return Err(Error::Runtime {
+                        runtime: runtime_id.clone(),
+                        reason: "a module runtime without its manifest".into(),
+                    })
+                }
+            })
+        });
+        let stdio = Stdio::new();
+        let interpreter = start(&stdio, &[])?;
+        Ok(Box::new(WasmSandbox {
+            name: format!("wasm-{}", owner::sandbox_id()),
+            runtime: id,
+            one_shot,
+            templates,
+            workspace,
+            stdio,
+            interpreter: Some(interpreter),
+            start,
+            env: Vec::new(),
+            cwd: String::new(),
+        }))
+    }
+}
+
+/// Code a module runtime's manifest gives for what a 0.2 component does through its
+/// exports (see [`module::RuntimeManifest::set_env`]).
+struct Templates {
+    /// Sets environment variables, `{env}` standing for a JSON object.
+    set_env: Option<String>,
+    /// Changes the working directory, `{cwd}` standing for a JSON string.
+    set_cwd: Option<String>,
+}
+
+/// Starts an interpreter with the sandbox's streams and extra environment.
+type Starter = Box<dyn Fn(&Stdio, &[(String, String)]) -> Result<Box<dyn Interpreter>> + Send>;
+
+/// One sandbox of the wasm backend: a workspace and the interpreter working in it.
+struct WasmSandbox {
+    name: String,
+    runtime: String,
+    /// A fresh instance per run (a `command` module): nothing persists.
+    one_shot: bool,
+    templates: Templates,
+    workspace: Workspace,
+    stdio: Stdio,
+    interpreter: Option<Box<dyn Interpreter>>,
+    start: Starter,
+    /// The environment the interpreter has now, beyond its defaults.
+    env: Vec<(String, String)>,
+    /// The working directory a run last asked for, relative to the workspace.
+    cwd: String,
+}
+
+impl WasmSandbox {
+    fn failed(&self, reason: String) -> Error {
+        Error::Runtime {
+            runtime: self.runtime.clone(),
+            reason,
+        }
+    }
+
+    /// Gives the interpreter the run's environment.
+    fn apply_env(&mut self, env: &[(String, String)]) -> Result<()> {
+        if env == self.env.as_slice() {
+            return Ok(());
+        }
+        if self.one_shot {
+            // A fresh instance per run: it simply starts with this environment.
+            self.interpreter = Some((self.start)(&self.stdio, env)?);
+            self.env = env.to_vec();
+            return Ok(());
+        }
+        let native = self.interpreter.as_mut().and_then(|i| i.set_env(env));
+        match (native, self.templates.set_env.clone()) {
+            (Some(answer), _) => answer.map_err(|reason| {
+                self.failed(format!("setting the environment failed: {reason}"))
+            })?,
+            (None, Some(template)) => {
+                let object: serde_json::Map<String, serde_json::Value> = env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect();
+                let code =
+                    template.replace("{env}", &serde_json::Value::Object(object).to_string());
+                self.hook(&code, "setting the environment")?;
+            }
+            (None, None) => {
+                return Err(self.failed(
+                    "this runtime cannot change its environment once started (a 0.1 runtime \
+                     component has no `set-env`, its runtime.toml no `set_env`); open the \
+                     session with its environment instead"
+                        .into(),
+                ))
+            }
+        }
+        self.env = env.to_vec();
+        Ok(())
+    }
+
+    /// Moves the interpreter to the run's working directory, if it asks for another
+    /// one than the last run did (code may change directory itself, as in a notebook).
+    fn apply_cwd(&mut self, workdir: &str) -> Result<()> {
+        if workdir == self.cwd {
+            return Ok(());
+        }
+        let cannot = |sandbox: &Self| {
+            sandbox.failed(
+                "this runtime cannot run in another working directory (a 0.1 runtime \
+                 component has no `set-cwd`, its runtime.toml no `set_cwd`)"
+                    .into(),
+            )
+        };
+        if self.one_shot {
+            return Err(cannot(self));
+        }
+        // Made if missing, as writing a plan's files there would on other backends.
+        self.workspace.create_dir_all(workdir)?;
+        let path = if workdir.is_empty() {
+            Layout::WORKSPACE.to_string()
+        } else {
+            format!("{}/{workdir}", Layout::WORKSPACE)
+        };
+        let native = self.interpreter.as_mut().and_then(|i| i.set_cwd(&path));
+        match (native, self.templates.set_cwd.clone()) {
+            (Some(answer), _) => answer.map_err(|reason| {
+                self.failed(format!("changing the working directory failed: {reason}"))
+            })?,
+            (None, Some(template)) => {
+                let code = template.replace("{cwd}", &serde_json::Value::String(path).to_string());
+                self.hook(&code, "changing the working directory")?;
+            }
+            (None, None) => return Err(cannot(self)),
+        }
+        self.cwd = workdir.to_string();
+        Ok(())
+    }
+
+    /// Runs host code (a manifest hook) in the interpreter, its output discarded.
+    fn hook(&mut self, code: &str, what: &str) -> Result<()> {
+        let Some(interpreter) = self.interpreter.as_mut() else {
+            return Ok(());
+        };
+        self.stdio.start(64 << 10);
+        let ran = interpreter.run(code, SETUP_TIMEOUT);
+        let (_, stderr) = self.stdio.finish();
+        match ran {
+            Ran::Returned {
+                exit_code: 0,
+                quit: false,
+            } => Ok(()),
+            _ => Err(self.failed(format!(
+                "{what} failed: {}",
+                String::from_utf8_lossy(&stderr.bytes).trim()
+            ))),
+        }
+    }
+
+    /// A fresh interpreter in the same workspace, after the old one was stopped.
+    fn restart(&mut self, reason: String) -> SessionState {
+        self.interpreter = None;
+        self.env.clear();
+        self.cwd.clear();
+        match (self.start)(&self.stdio, &[]) {
+            Ok(interpreter) => {
+                self.interpreter = Some(interpreter);
+                SessionState::Restarted { reason }
+            }
+            Err(e) => SessionState::Ended {
+                reason: format!("{reason}, and a new interpreter could not be started: {e}"),
+            },
+        }
+    }
+}
+
+impl Sandbox for WasmSandbox {
+    fn run(&mut self, request: RunRequest<'_>) -> Result<Outcome> {
+        let code = match request.workload {
+            Workload::Code(code) => code,
+            other => return Err(other.unsupported(BackendName::WASM.as_str())),
+        };
+        if self.interpreter.is_none() {
+            return Err(Error::SessionEnded {
+                reason: "its interpreter could not be restarted".into(),
+            });
+        }
+        self.apply_env(request.env)?;
+        self.apply_cwd(request.workdir)?;
+        if self.one_shot {
+            // Written through the workspace's handle: the guest may have left a link
+            // where the file goes.
+            self.workspace.write(".sandlot/code", code.as_bytes())?;
+        }
+        self.stdio.stdin.set(request.stdin);
+        self.stdio
+            .stdout
+            .start(request.max_output, request.on_stdout);
+        self.stdio
+            .stderr
+            .start(request.max_output, request.on_stderr);
+        let ran = match self.interpreter.as_mut() {
+            Some(interpreter) => interpreter.run(code, request.timeout),
+            None => Ran::Gone,
+        };
+        let (stdout, stderr) = self.stdio.finish();
+        let mut outcome = Outcome {
+            stdout: stdout.bytes,
+            stderr: stderr.bytes,
+            stdout_truncated: stdout.truncated,
+            stderr_truncated: stderr.truncated,
+            ..Outcome::default()
+        };
+        let flooded = stdout.flooded || stderr.flooded;
+        let persistent = !self.one_shot;
+        let limit = request.timeout;
+        let stopped = match ran {
+            Ran::Returned { exit_code, quit } => {
+                outcome.exit_code = exit_code;
+                quit.then(|| "the program ended the interpreter".to_string())
+            }
+            Ran::Deadline => {
+                outcome.exit_code = 124;
+                outcome.end = EndReason::TimedOut { limit };
+                Some("it ran past its time limit while waiting in a host call".into())
+            }
+            Ran::Trapped { error, memory_hit } => {
+                let (code, end, why) = if flooded {
+                    (
+                        137,
+                        EndReason::OutputLimit,
+                        "it kept writing far past the output cap",
+                    )
+                } else if memory_hit {
+                    (
+                        137,
+                        EndReason::MemoryLimit,
+                        "it used more memory than the sandbox allows",
+                    )
+                } else if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+                    (
+                        124,
+                        EndReason::TimedOut { limit },
+                        "it ran past its time limit",
+                    )
+                } else {
+                    let cause = format!("the interpreter crashed: {error:#}");
+                    outcome
+                        .stderr
+                        .extend_from_slice(format!("sandlot: {cause}\n").as_bytes());
+                    (
+                        134,
+                        EndReason::SandboxLost { cause },
+                        "the interpreter crashed",
+                    )
+                };
+                outcome.exit_code = code;
+                outcome.end = end;
+                Some(why.to_string())
+            }
+            Ran::Gone => {
+                return Err(Error::SessionEnded {
+                    reason: "its interpreter is gone".into(),
+                })
+            }
+            Ran::Refused(reason) => return Err(self.failed(reason)),
+        };
+        outcome.session = match stopped {
+            // A command's instance lives for one run anyway.
+            Some(_) if !persistent => SessionState::Open,
+            Some(reason) => self.restart(reason),
+            None => SessionState::Open,
+        };
+        Ok(outcome)
+    }
+
+    fn files(&mut self) -> &mut dyn SandboxFiles {
+        &mut self.workspace
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+}

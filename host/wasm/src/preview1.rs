@@ -1,0 +1,277 @@
+//! Runtimes that are WASI preview-1 core modules (CPython for WASI, ruby.wasm, ...):
+//! `turn` reactors that keep one instance per session, and `command`s that get a fresh
+//! instance per run.
+
+use super::module::{Protocol, RuntimeManifest};
+use super::{call, exited, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
+use sandlot_core::error::{Error, Result};
+use sandlot_core::layout::Layout;
+use sandlot_core::wasmtime_engine::{self as engine, MemoryCap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::{Instance, InstancePre, Linker, Module, Store, Val};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+/// What a module instance's store holds.
+pub(super) struct ModuleState {
+    wasi: WasiP1Ctx,
+    memory: MemoryCap,
+}
+
+/// Links WASI preview 1 (asynchronously, so a guest blocked in a host call can be
+/// stopped at its deadline) and the manifest's stubs; nothing else is importable.
+pub(super) fn link(
+    module: &Module,
+    manifest: &RuntimeManifest,
+) -> wasmtime::Result<InstancePre<ModuleState>> {
+    let mut linker: Linker<ModuleState> = Linker::new(engine::shared());
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state| &mut state.wasi)?;
+    for stub in &manifest.stubs {
+        let import = module
+            .imports()
+            .find(|i| i.module() == stub.module && i.name() == stub.name)
+            .ok_or_else(|| {
+                wasmtime::Error::msg(format!(
+                    "the module does not import {}.{}",
+                    stub.module, stub.name
+                ))
+            })?;
+        let ty = import.ty().func().cloned().ok_or_else(|| {
+            wasmtime::Error::msg(format!("{}.{} is not a function", stub.module, stub.name))
+        })?;
+        let result = stub.result;
+        linker.func_new(&stub.module, &stub.name, ty, move |_, _, results| {
+            if let Some(slot) = results.first_mut() {
+                *slot = Val::I32(result);
+            }
+            Ok(())
+        })?;
+    }
+    linker.instantiate_pre(module)
+}
+
+/// A live instance.
+struct Live {
+    store: Store<ModuleState>,
+    instance: Instance,
+}
+
+/// The interpreter of one sandbox, for a module runtime.
+pub(super) struct ModuleInterpreter {
+    pre: Arc<InstancePre<ModuleState>>,
+    runtime: String,
+    protocol: Protocol,
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    mounts: Vec<(PathBuf, String)>,
+    workspace: PathBuf,
+    memory: usize,
+    stdio: Stdio,
+    /// The session's instance (turn protocol only).
+    live: Option<Live>,
+}
+
+impl ModuleInterpreter {
+    /// A fresh interpreter in `workspace`; for the turn protocol, instantiated and
+    /// set up now.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start(
+        pre: Arc<InstancePre<ModuleState>>,
+        manifest: &RuntimeManifest,
+        runtime_dir: &Path,
+        env: Vec<(String, String)>,
+        workspace: &Path,
+        memory: usize,
+        stdio: Stdio,
+    ) -> Result<ModuleInterpreter> {
+        let mut interpreter = ModuleInterpreter {
+            pre,
+            runtime: manifest.id.clone(),
+            protocol: manifest.protocol,
+            argv: manifest.argv.clone(),
+            env,
+            mounts: manifest
+                .mounts
+                .iter()
+                .map(|m| (runtime_dir.join(&m.host), m.guest.clone()))
+                .collect(),
+            workspace: workspace.to_path_buf(),
+            memory,
+            stdio,
+            live: None,
+        };
+        if interpreter.protocol == Protocol::Turn {
+            let argv = interpreter.argv.clone();
+            interpreter.live = Some(interpreter.instantiate(&argv)?);
+            if let Some(setup) = &manifest.setup {
+                interpreter.stdio.start(1 << 20);
+                let ran = interpreter.run(setup, SETUP_TIMEOUT);
+                let (_, stderr) = interpreter.stdio.finish();
+                match ran {
+                    Ran::Returned { exit_code: 0, .. } => {}
+                    _ => {
+                        return Err(interpreter.failed(format!(
+                            "session setup failed: {}",
+                            String::from_utf8_lossy(&stderr.bytes).trim()
+                        )))
+                    }
+                }
+            }
+        }
+        Ok(interpreter)
+    }
+
+    fn failed(&self, reason: String) -> Error {
+        Error::Runtime {
+            runtime: self.runtime.clone(),
+            reason,
+        }
+    }
+
+    /// A fresh instance in the sandbox, initialised.
+    fn instantiate(&self, args: &[String]) -> Result<Live> {
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.args(args)
+            .envs(&self.env)
+            .stdin(self.stdio.stdin.clone())
+            .stdout(self.stdio.stdout.clone())
+            .stderr(self.stdio.stderr.clone())
+            // File operations block the calling thread (which runs the guest anyway)
+            // rather than hopping to a thread pool for every read of a module.
+            .allow_blocking_current_thread(true);
+        for (host, guest) in &self.mounts {
+            wasi.preopened_dir(host, guest, FsPerms::ReadOnly)
+                .map_err(|e| self.failed(format!("cannot mount {}: {e:#}", host.display())))?;
+        }
+        wasi.preopened_dir(&self.workspace, Layout::WORKSPACE, FsPerms::ReadWrite)
+            .map_err(|e| self.failed(format!("cannot mount the workspace: {e:#}")))?;
+        let mut store = Store::new(
+            engine::shared(),
+            ModuleState {
+                wasi: wasi.build_p1(),
+                memory: MemoryCap::new(self.memory),
+            },
+        );
+        store.limiter(|state| &mut state.memory);
+        // Instantiation runs no user code, but a broken module could still loop.
+        store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
+        store.epoch_deadline_trap();
+        let pre = self.pre.clone();
+        let protocol = self.protocol;
+        let made = call(SETUP_TIMEOUT, async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            if protocol == Protocol::Turn {
+                if let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, "_initialize") {
+                    init.call_async(&mut store, ()).await?;
+                }
+            }
+            Ok(instance)
+        });
+        match made {
+            Some(Ok(instance)) => Ok(Live { store, instance }),
+            Some(Err(e)) => Err(self.failed(format!("cannot instantiate: {e:#}"))),
+            None => Err(self.failed(format!(
+                "did not start within {} s",
+                SETUP_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+
+    /// Runs `code` through the turn protocol on the session's instance.
+    fn turn(&mut self, code: &str, timeout: Duration) -> Ran {
+        let Some(live) = self.live.as_mut() else {
+            return Ran::Gone;
+        };
+        let Ok(len) = i32::try_from(code.len()) else {
+            return Ran::Refused("the code is larger than 2 GiB".into());
+        };
+        live.store.set_epoch_deadline(engine::ticks(timeout));
+        let Live { store, instance } = live;
+        let instance = *instance;
+        let result = call(timeout, async {
+            let alloc = instance.get_typed_func::<i32, i32>(&mut *store, "host_alloc")?;
+            let turn = instance.get_typed_func::<(i32, i32), i32>(&mut *store, "turn")?;
+            let ptr = if len == 0 {
+                0
+            } else {
+                let ptr = alloc.call_async(&mut *store, len).await?;
+                let memory = instance
+                    .get_memory(&mut *store, "memory")
+                    .ok_or_else(|| wasmtime::Error::msg("the module exports no memory"))?;
+                memory.write(&mut *store, ptr as u32 as usize, code.as_bytes())?;
+                ptr
+            };
+            turn.call_async(&mut *store, (ptr, len)).await
+        });
+        let memory_hit = live.store.data().memory.hit;
+        let ran = match result {
+            None => Ran::Deadline,
+            // 256 and up: the program called quit(), which ends the interpreter.
+            Some(Ok(status)) if (0..=511).contains(&status) => Ran::Returned {
+                exit_code: status & 0xff,
+                quit: status >= 256,
+            },
+            Some(Ok(status)) => Ran::Trapped {
+                error: wasmtime::Error::msg(format!("the runtime stopped (status {status})")),
+                memory_hit,
+            },
+            Some(Err(error)) => exited(error, memory_hit, true),
+        };
+        if !matches!(ran, Ran::Returned { quit: false, .. }) {
+            // A stopped or trapped instance cannot be trusted with another run.
+            self.live = None;
+        }
+        ran
+    }
+
+    /// Runs `code` as a command in a fresh instance.
+    fn command(&mut self, code: &str, timeout: Duration) -> Ran {
+        let file = ".sandlot/code";
+        let written = std::fs::create_dir_all(self.workspace.join(".sandlot"))
+            .and_then(|()| std::fs::write(self.workspace.join(file), code));
+        if let Err(e) = written {
+            return Ran::Refused(format!("cannot write the code into the workspace: {e}"));
+        }
+        let guest_file = format!("{}/{file}", Layout::WORKSPACE);
+        let args: Vec<String> = self
+            .argv
+            .iter()
+            .map(|a| a.replace("{file}", &guest_file))
+            .collect();
+        let mut live = match self.instantiate(&args) {
+            Ok(live) => live,
+            Err(e) => return Ran::Refused(e.to_string()),
+        };
+        live.store.set_epoch_deadline(engine::ticks(timeout));
+        let Live {
+            mut store,
+            instance,
+        } = live;
+        let result = call(timeout, async {
+            let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
+            start.call_async(&mut store, ()).await
+        });
+        match result {
+            None => Ran::Deadline,
+            Some(Ok(())) => Ran::Returned {
+                exit_code: 0,
+                quit: false,
+            },
+            Some(Err(error)) => {
+                let memory_hit = store.data().memory.hit;
+                exited(error, memory_hit, false)
+            }
+        }
+    }
+}
+
+impl Interpreter for ModuleInterpreter {
+    fn run(&mut self, code: &str, timeout: Duration) -> Ran {
+        match self.protocol {
+            Protocol::Command => self.command(code, timeout),
+            Protocol::Turn => self.turn(code, timeout),
+        }
+    }
+}
