@@ -3,12 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-/// A component built by `guests/build.sh`: `builtin/python`, `examples/lua`,
-/// `fixtures/trap`, ...
+/// A component built by `guests/build.sh`: `builtin/python` (embedded by sandlot-core,
+/// from `host/core/builtin/`), `examples/lua`, `fixtures/trap`, ... (`guests/dist/`).
 pub fn component(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../guests/dist")
-        .join(format!("{name}.wasm"))
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    match name.strip_prefix("builtin/") {
+        Some(handler) => repository.join(format!("host/core/builtin/{handler}.wasm")),
+        None => repository.join(format!("guests/dist/{name}.wasm")),
+    }
 }
 
 /// A fresh plugin directory holding copies of `components`, each under the file name

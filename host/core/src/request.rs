@@ -9,7 +9,7 @@
 //! use sandlot::{OpenRequest, Network};
 //! let mut request = OpenRequest::new("python");
 //! request.libraries = vec!["numpy".into()];
-//! request.policy.network = Network::Install;
+//! request.policy.network = Network::InstallOnly;
 //! assert_eq!(request.backend, sandlot::BackendChoice::Auto);
 //! ```
 

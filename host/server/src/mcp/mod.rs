@@ -542,10 +542,8 @@ impl ServerHandler for McpServer {
                 .enable_resources()
                 .build(),
         )
-        .with_server_info(Implementation::new(
-            env!("CARGO_PKG_NAME"),
-            env!("CARGO_PKG_VERSION"),
-        ))
+        // The product's name, not this crate's: clients show it to their users.
+        .with_server_info(Implementation::new("sandlot", env!("CARGO_PKG_VERSION")))
         .with_instructions(INSTRUCTIONS)
     }
 
