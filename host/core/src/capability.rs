@@ -11,8 +11,8 @@ use std::fmt;
 #[non_exhaustive]
 pub enum Capability {
     /// Carries out the handler's whole plan for each run (files, installs, builds,
-    /// commands): runs get [`Workload::Plan`]. Without it, runs get
-    /// [`Workload::Code`] for a long-lived interpreter.
+    /// commands): runs get [`Workload::Plan`](crate::backend::Workload::Plan). Without it, runs get
+    /// [`Workload::Code`](crate::backend::Workload::Code) for a long-lived interpreter.
     RunsPlans,
     /// Variables, functions and imports survive from one run to the next.
     PersistentState,
@@ -23,7 +23,7 @@ pub enum Capability {
     /// the interpreter is replaced, and the run says so with
     /// [`SessionState::Restarted`](crate::backend::SessionState::Restarted)).
     Interrupts,
-    /// Runs shell command lines ([`Workload::Shell`]).
+    /// Runs shell command lines ([`Workload::Shell`](crate::backend::Workload::Shell)).
     Shell,
     /// Installs libraries a run asks for (with the network, when the policy allows).
     InstallLibraries,

@@ -11,7 +11,7 @@ use crate::layout::Layout;
 use crate::plugin::{LanguageHandler, PluginHost, PluginHostBuilder};
 use crate::policy::Policy;
 use crate::provider::{Asked, BackendProvider, Prepared, Progress, ProviderContext};
-use crate::request::OpenRequest;
+use crate::request::{BackendChoice, OpenRequest};
 use crate::secret::{Secret, Secrets};
 use crate::session::{AsyncSession, Limits, Session, Settings};
 use std::any::Any;
@@ -523,45 +523,6 @@ pub struct Chosen {
     pub backend: Arc<dyn Backend>,
     /// The backends tried before it, and why each could not serve.
     pub passed_over: Vec<(BackendName, String)>,
-}
-
-/// Which backend runs a session's code.
-///
-/// ```
-/// use sandlot::BackendChoice;
-/// assert_eq!(BackendChoice::from("auto"), BackendChoice::Auto);
-/// assert!(matches!(BackendChoice::from("docker"), BackendChoice::Named(n) if n == "docker"));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum BackendChoice {
-    /// The first backend, in registration order, that answers and can serve the
-    /// session (its language, its libraries, its image, the capabilities it requires).
-    #[default]
-    Auto,
-    /// The backend of this name.
-    Named(String),
-}
-
-impl From<&str> for BackendChoice {
-    fn from(name: &str) -> Self {
-        match name {
-            "auto" => BackendChoice::Auto,
-            name => BackendChoice::Named(name.to_string()),
-        }
-    }
-}
-
-impl From<String> for BackendChoice {
-    fn from(name: String) -> Self {
-        BackendChoice::from(name.as_str())
-    }
-}
-
-impl From<BackendName> for BackendChoice {
-    fn from(name: BackendName) -> Self {
-        BackendChoice::Named(name.to_string())
-    }
 }
 
 /// Configures and opens a [`Session`]: an [`OpenRequest`] and the [`Sandlot`] it is

@@ -7,7 +7,7 @@
 //! Languages are plugins: each is a WebAssembly component implementing the
 //! `sandlot:plugin` WIT contract (`wit/` in the repository). Nine language handlers are
 //! built in; more load from plugin directories without recompiling anything. Code runs
-//! on a [backend](backend): the embedded wasm backend, Docker or Podman, or one an
+//! on a [`backend`]: the embedded wasm backend, Docker or Podman, or one an
 //! application registers itself.
 //!
 //! ```
@@ -60,7 +60,7 @@ pub mod wasmtime_engine;
 pub use artifact::{Artifact, EarlierOutput};
 pub use backend::{BackendName, Capability, EndReason, Outcome, SessionState};
 pub use config::Config;
-pub use entry::{BackendChoice, Chosen, Sandlot, SandlotBuilder, SessionBuilder};
+pub use entry::{Chosen, Sandlot, SandlotBuilder, SessionBuilder};
 pub use error::{Error, ErrorKind, PluginSource, Result};
 pub use execution::Execution;
 pub use language::{
@@ -70,7 +70,7 @@ pub use language::{
 pub use plugin::{HandlerLimits, LanguageHandler, PluginHost, PluginHostBuilder};
 pub use policy::{Network, Policy, PolicyField, Seccomp};
 pub use provider::{BackendProvider, ProviderContext};
-pub use request::OpenRequest;
+pub use request::{BackendChoice, OpenRequest};
 pub use sandbox_path::{ListEntry, Listing, SandboxPath};
 pub use session::{AsyncSession, Limits, RunOptions, Session};
 pub use transfer::Copied;

@@ -14,8 +14,7 @@
 //! ```
 
 use crate::artifact::EarlierOutput;
-use crate::backend::{Capability, Needs};
-use crate::entry::BackendChoice;
+use crate::backend::{BackendName, Capability, Needs};
 use crate::policy::Policy;
 use crate::secret::Secret;
 use crate::session::Limits;
@@ -67,5 +66,44 @@ impl OpenRequest {
             .with_libraries(&self.libraries)
             .with_image(self.image.as_deref())
             .with_capabilities(&self.required)
+    }
+}
+
+/// Which backend runs a session's code.
+///
+/// ```
+/// use sandlot::BackendChoice;
+/// assert_eq!(BackendChoice::from("auto"), BackendChoice::Auto);
+/// assert!(matches!(BackendChoice::from("docker"), BackendChoice::Named(n) if n == "docker"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum BackendChoice {
+    /// The first backend, in registration order, that answers and can serve the
+    /// session (its language, its libraries, its image, the capabilities it requires).
+    #[default]
+    Auto,
+    /// The backend of this name.
+    Named(String),
+}
+
+impl From<&str> for BackendChoice {
+    fn from(name: &str) -> Self {
+        match name {
+            "auto" => BackendChoice::Auto,
+            name => BackendChoice::Named(name.to_string()),
+        }
+    }
+}
+
+impl From<String> for BackendChoice {
+    fn from(name: String) -> Self {
+        BackendChoice::from(name.as_str())
+    }
+}
+
+impl From<BackendName> for BackendChoice {
+    fn from(name: BackendName) -> Self {
+        BackendChoice::Named(name.to_string())
     }
 }

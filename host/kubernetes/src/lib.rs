@@ -1,6 +1,6 @@
 //! Sandboxes as pods of a Kubernetes cluster, through kube-rs.
 //!
-//! Each sandbox is one pod generated from the [`Policy`](sandlot_core::Policy) (see
+//! Each sandbox is one pod generated from the [`Policy`] (see
 //! [`PodTemplate`] for what a user may add under it). An init container copies
 //! `sandlot-agent` from its own small image into a memory volume; the sandbox
 //! container runs it as process 1, and the host speaks to it over the pod's attach

@@ -310,7 +310,7 @@ impl Backend for WasmBackend {
 
     /// An interpreter's CPU is one host thread: less than one whole CPU is not held
     /// to. The workspace is a tmpfs of `workdir_size` where one can be made (see
-    /// [`quota`]). Everything else holds by construction (no sockets, no processes,
+    /// `quota`). Everything else holds by construction (no sockets, no processes,
     /// no system calls, no root filesystem).
     fn unenforced(&self, policy: &Policy) -> Vec<PolicyField> {
         let mut fields = Vec::new();

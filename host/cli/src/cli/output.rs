@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static QUIET: AtomicBool = AtomicBool::new(false);
 
-/// Silences [`note!`] for the rest of the process (`-q`).
+/// Silences `note!` for the rest of the process (`-q`).
 pub fn set_quiet(quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);
 }

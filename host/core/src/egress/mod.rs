@@ -4,7 +4,7 @@
 //!
 //! The sandbox itself has no network, only its loopback interface. Its agent relays
 //! connections made to a proxy on that loopback (and DNS queries) over a Unix socket
-//! to the host, where [`proxy`] decides: the name in an HTTP request, a `CONNECT` and a
+//! to the host, where the proxy (`sandlot_container::proxy`) decides: the name in an HTTP request, a `CONNECT` and a
 //! TLS client hello must be on the list, and a name must not lead to a private
 //! address the list does not name. Nothing inside the sandbox can widen it.
 //!

@@ -12,7 +12,7 @@ use wasmtime::{Config, Engine};
 /// call overruns its deadline by at most one tick.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
-/// Bumped whenever [`config`] changes in a way that makes compiled artifacts
+/// Bumped whenever `config` changes in a way that makes compiled artifacts
 /// incompatible; part of the cache key together with wasmtime's own compatibility hash,
 /// so a stale artifact is never loaded.
 pub const ENGINE_CONFIG_VERSION: &str = "sandlot-engine-3";

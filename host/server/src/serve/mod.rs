@@ -10,8 +10,8 @@
 //! | `GET /openapi.json` | the OpenAPI 3.1 document of all this, without a token |
 //! | `GET /metrics` | Prometheus text: sessions, runs, failures |
 //! | `GET /v1/languages` | the languages and backends |
-//! | `POST /v1/run` | one program in a fresh sandbox (an [`Ask`] plus `code`) |
-//! | `POST /v1/sessions` / `GET /v1/sessions` | open a session (an [`Ask`]) / list yours |
+//! | `POST /v1/run` | one program in a fresh sandbox (an [`Ask`](crate::manager::Ask) plus `code`) |
+//! | `POST /v1/sessions` / `GET /v1/sessions` | open a session (an [`Ask`](crate::manager::Ask)) / list yours |
 //! | `DELETE /v1/sessions/{id}` | close it |
 //! | `POST /v1/sessions/{id}/run` | run `code`; with `Accept: text/event-stream`, output streams as server-sent events |
 //! | `POST /v1/sessions/{id}/shell` | run a shell `command` |
