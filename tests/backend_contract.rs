@@ -403,7 +403,7 @@ fn end_reasons_reach_the_caller_and_an_ended_session_refuses_more() {
             ..Outcome::default()
         },
         Outcome {
-            exit_code: 137,
+            exit_code: 141,
             end: EndReason::OutputLimit,
             stdout_truncated: true,
             ..Outcome::default()

@@ -241,6 +241,8 @@ fn output_flood_is_capped_on_the_stream(backend: &str) {
     );
     assert!(run.stdout_truncated);
     assert_eq!(run.end, EndReason::OutputLimit, "{}", run.stderr_text());
+    // Its own code, not the memory cap's 137.
+    assert_eq!(run.exit_code, 141);
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "stopped, not timed out"

@@ -348,7 +348,7 @@ mod tests {
                 output_limited: true,
                 ..Default::default()
             }),
-            (EndReason::OutputLimit, 137)
+            (EndReason::OutputLimit, 141)
         );
     }
 }

@@ -647,36 +647,27 @@ impl Sandbox for WasmSandbox {
                 Some("it ran past its time limit while waiting in a host call".into())
             }
             Ran::Trapped { error, memory_hit } => {
-                let (code, end, why) = if flooded {
+                let (end, why) = if flooded {
                     (
-                        137,
                         EndReason::OutputLimit,
                         "it kept writing far past the output cap",
                     )
                 } else if memory_hit {
                     (
-                        137,
                         EndReason::MemoryLimit,
                         "it used more memory than the sandbox allows",
                     )
                 } else if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
-                    (
-                        124,
-                        EndReason::TimedOut { limit },
-                        "it ran past its time limit",
-                    )
+                    (EndReason::TimedOut { limit }, "it ran past its time limit")
                 } else {
                     let cause = format!("the interpreter crashed: {error:#}");
                     outcome
                         .stderr
                         .extend_from_slice(format!("sandlot: {cause}\n").as_bytes());
-                    (
-                        134,
-                        EndReason::SandboxLost { cause },
-                        "the interpreter crashed",
-                    )
+                    (EndReason::SandboxLost { cause }, "the interpreter crashed")
                 };
-                outcome.exit_code = code;
+                // A limit's code is the one EndReason gives; a crash exits as an abort.
+                outcome.exit_code = end.exit_code().unwrap_or(134);
                 outcome.end = end;
                 Some(why.to_string())
             }

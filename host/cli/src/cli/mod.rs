@@ -5,6 +5,7 @@
 mod output;
 mod config;
 mod doctor;
+mod exit;
 mod images;
 mod mcp;
 mod plan;
@@ -177,14 +178,26 @@ enum Commands {
     },
 }
 
-/// Parses arguments, runs the command, prints errors.
+/// Parses arguments, runs the command, prints errors; the exit status says which kind
+/// of error it was (see [`exit`]).
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version come this way too, to stdout with status 0.
+        Err(error) if !error.use_stderr() => {
+            let _ = error.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            let _ = error.print();
+            return ExitCode::from(exit::Status::Usage.code());
+        }
+    };
     match dispatch(cli) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
-            ExitCode::FAILURE
+            ExitCode::from(exit::Status::of_error(&error).code())
         }
     }
 }

@@ -1,9 +1,9 @@
 //! `sandlot plan`: what running code would do, without running anything; and where
 //! code comes from, for `plan` and `run` alike.
 
-use super::output;
 use super::plugins::source_label;
-use anyhow::{bail, Context, Result};
+use super::{exit, output};
+use anyhow::{Context, Result};
 use clap::Args;
 use sandlot::{LanguageCapability, PlanOptions, PluginHost, Policy};
 use serde_json::json;
@@ -64,11 +64,22 @@ fn read_code<'a>(code: Option<&str>, file: Option<&'a Path>) -> Result<(String, 
         (Some(code), _) => (code.to_string(), None),
         (None, Some(file)) if file.as_os_str() == "-" => (read_stdin()?, None),
         (None, Some(file)) => (
-            std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read {}", file.display()))?,
+            std::fs::read_to_string(file).map_err(|e| {
+                let message = format!("cannot read {}: {e}", file.display());
+                match e.kind() {
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+                        exit::no_input(message)
+                    }
+                    _ => anyhow::anyhow!(message),
+                }
+            })?,
             Some(file),
         ),
-        (None, None) => bail!("give the code with -c CODE, a FILE, or - for standard input"),
+        (None, None) => {
+            return Err(exit::usage(
+                "give the code with -c CODE, a FILE, or - for standard input",
+            ))
+        }
     })
 }
 
@@ -85,14 +96,14 @@ fn pick_language<'h>(
                 .extension()
                 .and_then(|e| e.to_str())
                 .unwrap_or_default();
-            host.language_for_extension(extension).with_context(|| {
-                format!(
+            host.language_for_extension(extension).ok_or_else(|| {
+                exit::no_input(format!(
                     "no language handler for the extension of {}; name the language with -l",
                     file.display()
-                )
+                ))
             })?
         }
-        (None, None) => bail!("name the language with -l LANGUAGE"),
+        (None, None) => return Err(exit::usage("name the language with -l LANGUAGE")),
     })
 }
 

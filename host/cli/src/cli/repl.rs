@@ -2,7 +2,8 @@
 //! editing, history and multi-line input; from a pipe it takes one cell per line, so
 //! scripts can drive it.
 
-use super::run::{exit_status, notes, streaming, write_artifacts, SandboxArgs};
+use super::exit;
+use super::run::{notes, streaming, write_artifacts, SandboxArgs};
 use super::{plugin_notes, Global};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -202,7 +203,7 @@ impl Repl<'_> {
         if let SessionState::Restarted { .. } = execution.session {
             note!("sandlot: the interpreter was restarted; earlier state is gone");
         }
-        self.last = exit_status(execution);
+        self.last = exit::of_execution(execution);
         Ok(())
     }
 }

@@ -1,8 +1,8 @@
 //! `sandlot run`: runs code in a fresh sandbox, streaming its output.
 
 use super::plan::CodeSource;
-use super::{plugin_notes, Global};
-use anyhow::{bail, Result};
+use super::{exit, plugin_notes, Global};
+use anyhow::Result;
 use clap::builder::TypedValueParser;
 use clap::Args;
 use sandlot::policy::BlockAt;
@@ -98,7 +98,13 @@ impl SandboxArgs {
         configured: Option<Policy>,
     ) -> Result<OpenRequest> {
         if !(self.timeout > 0.0 && self.timeout.is_finite()) {
-            bail!("--timeout must be a positive number of seconds");
+            return Err(exit::usage(
+                "--timeout must be a positive number of seconds",
+            ));
+        }
+        // The library reads a cap of 0 as none at all; on the command line it is a slip.
+        if self.memory == 0 {
+            return Err(exit::usage("--memory must be at least 1 MiB"));
         }
         let mut request = OpenRequest::new(language);
         request.backend = BackendChoice::from(self.backend.as_str());
@@ -118,13 +124,15 @@ impl SandboxArgs {
         }
         if !self.allow.is_empty() {
             if self.network.is_some_and(|n| n != Network::AllowList) {
-                bail!("--allow lists where the code may go, so it goes with --network allow-list only");
+                return Err(exit::usage(
+                    "--allow lists where the code may go, so it goes with --network allow-list only",
+                ));
             }
             let listed: sandlot::egress::AllowList = self
                 .allow
                 .join(",")
                 .parse()
-                .map_err(|e| anyhow::anyhow!("--allow: {e}"))?;
+                .map_err(|e| exit::usage(format!("--allow: {e}")))?;
             policy.network = Network::AllowList;
             let mut entries = policy.allow.entries().to_vec();
             entries.extend(listed.entries().iter().cloned());
@@ -143,14 +151,14 @@ pub(super) fn secrets_from_environment(names: &[String]) -> Result<Vec<Secret>> 
         .iter()
         .map(|name| {
             let Some(value) = std::env::var_os(name) else {
-                bail!(
+                return Err(exit::no_input(format!(
                     "--secret {name}: {name} is not set in this environment; export it \
                      first (the value is read from there, so it never shows in a command line)"
-                );
+                )));
             };
             let value = value
                 .into_string()
-                .map_err(|_| anyhow::anyhow!("--secret {name}: the value is not UTF-8"))?;
+                .map_err(|_| exit::usage(format!("--secret {name}: the value is not UTF-8")))?;
             Ok(Secret::new(name, &value)?)
         })
         .collect()
@@ -172,9 +180,6 @@ pub(super) fn streaming() -> RunOptions {
     }
 }
 
-/// Exit status when sandlot itself fails during `run`, as `docker run` does.
-const EXIT_SANDLOT_ERROR: u8 = 125;
-
 pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let mut service =
         Service::from_config(global.config()?, &global.overrides(), sandlot::providers())?;
@@ -182,14 +187,7 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let (code, handler) = args.source.load(service.sandlot().plugins())?;
     let configured = service.sandlot().config().policy.clone();
     let request = args.sandbox.request(&handler.info().id, configured)?;
-    let opened = service.open(&request, |step| note!("sandlot: {step}"));
-    let mut session = match opened {
-        Ok(session) => session,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return Ok(ExitCode::from(EXIT_SANDLOT_ERROR));
-        }
-    };
+    let mut session = service.open(&request, |step| note!("sandlot: {step}"))?;
     if args.verbose {
         for (backend, why) in session.passed_over() {
             note!("sandlot: passed over {backend}: {why}");
@@ -213,13 +211,7 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     } else {
         streaming()
     };
-    let execution = match session.run_with(&code, options) {
-        Ok(execution) => execution,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return Ok(ExitCode::from(EXIT_SANDLOT_ERROR));
-        }
-    };
+    let execution = session.run_with(&code, options)?;
     if let Some(dir) = &args.out {
         write_artifacts(&execution, dir)?;
     }
@@ -228,7 +220,7 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     } else {
         notes(&execution, args.sandbox.memory, args.out.is_some());
     }
-    Ok(ExitCode::from(exit_status(&execution)))
+    Ok(ExitCode::from(exit::of_execution(&execution)))
 }
 
 /// Writes the files a run made into `dir`, which is made if missing: each through a
@@ -298,10 +290,4 @@ pub(super) fn notes(execution: &Execution, memory_mib: usize, kept: bool) {
             names.join(", ")
         );
     }
-}
-
-/// The CLI's exit status for an execution.
-pub(super) fn exit_status(execution: &Execution) -> u8 {
-    let code = execution.end.exit_code().unwrap_or(execution.exit_code);
-    (code & 0xff) as u8
 }

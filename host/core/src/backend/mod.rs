@@ -418,11 +418,20 @@ pub enum EndReason {
 
 impl EndReason {
     /// The exit code a shell would give for this end, if it overrides the program's:
-    /// 124 after a timeout, 137 at the memory cap.
+    /// 124 after a timeout (as `timeout` gives), 137 at the memory cap (a SIGKILL),
+    /// 141 at the output cap (a writer whose pipe was closed, SIGPIPE), so that no
+    /// two limits share a code.
+    ///
+    /// ```
+    /// use sandlot::EndReason;
+    /// assert_eq!(EndReason::OutputLimit.exit_code(), Some(141));
+    /// assert_eq!(EndReason::Completed.exit_code(), None);
+    /// ```
     pub fn exit_code(&self) -> Option<i32> {
         match self {
             EndReason::TimedOut { .. } => Some(124),
             EndReason::MemoryLimit => Some(137),
+            EndReason::OutputLimit => Some(141),
             _ => None,
         }
     }
