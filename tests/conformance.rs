@@ -820,6 +820,15 @@ fn nothing_is_left_after_close(backend: &str) {
     );
 }
 
+/// Waits (a minute at most) until `pool` has `ready` sandboxes to hand out.
+fn wait_until_ready(pool: &sandlot::backend::pool::Pool, ready: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pool.stats().idle < ready {
+        assert!(Instant::now() < deadline, "{:?}", pool.stats());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn pool_options(min_idle: usize, max_size: usize, when_exhausted: Exhausted) -> PoolOptions {
     PoolOptions {
         min_idle,
@@ -892,11 +901,7 @@ fn twenty_tasks_over_a_pool_of_four(backend: &str) {
         sandlot.session("python").backend(backend).warm().unwrap();
         let pool = sandlot.pool(backend).unwrap();
         // All four ready, so that exactly four are handed out when it fails fast.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while pool.stats().idle < 4 {
-            assert!(Instant::now() < deadline, "{:?}", pool.stats());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until_ready(&pool, 4);
         let attempted = Arc::new(std::sync::Barrier::new(20));
         let held = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
@@ -1048,11 +1053,7 @@ fn a_full_pool_makes_room_for_another_kind(backend: &str) {
     let sandlot = build(Some((backend, pool_options(2, 2, Exhausted::FailFast))));
     sandlot.session("python").backend(backend).warm().unwrap();
     let pool = sandlot.pool(backend).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while pool.stats().idle < 2 {
-        assert!(Instant::now() < deadline, "{:?}", pool.stats());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_ready(&pool, 2);
     // Another memory cap is another kind of sandbox.
     let mut other = sandlot
         .session("python")
@@ -1064,6 +1065,37 @@ fn a_full_pool_makes_room_for_another_kind(backend: &str) {
     let stats = pool.stats();
     assert!(stats.size <= 2, "{stats:?}");
     drop(other);
+    pool.close(Duration::from_secs(10));
+}
+
+/// A pool of two serves two sessions opened back to back, even while the sandbox
+/// replacing the first one is still being warmed, and fails fast only on the third,
+/// when both slots are in use.
+fn a_pool_of_two_serves_two_sessions_back_to_back(backend: &str) {
+    let sandlot = build(Some((backend, pool_options(1, 2, Exhausted::FailFast))));
+    sandlot.session("python").backend(backend).warm().unwrap();
+    let pool = sandlot.pool(backend).unwrap();
+    wait_until_ready(&pool, 1);
+    let open = || sandlot.session("python").backend(backend).open();
+    let mut first = open().unwrap();
+    // The pool replaces the sandbox it handed out: the second session asks while that
+    // replacement is warming (or, on a backend that warms in a blink, once it is ready).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pool.stats().warming == 0 && pool.stats().idle == 0 {
+        assert!(Instant::now() < deadline, "{:?}", pool.stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut second = open().unwrap_or_else(|e| panic!("second session refused: {e}"));
+    assert_eq!(first.run("print(1)").unwrap().stdout_text(), "1\n");
+    assert_eq!(second.run("print(2)").unwrap().stdout_text(), "2\n");
+    let third = open().unwrap_err();
+    assert!(
+        matches!(third, Error::PoolExhausted { max_size: 2, .. }),
+        "{third}"
+    );
+    let stats = pool.stats();
+    assert_eq!((stats.size, stats.in_use), (2, 2), "{stats:?}");
+    drop((first, second));
     pool.close(Duration::from_secs(10));
 }
 
@@ -1093,6 +1125,7 @@ macro_rules! conformance {
             #[test] fn twenty_tasks_over_a_pool_of_four() { super::twenty_tasks_over_a_pool_of_four($backend) }
             #[test] fn a_pool_closed_while_sessions_run() { super::a_pool_closed_while_sessions_run($backend) }
             #[test] fn a_full_pool_makes_room_for_another_kind() { super::a_full_pool_makes_room_for_another_kind($backend) }
+            #[test] fn a_pool_of_two_serves_two_sessions_back_to_back() { super::a_pool_of_two_serves_two_sessions_back_to_back($backend) }
             #[test] fn a_pooled_session_has_its_libraries_before_its_first_run() { super::a_pooled_session_has_its_libraries_before_its_first_run($backend) }
         }
     )*};

@@ -13,7 +13,9 @@ pub enum Exhausted {
     /// with [`crate::Error::PoolTimeout`].
     #[default]
     Wait,
-    /// Fails at once with [`crate::Error::PoolExhausted`].
+    /// Fails at once with [`crate::Error::PoolExhausted`] when every slot is in use by
+    /// a session. A slot whose sandbox is still being warmed is not in use: the caller
+    /// waits for that sandbox (at most [`PoolOptions::acquire_timeout`]) and gets it.
     FailFast,
     /// Opens a temporary extra sandbox on the caller's time, destroyed when its session
     /// ends and never kept.
@@ -38,7 +40,8 @@ pub struct PoolOptions {
     /// Whether a ready sandbox is checked (one request to it) before it is handed out;
     /// one that fails is destroyed and counted, never handed out.
     pub health_check: bool,
-    /// How long [`Exhausted::Wait`] waits.
+    /// How long [`Exhausted::Wait`] waits, and [`Exhausted::FailFast`] for a sandbox
+    /// being warmed.
     pub acquire_timeout: Duration,
     /// What an acquire does when the pool is at `max_size`.
     pub when_exhausted: Exhausted,

@@ -485,8 +485,12 @@ impl Pool {
                 }
                 return self.open_now(&key, started, false);
             }
+            // A sandbox being warmed holds a slot that no session uses yet: failing
+            // fast means every slot is in use, so a caller waits for that warm rather
+            // than being refused beside it.
+            let warming = state.buckets.iter().any(|b| b.warming > 0);
             match options.when_exhausted {
-                Exhausted::FailFast => {
+                Exhausted::FailFast if !warming => {
                     return Err(Error::PoolExhausted {
                         backend: self.shared.inner.name().to_string(),
                         max_size: options.max_size,
@@ -498,7 +502,7 @@ impl Pool {
                     drop(state);
                     return self.open_now(&key, started, true);
                 }
-                Exhausted::Wait => {
+                Exhausted::FailFast | Exhausted::Wait => {
                     let elapsed = started.elapsed();
                     if elapsed >= options.acquire_timeout {
                         return Err(Error::PoolTimeout {
