@@ -1235,17 +1235,16 @@ fn every_built_in_language_runs_in_an_image_a_recipe_builds() {
     }
 }
 
-/// Data inlined as literals — the usual way a model hands a table to its code — is
-/// analysed like any code of its size: 20,000 rows (about 1 MB, 40,000 string
-/// literals) pass the handlers' default deadline, and a finding after them still
-/// names its line.
-#[test]
-fn thousands_of_string_literals_are_analysed_within_the_handlers_limits() {
-    let rows = 20_000;
-    let table: String = (1..=rows)
+/// A table of `rows` rows of `{"id", "name", "score"}`, as a model inlines data.
+fn inlined_table(rows: usize) -> String {
+    (1..=rows)
         .map(|i| format!("    {{\"id\": {i}, \"name\": \"user{i}\", \"score\": 1.5}},\n"))
-        .collect();
-    let cases = [
+        .collect()
+}
+
+/// A finding after `table`, in Python and JavaScript.
+fn after_a_table(table: &str) -> [(&'static str, String, &'static str); 2] {
+    [
         (
             "python",
             format!("rows = [\n{table}]\nimport os\nos.system('id')\n"),
@@ -1256,18 +1255,54 @@ fn thousands_of_string_literals_are_analysed_within_the_handlers_limits() {
             format!("const rows = [\n{table}];\nrequire('child_process').execSync('id');\n"),
             "javascript.child-process",
         ),
-    ];
+    ]
+}
+
+/// Each `(language, code, rule)` is analysed, and `rule` is found on the code's last
+/// line.
+fn finds_on_the_last_line(cases: &[(&str, String, &str)]) {
     for (language, code, rule) in cases {
         let findings = host()
             .language(language)
             .unwrap()
-            .analyze(&code, &[])
-            .unwrap_or_else(|e| panic!("{language}: {e}"));
+            .analyze(code, &[])
+            .unwrap_or_else(|e| panic!("{language}, {} bytes: {e}", code.len()));
         let finding = findings
             .iter()
-            .find(|f| f.rule_id == rule)
+            .find(|f| f.rule_id == *rule)
             .unwrap_or_else(|| panic!("{language}: no {rule} in {findings:?}"));
         let last_line = code.lines().count() as u32;
         assert_eq!(finding.line, Some(last_line), "{language}");
     }
+}
+
+/// Data inlined as literals — the usual way a model hands a table to its code — is
+/// analysed like any code of its size: 20,000 rows (about 1 MB, 40,000 string
+/// literals) pass the handlers' default deadline, and a finding after them still
+/// names its line.
+#[test]
+fn thousands_of_string_literals_are_analysed_within_the_handlers_limits() {
+    finds_on_the_last_line(&after_a_table(&inlined_table(20_000)));
+}
+
+/// A handler's limits grow with the code it is handed: 2 MB of one-line assignments
+/// (more tokens than the fixed 64 MiB holds) and 8 MB of an inlined table in Python,
+/// JavaScript and Bash are analysed, and a finding at the end names its line, where
+/// the fixed 1 s and 64 MiB refused them.
+#[test]
+fn megabytes_of_code_are_analysed_with_limits_that_grow_with_it() {
+    let assignments = "x=1\n".repeat(500_000);
+    let table = inlined_table(160_000);
+    let mut cases = after_a_table(&table).to_vec();
+    cases.push((
+        "python",
+        format!("{assignments}import os\nos.system('id')\n"),
+        "python.os-command",
+    ));
+    cases.push((
+        "bash",
+        format!("rows='\n{table}'\nrm -rf /\n"),
+        "bash.destructive",
+    ));
+    finds_on_the_last_line(&cases);
 }

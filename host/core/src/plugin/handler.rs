@@ -42,11 +42,14 @@ enum Guest<'a> {
 /// version's bindings (their types differ, the calls do not); a handler of 0.1 answers
 /// `$older` without being instantiated.
 macro_rules! since_0_2 {
-    ($self:expr, $function:literal, $older:expr, |$h:ident, $store:ident, $wit:ident| $body:expr) => {{
+    ($self:expr, $function:literal, $older:expr, |$h:ident, $store:ident, $wit:ident| $body:expr) => {
+        since_0_2!($self, $function, 0, $older, |$h, $store, $wit| $body)
+    };
+    ($self:expr, $function:literal, $code_bytes:expr, $older:expr, |$h:ident, $store:ident, $wit:ident| $body:expr) => {{
         if $self.guest_kind() == Version::V0_1 {
             Ok($older)
         } else {
-            $self.call($function, |guest, $store| match guest {
+            $self.call($function, $code_bytes, |guest, $store| match guest {
                 Guest::V0_1(_) => Ok($older),
                 Guest::V0_2($h) => {
                     // Bodies that name no type of their version leave it unused.
@@ -182,6 +185,42 @@ impl Default for HandlerLimits {
     }
 }
 
+/// Linear memory a call may use beyond [`HandlerLimits::memory`] per byte of code it
+/// is handed: a scanner keeps a token per few bytes, so a 2 MB file of `x=1` lines
+/// needs more than the fixed 64 MiB.
+const MEMORY_PER_CODE_BYTE: usize = 64;
+
+/// Time a call may take beyond [`HandlerLimits::timeout`] per MiB of code it is
+/// handed. The built-in handlers analyse a MiB of literal-heavy code in about a fifth
+/// of this on a slow machine (the `plugins` bench).
+const TIME_PER_CODE_MIB: Duration = Duration::from_secs(1);
+
+impl HandlerLimits {
+    /// The limits of a call handed `code_bytes` of code: these, plus memory and time in
+    /// proportion to the code, so that a long program (a model's inlined table, say) is
+    /// analysed rather than refused, while a handler that loops or leaks on a short one
+    /// still stops at the fixed budget.
+    ///
+    /// ```
+    /// use sandlot::HandlerLimits;
+    /// use std::time::Duration;
+    /// let limits = HandlerLimits::default();
+    /// assert_eq!(limits.for_code(0), limits);
+    /// let ten_mib = limits.for_code(10 << 20);
+    /// assert_eq!(ten_mib.timeout, limits.timeout + Duration::from_secs(10));
+    /// assert_eq!(ten_mib.memory, limits.memory + (640 << 20));
+    /// ```
+    pub fn for_code(self, code_bytes: usize) -> HandlerLimits {
+        let mib = code_bytes as f64 / f64::from(1u32 << 20);
+        HandlerLimits {
+            memory: self
+                .memory
+                .saturating_add(code_bytes.saturating_mul(MEMORY_PER_CODE_BYTE)),
+            timeout: self.timeout + TIME_PER_CODE_MIB.mul_f64(mib),
+        }
+    }
+}
+
 /// A loaded language handler, ready to be called from any thread.
 #[derive(Clone)]
 pub struct LanguageHandler {
@@ -248,7 +287,7 @@ impl LanguageHandler {
             limits,
             pre,
         };
-        let info = handler.call("info", |guest, store| {
+        let info = handler.call("info", 0, |guest, store| {
             Ok(match guest {
                 Guest::V0_1(h) => {
                     let info = h.call_info(store)?;
@@ -310,7 +349,7 @@ impl LanguageHandler {
     /// ```
     pub fn plan(&self, code: &str, libraries: &[String], options: &PlanOptions) -> Result<Plan> {
         let (files, commands) = self
-            .call("plan", |guest, store| {
+            .call("plan", code.len(), |guest, store| {
                 Ok(match guest {
                     Guest::V0_1(h) => call_plan!(wit1, h, store, code, libraries, options),
                     Guest::V0_2(h) => call_plan!(wit2, h, store, code, libraries, options),
@@ -336,7 +375,7 @@ impl LanguageHandler {
     /// `workdir`.
     pub fn install(&self, libraries: &[String], workdir: &str) -> Result<Vec<Command>> {
         let commands = self
-            .call("install", |guest, store| {
+            .call("install", 0, |guest, store| {
                 Ok(match guest {
                     Guest::V0_1(h) => h.call_install(store, libraries, workdir)?.map(|c| {
                         c.into_iter()
@@ -362,7 +401,7 @@ impl LanguageHandler {
     /// Code that makes the language's plotting libraries save figures into
     /// `output_dir`, if the language has any.
     pub fn plot_prelude(&self, output_dir: &str) -> Result<Option<String>> {
-        self.call("plot-prelude", |guest, store| match guest {
+        self.call("plot-prelude", 0, |guest, store| match guest {
             Guest::V0_1(h) => h.call_plot_prelude(store, output_dir),
             Guest::V0_2(h) => h.call_plot_prelude(store, output_dir),
             Guest::V0_3(h) => h.call_plot_prelude(store, output_dir),
@@ -385,6 +424,7 @@ impl LanguageHandler {
         since_0_2!(
             self,
             "may-plot",
+            code.len(),
             mentions_plotting(code),
             |h, store, _wit| h.call_may_plot(store, code)
         )
@@ -470,7 +510,7 @@ impl LanguageHandler {
                 },
             })
             .collect();
-        let mut findings = self.call("analyze", |guest, store| {
+        let mut findings = self.call("analyze", code.len(), |guest, store| {
             Ok(match guest {
                 Guest::V0_1(h) => h
                     .call_analyze(store, code)?
@@ -520,16 +560,19 @@ impl LanguageHandler {
         Ok(findings)
     }
 
-    /// Runs `f` on a fresh instance with the memory cap and deadline, and turns any
-    /// failure into an error naming the plugin and what happened.
+    /// Runs `f` on a fresh instance with the memory cap and deadline (grown for the
+    /// `code_bytes` of code it is handed), and turns any failure into an error naming
+    /// the plugin and what happened.
     fn call<R>(
         &self,
         function: &'static str,
+        code_bytes: usize,
         f: impl FnOnce(Guest<'_>, &mut Store<MemoryCap>) -> wasmtime::Result<R>,
     ) -> Result<R> {
-        let mut store = Store::new(engine::shared(), MemoryCap::new(self.limits.memory));
+        let limits = self.limits.for_code(code_bytes);
+        let mut store = Store::new(engine::shared(), MemoryCap::new(limits.memory));
         store.limiter(|state| state);
-        store.set_epoch_deadline(engine::ticks(self.limits.timeout));
+        store.set_epoch_deadline(engine::ticks(limits.timeout));
         store.epoch_deadline_trap();
         let result = match &self.pre {
             Pre::V0_1(pre) => pre
@@ -547,13 +590,13 @@ impl LanguageHandler {
                 Error::MemoryLimit {
                     plugin: self.source.clone(),
                     function,
-                    limit: self.limits.memory,
+                    limit: limits.memory,
                 }
             } else if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
                 Error::Deadline {
                     plugin: self.source.clone(),
                     function,
-                    limit: self.limits.timeout,
+                    limit: limits.timeout,
                 }
             } else if let Some(trap) = e.downcast_ref::<Trap>() {
                 Error::Trap {
