@@ -586,22 +586,25 @@ impl KubernetesBackend {
         self.call_resending(&format!("deleting pod {name}"), API_DEADLINE, move |_| {
             let api = api.clone();
             let name = name_owned.clone();
-            async move {
-                match api
-                    .delete(
-                        &name,
-                        &DeleteParams {
-                            grace_period_seconds: Some(0),
-                            ..DeleteParams::background()
-                        },
-                    )
-                    .await
-                {
-                    Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-                    other => other.map(|_| ()),
-                }
-            }
+            async move { delete_at_once(&api, &name).await }
         })
+    }
+}
+
+/// Deletes pod `name` without a grace period: the object goes now, and a kubelet that
+/// cannot be reached kills the containers of pods it no longer has when it comes back.
+/// One already gone is fine.
+pub(crate) async fn delete_at_once(
+    api: &Api<Pod>,
+    name: &str,
+) -> std::result::Result<(), kube::Error> {
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        other => other.map(|_| ()),
     }
 }
 
@@ -614,7 +617,7 @@ fn is_transport(error: &kube::Error) -> bool {
 /// Sends a request through `send` until it gets an answer or a failure that is not
 /// the connection's, or until most of `deadline` is spent (then the last failure is
 /// the answer, rather than a bare timeout that would hide it).
-async fn resend_on_transport<T, F, Fut>(
+pub(crate) async fn resend_on_transport<T, F, Fut>(
     deadline: Duration,
     mut send: F,
 ) -> std::result::Result<T, kube::Error>

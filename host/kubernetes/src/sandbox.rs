@@ -2,9 +2,9 @@
 //! deleted.
 
 use super::pod::{self, PodPlan, SANDBOX_CONTAINER};
-use super::{KubernetesBackend, API_DEADLINE};
+use super::{delete_at_once, resend_on_transport, KubernetesBackend, API_DEADLINE};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-use kube::api::{Api, AttachParams, AttachedProcess, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, AttachParams, AttachedProcess, Patch, PatchParams, PostParams};
 use sandlot_container::{AgentClient, AgentSandbox, SandboxHandle, Transport};
 use sandlot_core::backend::{owner, SandboxSpec};
 use sandlot_core::error::{Error, Result};
@@ -67,16 +67,15 @@ impl PodHandle {
         // that cannot be reached kills the containers of pods it no longer has when
         // it comes back. If the API server does not answer in time, the pod is left
         // to `sandlot gc` and, at the latest, to its own deadline.
+        // A delete is resent after a dropped connection, as a create is: one lost
+        // send would leave the pod running until its deadline.
         let _ = sandlot_core::backend::wait(self.runtime.handle(), async move {
             tokio::time::timeout(
                 API_DEADLINE,
-                api.delete(
-                    &name,
-                    &DeleteParams {
-                        grace_period_seconds: Some(0),
-                        ..DeleteParams::background()
-                    },
-                ),
+                resend_on_transport(API_DEADLINE, |_| {
+                    let (api, name) = (api.clone(), name.clone());
+                    async move { delete_at_once(&api, &name).await }
+                }),
             )
             .await
         });
@@ -99,10 +98,17 @@ impl SandboxHandle for PodHandle {
             if online { "opening" } else { "cutting" },
             self.name
         );
+        // A merge of the same labels may be sent twice.
         sandlot_core::backend::wait(self.runtime.handle(), async move {
             tokio::time::timeout(
                 API_DEADLINE,
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&labels)),
+                resend_on_transport(API_DEADLINE, |_| {
+                    let (api, name, labels) = (api.clone(), name.clone(), labels.clone());
+                    async move {
+                        api.patch(&name, &PatchParams::default(), &Patch::Merge(&labels))
+                            .await
+                    }
+                }),
             )
             .await
         })
