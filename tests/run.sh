@@ -6,13 +6,14 @@
 #
 # 1. the committed guest components match their sources (guests/build.sh --check)
 # 2. formatting and clippy, warnings as errors
-# 3. the wasm backend's Python and JavaScript runtimes are installed
-# 4. the local Kubernetes cluster runs (k8s-local/up.sh; on a fresh machine its binaries
+# 3. one build of the test binaries and of the `sandlot` binary the next steps use
+# 4. the wasm backend's Python and JavaScript runtimes are installed
+# 5. the local Kubernetes cluster runs (k8s-local/up.sh; on a fresh machine its binaries
 #    build in the background from after step 1, 10-20 min)
-# 5. Docker and Podman run, with sandlot's images built (tests/services.sh), while the
-#    test binaries compile
-# 6. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples
-# 7. every fuzz target for a bounded time, after replaying the inputs it once crashed on
+# 6. Docker and Podman run, with sandlot's images built (tests/services.sh), while the
+#    fuzz targets compile
+# 7. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples
+# 8. every fuzz target for a bounded time, after replaying the inputs it once crashed on
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -88,9 +89,18 @@ cargo fmt --all --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# One build for everything after: the test binaries and the `sandlot` binary (the
+# end-to-end suites' own), with which the runtimes and images are installed. Built by
+# `cargo run` instead, the binary's dependencies would be resolved without the tests'
+# dev-dependencies, and some 70 crates (wasmtime, tokio, hyper, kube among them)
+# compiled twice, with two sets of features: minutes on a fresh machine.
+step "the test binaries and the sandlot binary"
+cargo test --workspace --locked --no-run
+sandlot_bin="${CARGO_TARGET_DIR:-target}/debug/sandlot"
+
 step "runtimes of the wasm backend (installed once, pinned by hash, compiled once)"
-cargo run --quiet --locked -- runtimes install python
-cargo run --quiet --locked -- runtimes install javascript
+"$sandlot_bin" runtimes install python
+"$sandlot_bin" runtimes install javascript
 
 # First: its up.sh starts the dockerd the kubelet needs (with the runc-clamp runtime)
 # and refuses a dockerd something else started; services.sh then finds Docker answering.
@@ -104,21 +114,21 @@ k8s_env="$("$k8s_local/up.sh" --env)"
 eval "$k8s_env"
 export KUBECONFIG
 
-# The images are mostly downloads and unpacking; the test binaries compile meanwhile.
-step "container engines and images, while the tests compile"
-test_build_log=/var/log/sandlot/test-build.log
-cargo test --workspace --locked --no-run >"$test_build_log" 2>&1 &
-test_build=$!
-tests/services.sh "${CARGO_TARGET_DIR:-target}/debug/sandlot"
-if ! wait "$test_build"; then
-  cat "$test_build_log" >&2
+# The images are mostly downloads and unpacking; the fuzz targets compile meanwhile
+# (sandlot with coverage instrumentation: its own artifacts, beside the plain ones
+# every test binary is already linked against).
+step "container engines and images, while the fuzz targets compile"
+fuzz_build_log=/var/log/sandlot/fuzz-build.log
+host/fuzz/run.sh --build-only >"$fuzz_build_log" 2>&1 &
+fuzz_build=$!
+tests/services.sh "$sandlot_bin"
+if ! wait "$fuzz_build"; then
+  cat "$fuzz_build_log" >&2
   exit 1
 fi
 
 step "cargo test"
 cargo test --workspace --locked
 
-# Last, so that its build of sandlot with coverage instrumentation (its own artifact,
-# beside the plain one) comes after every test binary is linked.
 step "fuzz targets, 20 s each (host/fuzz/run.sh)"
 host/fuzz/run.sh 20

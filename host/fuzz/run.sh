@@ -2,6 +2,7 @@
 # Runs every fuzz target of sandlot for a bounded time (coverage-guided, libFuzzer):
 #
 #   host/fuzz/run.sh [SECONDS_PER_TARGET] [TARGET...]     (default 20 s, every target)
+#   host/fuzz/run.sh --build-only                         (builds the targets, runs none)
 #
 # First each target replays its kept inputs (host/fuzz/regressions/TARGET/: crashes
 # found once, fixed, and kept), then fuzzes from its seeds (host/fuzz/seeds/TARGET/)
@@ -11,6 +12,11 @@
 # host/fuzz/regressions/TARGET/ so it is replayed ever after.
 set -euo pipefail
 cd "$(dirname "$0")"
+build_only=false
+if [ "${1:-}" = "--build-only" ]; then
+  build_only=true
+  shift
+fi
 seconds="${1:-20}"
 shift || true
 work="${SANDLOT_FUZZ_DIR:-/var/tmp/sandlot-fuzz}"
@@ -19,6 +25,9 @@ if [ "${#targets[@]}" -eq 0 ]; then
   targets=($(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^sandlot-fuzz$'))
 fi
 RUSTC_WORKSPACE_WRAPPER="$PWD/sancov-rustc" cargo build --quiet --locked -p sandlot-fuzz --bins
+if $build_only; then
+  exit 0
+fi
 bin="${CARGO_TARGET_DIR:-../../target}/debug"
 for target in "${targets[@]}"; do
   mkdir -p "$work/corpus/$target" "$work/crashes/$target"
