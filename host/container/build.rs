@@ -7,15 +7,29 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    // sandlot-agent's own build script says where its sources are: in this
-    // repository, or unpacked from a registry when this crate was.
-    let agent = PathBuf::from(
-        std::env::var_os("DEP_SANDLOT_AGENT_ROOT").expect("sandlot-agent's build script sets it"),
-    );
-    println!("cargo:rerun-if-changed={}", agent.join("src").display());
+    // In this repository the agent's sources sit beside this package, and are taken
+    // from there, watched by a relative path. Two checkouts that share a target dir
+    // share build-script outputs (cargo hashes paths relative to the workspace), so
+    // anything absolute — a watched path, or the root that sandlot-agent's build
+    // script reported when it last ran, perhaps in another checkout — would build and
+    // embed the other checkout's agent. Unpacked from a registry, this crate has no
+    // such neighbour: sandlot-agent's build script says where its sources are.
+    let manifest_dir =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let beside = PathBuf::from("../../images/agent");
+    let (agent, watched) = if manifest_dir.join(&beside).join("Cargo.toml").is_file() {
+        (manifest_dir.join(&beside), beside)
+    } else {
+        let root = PathBuf::from(
+            std::env::var_os("DEP_SANDLOT_AGENT_ROOT")
+                .expect("sandlot-agent's build script sets it"),
+        );
+        (root.clone(), root)
+    };
+    println!("cargo:rerun-if-changed={}", watched.join("src").display());
     println!(
         "cargo:rerun-if-changed={}",
-        agent.join("Cargo.toml").display()
+        watched.join("Cargo.toml").display()
     );
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it"));
     let target = std::env::var("TARGET").expect("cargo sets it");
