@@ -459,6 +459,53 @@ fn run_prints_the_programs_output() {
     assert_eq!((output.status.code(), stdout.as_str()), (Some(0), "hi\n"));
 }
 
+/// What is piped or redirected into `sandlot run` is the program's standard input, as
+/// with `python3 FILE` (unless `--no-stdin`); `--max-output` moves the output cap.
+#[test]
+fn run_hands_piped_input_to_the_program_and_takes_an_output_cap() {
+    let home = tempfile::tempdir().unwrap();
+    let script = home.path().join("shout.py");
+    std::fs::write(
+        &script,
+        "import sys\nprint(sys.stdin.read().upper(), end='')\n",
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let piped = with_stdin(&mut sandlot_run(home.path(), &[script]), b"piped in\n");
+    assert_eq!(String::from_utf8_lossy(&piped), "PIPED IN\n");
+    let unread = with_stdin(
+        &mut sandlot_run(home.path(), &["--no-stdin", script]),
+        b"piped in\n",
+    );
+    assert_eq!(String::from_utf8_lossy(&unread), "");
+    let (_, from_file, stderr) =
+        run(sandlot_run(home.path(), &[script]).stdin(std::fs::File::open(script).unwrap()));
+    assert!(from_file.starts_with("IMPORT SYS\n"), "{from_file}{stderr}");
+
+    let flood = "import sys\n_ = sys.stdout.write('x' * (3 << 19))";
+    let (_, cut, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &["-l", "python", "-c", flood],
+    ));
+    assert_eq!(cut.len(), 1 << 20, "{stderr}");
+    assert!(stderr.contains("--max-output raises it"), "{stderr}");
+    let (output, whole, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &["-l", "python", "--max-output", "2M", "-c", flood],
+    ));
+    assert_eq!(
+        (output.status.code(), whole.len()),
+        (Some(0), 3 << 19),
+        "{stderr}"
+    );
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &["-l", "python", "--max-output", "2G", "-c", flood],
+    ));
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("at most 1G"), "{stderr}");
+}
+
 /// Every row of the README's exit status table, produced by the binary: the program's
 /// own status, the limits', and sandlot's refusals, none sharing a number. (75, an
 /// exhausted pool, cannot come from one `run`; its kind's row is checked by the unit
@@ -657,24 +704,42 @@ fn run_takes_a_script_or_stdin_and_returns_plots() {
 }
 
 #[test]
-fn run_refuses_code_the_policy_blocks() {
+fn run_refuses_code_the_policy_blocks_and_runs_it_unread_without_analysis() {
     let home = tempfile::tempdir().unwrap();
+    let code = "import os\nprint('ran')\nif False:\n    os.system('id')";
     let (output, _, stderr) = run(&mut sandlot_run(
         home.path(),
-        &[
-            "-l",
-            "python",
-            "--block-at",
-            "high",
-            "-c",
-            "import os\nos.system('id')",
-        ],
+        &["-l", "python", "--block-at", "high", "-c", code],
     ));
     assert_eq!(output.status.code(), Some(77));
     assert!(
         stderr.contains("blocked by the security policy") && stderr.contains("python.os-command"),
         "{stderr}"
     );
+    let findings = |args: &[&str]| {
+        let mut all = vec!["-l", "python", "--json", "-c", code];
+        all.extend_from_slice(args);
+        let (json, _) = ok(&mut sandlot_run(home.path(), &all));
+        let execution: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(execution["stdout"], "ran\n", "{json}");
+        execution["findings"].as_array().unwrap().len()
+    };
+    // `never` still reads the code and reports; turning analysis off reads nothing.
+    assert_eq!(findings(&["--block-at", "never"]), 1);
+    assert_eq!(findings(&["--no-analysis"]), 0);
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--no-analysis",
+            "--block-at",
+            "high",
+            "-c",
+            code,
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
 }
 
 #[test]
@@ -754,6 +819,7 @@ fn doctor_reports_engines_isolation_and_what_each_backend_cannot_enforce() {
         "{wasm}"
     );
     assert_eq!(check(&wasm, "runtimes")["state"], "ok", "{wasm}");
+    assert_eq!(check(&wasm, "cache")["state"], "ok", "{wasm}");
     // Docker and Podman sandboxes are refused the same calls, probed in one: Podman's
     // own profile allows user namespaces, sandlot's agent does not.
     let probed = |name: &str| {
@@ -814,6 +880,58 @@ fn doctor_reports_engines_isolation_and_what_each_backend_cannot_enforce() {
     assert!(
         text.contains("docker\n") && text.contains("seccomp"),
         "{text}"
+    );
+}
+
+/// A cache that cannot be written makes every run compile its runtime again: the run
+/// says so (never "this happens once") with the fix, and so does `doctor`.
+#[test]
+fn an_unwritable_cache_is_reported_by_the_run_and_by_doctor() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("a-file"), b"").unwrap();
+    let blocked = home.path().join("a-file/cache");
+    let (output, stdout, stderr) = run(sandlot_run(
+        home.path(),
+        &["-l", "javascript", "-c", "console.log('still runs')"],
+    )
+    .env("SANDLOT_CACHE_DIR", &blocked));
+    assert_eq!(
+        (output.status.code(), stdout.as_str()),
+        (Some(0), "still runs\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("compiling the javascript runtime, and again on every run")
+            && stderr.contains("cannot be written")
+            && stderr.contains("SANDLOT_CACHE_DIR"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("once") && !stderr.contains("CPython"),
+        "{stderr}"
+    );
+    let (json, _) = ok(with_runtimes(sandlot(home.path(), &["doctor", "--json"]))
+        .env("SANDLOT_CACHE_DIR", &blocked));
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let wasm = report["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "wasm")
+        .unwrap();
+    let cache = wasm["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["topic"] == "cache")
+        .unwrap_or_else(|| panic!("no cache check in {wasm}"));
+    assert_eq!(cache["state"], "gap", "{cache}");
+    assert!(
+        cache["hint"]
+            .as_str()
+            .unwrap()
+            .contains("SANDLOT_CACHE_DIR"),
+        "{cache}"
     );
 }
 
@@ -951,6 +1069,54 @@ fn auto_runs_a_library_the_wasm_runtime_lacks_in_a_container_and_says_so() {
         "{stderr}"
     );
     assert!(stderr.contains("running on docker (sandlot-"), "{stderr}");
+}
+
+/// Code promised the network must not land where it has none: wasm, named, refuses
+/// the session and says why; `auto` passes it over for a container and says so.
+#[test]
+fn a_network_wasm_cannot_give_refuses_wasm_and_moves_auto_to_a_container() {
+    let home = tempfile::tempdir().unwrap();
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--backend",
+            "wasm",
+            "--network",
+            "on",
+            "-c",
+            "print(1)",
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr.contains("has no network") && stderr.contains("network is `on`"),
+        "{stderr}"
+    );
+    let (output, stdout, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--network",
+            "on",
+            "-v",
+            "--json",
+            "-c",
+            "import socket\nprint(callable(socket.getaddrinfo))",
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (&json["backend"], &json["stdout"]),
+        (&"docker".into(), &"True\n".into())
+    );
+    assert!(
+        stderr.contains("passed over wasm: it has no network"),
+        "{stderr}"
+    );
 }
 
 /// `sandlot repl` reads one cell per line from a pipe: the cells share state, an error

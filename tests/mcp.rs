@@ -616,5 +616,22 @@ async fn refusals_are_tool_errors_with_their_kind() {
         "{}",
         text_of(&full)
     );
+    // A misspelt argument is refused and named, not silently dropped.
+    let Value::Object(typo) =
+        json!({ "language": "python", "code": "print(1)", "timout_seconds": 5 })
+    else {
+        unreachable!()
+    };
+    let refused = client
+        .call_tool(CallToolRequestParams::new("execute_code").with_arguments(typo))
+        .await;
+    let said = match refused {
+        Err(error) => error.to_string(),
+        Ok(result) => {
+            assert_eq!(result.is_error, Some(true), "{result:?}");
+            text_of(&result)
+        }
+    };
+    assert!(said.contains("timout_seconds"), "{said}");
     client.cancel().await.unwrap();
 }

@@ -2,11 +2,14 @@
 chromium, driven over WebDriver by Selenium (from PyPI). tests/serve.rs runs it;
 tests/run.sh installs both.
 
-    playground_browser.py http://127.0.0.1:PORT/
+    playground_browser.py http://127.0.0.1:PORT/ [TOKEN]
 
-Loads the page, runs Python that prints and plots, and checks that the text and the
-image appear; runs again in the same session and checks the variable is still there.
-Prints one line per check and exits non-zero at the first that fails.
+Without TOKEN (a server without tokens): loads the page, runs Python that prints and
+plots, and checks that the text and the image appear; runs again in the same session
+and checks the variable is still there. With TOKEN (a server that needs it): the page
+first says, as an error, that it cannot list the languages; once the token is entered
+the list fills in without a reload, and code indented with Tab runs. Prints one line
+per check and exits non-zero at the first that fails.
 """
 
 import sys
@@ -14,6 +17,7 @@ import sys
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from checks import check
@@ -28,6 +32,9 @@ def main():
     try:
         browser.get(sys.argv[1])
         wait = WebDriverWait(browser, 90)
+        if len(sys.argv) > 2:
+            with_a_token(browser, wait, sys.argv[2])
+            return
         wait.until(lambda b: len(Select(b.find_element(By.ID, "language")).options) > 1)
         check("the page lists the languages", True)
         Select(browser.find_element(By.ID, "language")).select_by_value("python")
@@ -66,6 +73,40 @@ def main():
         check("no error in the browser's console", not errors, errors)
     finally:
         browser.quit()
+
+
+def with_a_token(browser, wait, token):
+    status = browser.find_element(By.ID, "status")
+    wait.until(lambda b: "cannot list" in status.text)
+    check("without the token the page says it cannot list the languages", True, status.text)
+    color = browser.execute_script("return getComputedStyle(arguments[0]).color", status)
+    check("and shows it as an error", status.get_attribute("class") == "error"
+          and color not in ("rgb(136, 136, 136)", "rgb(34, 34, 34)"), color)
+    browser.find_element(By.ID, "run").click()
+    check("a run without a language says why", "no language" in status.text, status.text)
+
+    field = browser.find_element(By.ID, "token")
+    field.send_keys(token)
+    field.send_keys(Keys.TAB)  # leaving the field commits it
+    wait.until(lambda b: len(Select(b.find_element(By.ID, "language")).options) > 1)
+    check("the token fills in the languages without a reload", True)
+    check("and the page is ready again", status.get_attribute("class") == "muted", status.text)
+
+    Select(browser.find_element(By.ID, "backend")).select_by_value("wasm")
+    code = browser.find_element(By.ID, "code")
+    code.clear()
+    code.send_keys("for i in range(2):\n", Keys.TAB, "print('indented', i)\n")
+    typed = code.get_attribute("value")
+    check("Tab indents in the editor", "\n    print('indented', i)" in typed, repr(typed))
+    check("and keeps the focus there",
+          browser.switch_to.active_element == code, browser.switch_to.active_element.tag_name)
+    browser.find_element(By.ID, "run").click()
+    wait.until(lambda b: b.find_element(By.ID, "status").text.startswith(("exit", "error")))
+    stdout = browser.find_element(By.ID, "stdout").text
+    check("the indented code runs", "indented 0\nindented 1" in stdout, stdout + status.text)
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"
+              and "401" not in e["message"]]
+    check("no other error in the browser's console", not errors, errors)
 
 
 main()

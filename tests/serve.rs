@@ -638,6 +638,25 @@ async fn without_tokens_a_foreign_host_or_origin_is_refused() {
 
 /// The playground page in a real headless browser (Debian's chromium, driven by
 /// Selenium from `tests/playground_browser.py`): prints, plots, keeps a session.
+/// What `tests/playground_browser.py ARGS` said, run by `python`; it must succeed.
+fn browse(python: &str, script: &str, args: &[&str]) -> String {
+    let out = Command::new(python)
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "the browser test {args:?} failed:\n{said}"
+    );
+    said
+}
+
 #[test]
 fn the_playground_runs_python_in_a_real_browser() {
     let python = std::env::var("SANDLOT_TEST_MCP_PYTHON")
@@ -653,19 +672,32 @@ fn the_playground_runs_python_in_a_real_browser() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../tests/playground_browser.py"
     );
-    let out = Command::new(&python)
-        .args([script, &server.at("/")])
-        .output()
-        .unwrap();
+    let said = browse(&python, script, &[&server.at("/")]);
     drop(server);
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "the browser test failed:\n{said}");
     assert!(said.contains("ok: the browser decoded the image"), "{said}");
     assert!(said.contains("ok: the session kept the variable"), "{said}");
+
+    // With tokens: the page is public, the API is not until the token is entered.
+    let server = Server::spawn(&[], true, &[]);
+    let (policy, page) = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let page = client().get(server.at("/")).send().await.unwrap();
+        let policy = page.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        (policy, page.text().await.unwrap())
+    });
+    assert!(
+        policy.contains("script-src 'self'") && !policy.contains("unsafe-inline"),
+        "{policy}"
+    );
+    assert!(
+        !page.contains("<script>") && !page.contains("<style>"),
+        "inline code: {page}"
+    );
+    let said = browse(&python, script, &[&server.at("/"), ALICE]);
+    drop(server);
+    assert!(said.contains("ok: the indented code runs"), "{said}");
 }
 
 /// The OpenAPI document is served without a token and lists exactly what the server
@@ -767,11 +799,12 @@ async fn tokens_also_come_from_the_configs_tokens_file() {
     }
 }
 
-/// A run the gate refuses, a language the server does not have and a full pool each
-/// answer with a status a client can act on and a stable `kind`; only the full pool
-/// says to try again, and when.
-#[tokio::test]
-async fn refusals_answer_with_their_own_status_and_kind() {
+/// A server with Alice's and Bob's tokens whose wasm pool holds one sandbox and fails
+/// fast, and whose policy blocks high findings; with `env`. The directory holds its
+/// configuration.
+fn with_a_pool_of_one_and_high_findings_blocked(
+    env: &[(&str, &str)],
+) -> (tempfile::TempDir, Server) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("sandlot.toml");
     std::fs::write(
@@ -781,12 +814,25 @@ async fn refusals_answer_with_their_own_status_and_kind() {
     .unwrap();
     let policy = dir.path().join("policy.toml");
     std::fs::write(&policy, "block_at = \"high\"\n").unwrap();
-    let server = Server::start(&[
-        "--config",
-        config.to_str().unwrap(),
-        "--policy",
-        policy.to_str().unwrap(),
-    ]);
+    let server = Server::spawn(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--policy",
+            policy.to_str().unwrap(),
+        ],
+        true,
+        env,
+    );
+    (dir, server)
+}
+
+/// A run the gate refuses, a language the server does not have and a full pool each
+/// answer with a status a client can act on and a stable `kind`; only the full pool
+/// says to try again, and when.
+#[tokio::test]
+async fn refusals_answer_with_their_own_status_and_kind() {
+    let (_dir, server) = with_a_pool_of_one_and_high_findings_blocked(&[]);
     let python = json!({ "language": "python", "backend": "wasm" });
 
     let mut blocked_run = python.clone();
@@ -853,5 +899,221 @@ async fn refusals_answer_with_their_own_status_and_kind() {
             "the pool never took its sandbox back"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Every row of the error table in docs/servers.md, provoked over HTTP: the status, a
+/// kind the row names, and the one JSON shape, whatever the status. (410 needs a
+/// sandbox lost under a session and 500 a failure of sandlot itself: their kinds'
+/// rows are checked by the unit tests of the server's routes.)
+#[tokio::test]
+async fn every_row_of_the_error_table_is_what_the_server_answers() {
+    let (_dir, server) = with_a_pool_of_one_and_high_findings_blocked(&[(
+        "DOCKER_HOST",
+        "unix:///nonexistent/docker.sock",
+    )]);
+    let request = |method: reqwest::Method, path: &str| {
+        client().request(method, server.at(path)).bearer_auth(ALICE)
+    };
+    // The status, the kind and the body of what the server answers to `request`, whose
+    // body must have the API's one error shape.
+    let answer = |request: reqwest::RequestBuilder| async move {
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let body: Value =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("{status} is not JSON: {text}"));
+        let error = &body["error"];
+        assert!(
+            error["kind"].is_string()
+                && error["message"].is_string()
+                && error["retryable"].is_boolean(),
+            "{status}: {body}"
+        );
+        (status, error["kind"].as_str().unwrap().to_string(), body)
+    };
+    let python = json!({ "language": "python", "backend": "wasm" });
+    let (status, opened) = post(&server.at("/v1/sessions"), ALICE, python.clone()).await;
+    assert_eq!(status, 201, "{opened}");
+    let session = format!("/v1/sessions/{}", opened["id"].as_str().unwrap());
+
+    use reqwest::Method;
+    let post_json = |path: &str, body: Value| request(Method::POST, path).json(&body);
+    let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![
+        (
+            request(Method::POST, "/v1/run")
+                .header("content-type", "application/json")
+                .body("{"),
+            400,
+            "invalid_input",
+        ),
+        (
+            client().get(server.at("/v1/languages")),
+            401,
+            "unauthorized",
+        ),
+        (
+            post_json(
+                "/v1/sessions",
+                json!({ "language": "python", "network": "on" }),
+            ),
+            403,
+            "not_allowed",
+        ),
+        (
+            request(Method::GET, &format!("{session}/files/none.txt")),
+            404,
+            "not_found",
+        ),
+        (request(Method::GET, "/v2/nothing"), 404, "no_route"),
+        (request(Method::GET, "/v1/run"), 405, "no_route"),
+        (
+            request(Method::PUT, &format!("{session}/files/big.bin")).body(vec![
+                0u8;
+                sandlot::server::serve::MAX_BODY
+                    + 1
+            ]),
+            413,
+            "invalid_input",
+        ),
+        (
+            request(Method::POST, "/v1/run")
+                .header("content-type", "text/plain")
+                .body(r#"{"language":"python","code":"1"}"#),
+            415,
+            "invalid_input",
+        ),
+        (
+            post_json(
+                "/v1/run",
+                json!({ "language": "python", "code": "1", "timout_seconds": 5 }),
+            ),
+            422,
+            "invalid_input",
+        ),
+        (
+            post_json(
+                &format!("{session}/run"),
+                json!({ "code": "1", "stdn": "x" }),
+            ),
+            422,
+            "invalid_input",
+        ),
+        (
+            post_json(
+                &format!("{session}/run"),
+                json!({ "code": "import os\nos.system('id')" }),
+            ),
+            422,
+            "blocked",
+        ),
+        (
+            post_json("/v1/run", json!({ "language": "cobol", "code": "x" })),
+            422,
+            "not_found",
+        ),
+        (
+            post_json(&format!("{session}/shell"), json!({ "command": "ls" })),
+            422,
+            "unsupported",
+        ),
+        (post_json("/v1/sessions", python.clone()), 429, "exhausted"),
+        (
+            post_json(
+                "/v1/run",
+                json!({ "language": "python", "backend": "docker", "code": "1" }),
+            ),
+            503,
+            "unavailable",
+        ),
+    ];
+    let mut answered = Vec::new();
+    for (request, status, kind) in cases {
+        let (got, got_kind, body) = answer(request).await;
+        assert_eq!((got, got_kind.as_str()), (status, kind), "{body}");
+        answered.push((got, got_kind, body));
+    }
+    // A misspelt field is named; the shell refusal speaks of backends, not of the
+    // library's types.
+    let message = |status: u16, kind: &str| {
+        answered
+            .iter()
+            .filter(|(s, k, _)| (*s, k.as_str()) == (status, kind))
+            .map(|(_, _, body)| body["error"]["message"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(message(422, "invalid_input").contains("timout_seconds"));
+    assert!(message(422, "invalid_input").contains("stdn"));
+    assert!(!message(422, "unsupported").contains("Capability::"));
+
+    // The listing offers what can run now, and says in a line why the rest cannot.
+    let listing = get(&server.at("/v1/languages"), ALICE).await;
+    let python = listing["languages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["id"] == "python")
+        .unwrap_or_else(|| panic!("{listing}"));
+    assert!(
+        python["backends"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("wasm")),
+        "{listing}"
+    );
+    assert!(
+        !listing["backends"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("docker")),
+        "{listing}"
+    );
+    let docker = listing["unavailable"]["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "docker")
+        .unwrap_or_else(|| panic!("{listing}"));
+    let why = docker["why"].as_str().unwrap();
+    assert!(
+        why.contains("not running") && !why.contains("dockerd") && why.len() < 80,
+        "{why}"
+    );
+
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/servers.md"
+    ))
+    .unwrap();
+    let rows: Vec<&str> = docs
+        .lines()
+        .filter(|line| {
+            line.len() > 6
+                && line.starts_with("| ")
+                && line[2..5].bytes().all(|b| b.is_ascii_digit())
+        })
+        .collect();
+    assert!(rows.len() >= 12, "{rows:?}");
+    for row in rows {
+        let status: u16 = row[2..5].parse().unwrap();
+        if matches!(status, 410 | 500) {
+            continue;
+        }
+        let kinds = answered
+            .iter()
+            .filter(|(s, _, _)| *s == status)
+            .map(|(_, k, _)| k)
+            .collect::<Vec<_>>();
+        assert!(
+            !kinds.is_empty(),
+            "no request above answers {status}: {row}"
+        );
+        for kind in kinds {
+            assert!(
+                row.contains(&format!("`{kind}`")),
+                "{status} {kind} is not in its row: {row}"
+            );
+        }
     }
 }

@@ -113,6 +113,7 @@ pub fn start_sleeping_host(backend: &str, env: &[(&str, &str)]) -> std::process:
             "echo started; sleep 600",
         ])
         .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -377,6 +377,7 @@ impl AgentClient {
         match self.call(&request, FILE_DEADLINE)? {
             Reply::Entries(entries) => Ok(entries),
             Reply::Error(reason) => Err(path_error(path, reason)),
+            Reply::Missing(_) => Err(Error::NoSuchFile { path: path.into() }),
             other => Err(broken(format!("unexpected {other:?} to a listing"))),
         }
     }
@@ -409,6 +410,7 @@ impl AgentClient {
             Reply::Data(data) if data.len() as u64 <= max => Ok(data),
             Reply::Data(_) => Err(broken("it sent more than was asked for")),
             Reply::Error(reason) => Err(path_error(path, reason)),
+            Reply::Missing(_) => Err(Error::NoSuchFile { path: path.into() }),
             other => Err(broken(format!("unexpected {other:?} to {what}"))),
         }
     }

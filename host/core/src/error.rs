@@ -342,6 +342,13 @@ pub enum Error {
         passed_over: Vec<(String, String)>,
     },
 
+    /// A path in the sandbox's workspace names nothing: no such file or directory.
+    #[error("there is no `{path}` in the sandbox's workspace")]
+    NoSuchFile {
+        /// The path, relative to the workspace.
+        path: String,
+    },
+
     /// The session's backend lacks a capability the call needs.
     #[error("the {backend} backend cannot do this ({capability}): {hint}")]
     BackendCannot {
@@ -768,7 +775,8 @@ impl Error {
             | Error::UnknownBackend { .. }
             | Error::UnknownRuntime { .. }
             | Error::UnknownRecipe { .. }
-            | Error::NoSuchSession { .. } => K::NotFound,
+            | Error::NoSuchSession { .. }
+            | Error::NoSuchFile { .. } => K::NotFound,
             Error::NotAllowed { .. } => K::NotAllowed,
             Error::BackendUnsuitable { .. }
             | Error::NoBackend { .. }

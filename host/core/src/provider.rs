@@ -91,10 +91,14 @@ pub enum Progress {
     },
     /// A step of the installation.
     Step(String),
-    /// The runtime is being compiled, once (CPython takes about 90 s on two cores).
+    /// The runtime is being compiled (CPython takes about 90 s on two cores): once,
+    /// unless the compiled form cannot be kept.
     Compiling {
         /// The language.
         language: String,
+        /// Why the compiled form cannot be kept, so every run compiles again (see
+        /// [`ComponentCache::unwritable`](crate::wasmtime_engine::cache::ComponentCache::unwritable)).
+        uncached: Option<String>,
     },
 }
 
@@ -108,11 +112,25 @@ impl fmt::Display for Progress {
                 )
             }
             Progress::Step(step) => f.write_str(step),
-            Progress::Compiling { language } => write!(
-                f,
-                "compiling the {language} runtime; this happens once (CPython takes about \
-                 90 s on 2 cores)"
-            ),
+            Progress::Compiling { language, uncached } => {
+                // Only CPython is slow enough to warn about.
+                let cost = match language.as_str() {
+                    "python" => " (CPython takes about 90 s on 2 cores)",
+                    _ => "",
+                };
+                match uncached {
+                    None => write!(
+                        f,
+                        "compiling the {language} runtime{cost}; this happens once"
+                    ),
+                    Some(why) => write!(
+                        f,
+                        "compiling the {language} runtime{cost}, and again on every run: \
+                         {why}; make it writable, or set SANDLOT_CACHE_DIR (or cache_dir \
+                         in sandlot.toml) to a directory that is"
+                    ),
+                }
+            }
         }
     }
 }

@@ -66,6 +66,7 @@ impl OpenRequest {
             .with_libraries(&self.libraries)
             .with_image(self.image.as_deref())
             .with_capabilities(&self.required)
+            .with_network(self.policy.network)
     }
 }
 

@@ -291,7 +291,11 @@ impl Session {
 
     fn run_unmasked(&mut self, code: &str, options: RunOptions) -> Result<Execution> {
         self.sandbox()?;
-        let mut findings = self.handler.analyze(code, &self.restricted)?;
+        let mut findings = if self.policy.analyze {
+            self.handler.analyze(code, &self.restricted)?
+        } else {
+            Vec::new()
+        };
         findings.retain(|f| self.policy.gate(f.severity) != Gate::Ignore);
         if let Some(threshold) = self.policy.block_at {
             let blocking: Vec<Finding> = findings
@@ -441,8 +445,8 @@ impl Session {
             return Err(Error::BackendCannot {
                 backend: self.backend_name.to_string(),
                 capability: Capability::Shell,
-                hint: "it has no shell; open the session on a container backend (docker or \
-                       podman), or require Capability::Shell so `auto` picks one"
+                hint: "it has no shell; open the session on a container backend (docker, \
+                       podman or kubernetes)"
                     .into(),
             });
         }

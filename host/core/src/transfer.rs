@@ -62,7 +62,15 @@ pub fn pack_dir(root: &Dir, rel: &Path, max: u64) -> Result<Vec<u8>> {
     let meta = if is_root {
         None
     } else {
-        Some(root.symlink_metadata(rel).map_err(io(context()))?)
+        match root.symlink_metadata(rel) {
+            Ok(meta) => Some(meta),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NoSuchFile {
+                    path: rel.display().to_string(),
+                })
+            }
+            Err(e) => return Err(io(context())(e)),
+        }
     };
     match meta {
         Some(meta) if meta.is_file() => {

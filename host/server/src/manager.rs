@@ -229,6 +229,7 @@ pub struct SessionInfo {
 /// What a client of a server may ask of a session, as the MCP tools and the HTTP API
 /// take it: everything but the language may be left to the server.
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Ask {
     /// Language id or alias.

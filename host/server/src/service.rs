@@ -14,10 +14,11 @@
 //! # }
 //! ```
 
+use sandlot_core::backend::{Backend, Needs};
 use sandlot_core::config::Config;
 use sandlot_core::dirs::{Dirs, Overrides};
 use sandlot_core::entry::{Sandlot, SandlotBuilder, SessionBuilder};
-use sandlot_core::error::Result;
+use sandlot_core::error::{Error, ErrorKind, Result};
 use sandlot_core::provider::BackendProvider;
 use sandlot_core::session::Session;
 use std::sync::Arc;
@@ -30,6 +31,25 @@ pub use sandlot_core::OpenRequest;
 /// What [`Service::open`] is doing, for a front end to show: what the provider of
 /// the session's backend reports while it prepares it.
 pub use sandlot_core::provider::Progress;
+
+/// Why a backend cannot serve now, in words for a client, not for the operator: what
+/// to start or install is `sandlot doctor`'s to say.
+fn why_not(error: &Error) -> String {
+    match error.kind() {
+        ErrorKind::Unavailable => "not running on this server".into(),
+        ErrorKind::NotInstalled => "missing what it needs on this server".into(),
+        ErrorKind::Config => "misconfigured on this server".into(),
+        _ => first_clause(&error.to_string()).to_string(),
+    }
+}
+
+/// The first clause of a reason, before its details and advice: `no WebAssembly
+/// runtime for `bash` is installed (`sandlot runtimes install` ...)` is said as
+/// `no WebAssembly runtime for `bash` is installed`.
+fn first_clause(reason: &str) -> &str {
+    let end = reason.find([';', '(']).unwrap_or(reason.len());
+    reason[..end].trim_end_matches([' ', ':', ','])
+}
 
 /// A [`Sandlot`] with the directories it was made from, and the front ends' shared
 /// operations.
@@ -131,28 +151,64 @@ impl Service {
         self.sandlot.session_for(request.clone())
     }
 
-    /// The languages and backends, as the servers describe them: id, name, aliases,
-    /// extension and capabilities of each language, and the backends' names.
+    /// What a client (a model over MCP, a program over HTTP) can ask for now: the
+    /// languages some backend here runs (id, name, aliases, extension, capabilities,
+    /// and those backends), the backends that answer, and for each language and
+    /// backend that cannot serve now, one short line saying why, which a model can act
+    /// on by asking for another (not the operator's fix: that is `sandlot doctor`'s).
     pub fn languages_json(&self) -> serde_json::Value {
-        let languages: Vec<_> = self
-            .sandlot
-            .plugins()
-            .languages()
-            .iter()
-            .map(|handler| {
-                let info = handler.info();
-                serde_json::json!({
-                    "id": info.id,
-                    "name": info.display_name,
-                    "aliases": info.aliases,
-                    "extension": info.file_extension,
-                    "capabilities": info.capabilities,
-                })
+        use serde_json::json;
+        let sandlot = &self.sandlot;
+        // Each backend, or why it cannot be used now.
+        type Answering = std::result::Result<Arc<dyn Backend>, String>;
+        let backends: Vec<(String, Answering)> = sandlot
+            .backend_names()
+            .into_iter()
+            .map(|name| {
+                let backend = sandlot.backend(name.as_str()).map_err(|e| why_not(&e));
+                (name.to_string(), backend)
             })
             .collect();
-        serde_json::json!({
+        let mut languages = Vec::new();
+        let mut unavailable = Vec::new();
+        for handler in sandlot.plugins().languages() {
+            let info = handler.info();
+            let needs = Needs::language(&info.id);
+            let (mut runs_on, mut cannot) = (Vec::new(), Vec::new());
+            for (name, backend) in &backends {
+                match backend.as_ref().map(|b| b.supports(&needs)) {
+                    Ok(Ok(())) => runs_on.push(name.clone()),
+                    Ok(Err(why)) => cannot.push(format!("{name}: {}", first_clause(&why.0))),
+                    Err(why) => cannot.push(format!("{name}: {why}")),
+                }
+            }
+            if runs_on.is_empty() {
+                unavailable.push(json!({
+                    "id": info.id,
+                    "why": format!("no backend here can run it now: {}", cannot.join("; ")),
+                }));
+                continue;
+            }
+            languages.push(json!({
+                "id": info.id,
+                "name": info.display_name,
+                "aliases": info.aliases,
+                "extension": info.file_extension,
+                "capabilities": info.capabilities,
+                "backends": runs_on,
+            }));
+        }
+        let (up, down): (Vec<_>, Vec<_>) = backends.iter().partition(|(_, b)| b.is_ok());
+        json!({
             "languages": languages,
-            "backends": self.sandlot.backend_names(),
+            "backends": up.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            "unavailable": {
+                "languages": unavailable,
+                "backends": down
+                    .iter()
+                    .map(|(name, why)| json!({ "name": name, "why": why.as_ref().err() }))
+                    .collect::<Vec<_>>(),
+            },
         })
     }
 }

@@ -217,6 +217,11 @@ impl Catalog {
         Err(problems)
     }
 
+    /// The cache compiled runtimes are kept in.
+    pub(super) fn cache(&self) -> &ComponentCache {
+        &self.cache
+    }
+
     /// Whether using the runtime for `language` means compiling first (a component
     /// never described counts: describing compiles it).
     pub(super) fn needs_compile(&self, language: &str) -> bool {

@@ -243,6 +243,12 @@ impl WasmBackend {
         self.catalog.needs_compile(language)
     }
 
+    /// Why runtimes compiled now will be compiled again by the next process (the
+    /// cache cannot be written), or `None` when they are kept.
+    pub fn cache_problem(&self) -> Option<String> {
+        self.catalog.cache().unwritable()
+    }
+
     /// Compiles (or loads from the cache) the runtime for `language` now rather than
     /// at the first session.
     pub fn precompile(&self, language: &str) -> Result<()> {
@@ -296,6 +302,15 @@ impl Backend for WasmBackend {
                 "it runs no container images, and the session asks for `{image}`"
             )));
         }
+        // Code that was promised the network would fail inside at its first socket,
+        // far from the cause.
+        if needs.code_reaches_network() {
+            return Err(Unsuitable(format!(
+                "it has no network, and the policy's network is `{}`; run on a container \
+                 backend, or set network to `off`",
+                needs.network.name()
+            )));
+        }
         let missing = module::missing(&description.bundled, needs.libraries);
         if !missing.is_empty() {
             return Err(Unsuitable(format!(
@@ -347,6 +362,21 @@ impl Backend for WasmBackend {
                  of its own",
             ),
             Err(why) => Check::gap("workspace quota", "none: workdir_size is not enforced", why),
+        });
+        checks.push(match (self.catalog.cache().dir(), self.cache_problem()) {
+            (Some(dir), None) => Check::ok(
+                "cache",
+                format!("compiled runtimes kept in {}", dir.display()),
+            ),
+            (_, problem) => Check::gap(
+                "cache",
+                format!(
+                    "{}: every run compiles its runtime again (CPython: about 90 s)",
+                    problem.unwrap_or_default()
+                ),
+                "make the directory writable, or set SANDLOT_CACHE_DIR (or cache_dir in \
+                 sandlot.toml) to one that is",
+            ),
         });
         for runtime in &found {
             if let Err(why) = &runtime.description {

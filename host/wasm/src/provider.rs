@@ -95,6 +95,7 @@ impl BackendProvider for WasmProvider {
         if compiling {
             progress(Progress::Compiling {
                 language: language.clone(),
+                uncached: backend.cache_problem(),
             });
         }
         if backend.serves(&language) {
@@ -108,7 +109,10 @@ impl BackendProvider for WasmProvider {
         })?;
         let fresh = Arc::new(discover(context));
         if !compiling && fresh.needs_compile(&language) {
-            progress(Progress::Compiling { language });
+            progress(Progress::Compiling {
+                language,
+                uncached: fresh.cache_problem(),
+            });
         }
         *self.made() = Some(fresh);
         Ok(Prepared::Remake)

@@ -33,6 +33,9 @@ pub(crate) struct Workspace {
 }
 
 fn io_error(path: &str, source: std::io::Error) -> Error {
+    if source.kind() == std::io::ErrorKind::NotFound {
+        return Error::NoSuchFile { path: path.into() };
+    }
     Error::Io {
         context: format!("sandbox file `{path}`"),
         source,

@@ -15,6 +15,51 @@ pub fn refused<'a>(what: &'a str, path: &'a str) -> impl FnOnce(Refused) -> Stri
     move |e| format!("cannot {what} `{path}`: {}", e.reason())
 }
 
+/// Why a read, a listing or a pack failed: the path names nothing, or another reason.
+/// The host answers the first as "not found", which a client acts on differently.
+#[derive(Debug)]
+pub enum Failure {
+    Missing(String),
+    Other(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Other(message)
+    }
+}
+
+impl Failure {
+    /// What it says.
+    #[cfg(test)]
+    pub fn message(&self) -> &str {
+        match self {
+            Failure::Missing(message) | Failure::Other(message) => message,
+        }
+    }
+
+    /// The reply that reports it.
+    pub fn reply(self) -> sandlot_agent::Reply {
+        match self {
+            Failure::Missing(message) => sandlot_agent::Reply::Missing(message),
+            Failure::Other(message) => sandlot_agent::Reply::Error(message),
+        }
+    }
+}
+
+/// [`refused`], telling a path that names nothing from other failures.
+fn failed<'a>(what: &'a str, path: &'a str) -> impl FnOnce(Refused) -> Failure + 'a {
+    move |e| {
+        let missing = e.is_missing();
+        let message = refused(what, path)(e);
+        if missing {
+            Failure::Missing(message)
+        } else {
+            Failure::Other(message)
+        }
+    }
+}
+
 /// Writes a file below the root; `mode`, when given (from an archive), is set even on
 /// a file that existed, which otherwise keeps its own.
 pub fn write_file(root: &Root, path: &str, data: &[u8], mode: Option<u32>) -> Result<(), String> {
@@ -34,8 +79,8 @@ pub fn write_file(root: &Root, path: &str, data: &[u8], mode: Option<u32>) -> Re
     Ok(())
 }
 
-pub fn read_file(root: &Root, path: &str, max: u64) -> Result<Vec<u8>, String> {
-    let file = root.read(path).map_err(refused("read", path))?;
+pub fn read_file(root: &Root, path: &str, max: u64) -> Result<Vec<u8>, Failure> {
+    let file = root.read(path).map_err(failed("read", path))?;
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot read `{path}`: {e}"))?;
@@ -43,14 +88,15 @@ pub fn read_file(root: &Root, path: &str, max: u64) -> Result<Vec<u8>, String> {
         return Err(format!(
             "`{path}` is {} bytes, more than the {max} allowed",
             meta.len()
-        ));
+        )
+        .into());
     }
     let mut data = Vec::with_capacity(meta.len() as usize);
     file.take(max + 1)
         .read_to_end(&mut data)
         .map_err(|e| format!("cannot read `{path}`: {e}"))?;
     if data.len() as u64 > max {
-        return Err(format!("`{path}` grew past the {max} bytes allowed"));
+        return Err(format!("`{path}` grew past the {max} bytes allowed").into());
     }
     Ok(data)
 }
@@ -70,8 +116,8 @@ fn entry(path: Vec<u8>, stat: &beneath::Stat) -> Entry {
     }
 }
 
-pub fn list(root: &Root, path: &str) -> Result<Vec<Entry>, String> {
-    let dir = root.dir(path).map_err(refused("list", path))?;
+pub fn list(root: &Root, path: &str) -> Result<Vec<Entry>, Failure> {
+    let dir = root.dir(path).map_err(failed("list", path))?;
     let found = beneath::entries(&dir).map_err(|e| format!("cannot list `{path}`: {e}"))?;
     Ok(found
         .iter()
@@ -174,7 +220,7 @@ pub fn clear(root: &Root, path: &str) -> Result<(), String> {
 /// A tar of `path` below the root (a file, or a directory's contents), with regular
 /// files and directories only: links are left out, never followed. Fails once the
 /// archive would pass `max` bytes.
-pub fn pack(root: &Root, path: &str, max: u64) -> Result<Vec<u8>, String> {
+pub fn pack(root: &Root, path: &str, max: u64) -> Result<Vec<u8>, Failure> {
     let fail = |e: io::Error| format!("cannot pack `{path}`: {e}");
     let mut tar = tar::Builder::new(Vec::new());
     let mut total = 0u64;
@@ -232,14 +278,14 @@ pub fn pack(root: &Root, path: &str, max: u64) -> Result<Vec<u8>, String> {
             }
         }
         Err(Refused::Io(e)) if e.raw_os_error() == Some(libc::ENOTDIR) => {
-            let file = root.read(path).map_err(refused("pack", path))?;
+            let file = root.read(path).map_err(failed("pack", path))?;
             let stat = beneath::stat(&file).map_err(fail)?;
             let name = Path::new(path).file_name().unwrap_or_default();
             add(&mut tar, name.as_bytes(), &stat, Some(file))?;
         }
-        Err(e) => return Err(refused("pack", path)(e)),
+        Err(e) => return Err(failed("pack", path)(e)),
     }
-    tar.into_inner().map_err(fail)
+    Ok(tar.into_inner().map_err(fail)?)
 }
 
 /// A name in the file system's bytes as a path, whatever the bytes.
@@ -344,13 +390,24 @@ mod tests {
         let root = Root::open(&dir).unwrap();
         assert!(read_file(&root, "output/passwd", 1 << 20)
             .unwrap_err()
+            .message()
             .contains("symbolic link"));
         assert!(read_file(&root, "etc/passwd", 1 << 20)
             .unwrap_err()
+            .message()
             .contains("symbolic link"));
         assert!(read_file(&root, "../etc/passwd", 1 << 20)
             .unwrap_err()
+            .message()
             .contains("inside the workspace"));
+        // What names nothing is told apart, so the host can answer "not found".
+        for missing in [
+            read_file(&root, "nothing.txt", 10).unwrap_err(),
+            list(&root, "no/dir").unwrap_err(),
+            pack(&root, "nothing", 10).unwrap_err(),
+        ] {
+            assert!(matches!(missing, Failure::Missing(_)), "{missing:?}");
+        }
         assert!(write_file(&root, "etc/evil", b"x", None).is_err());
         write_file(&root, "a/b/c.txt", b"hi", None).unwrap();
         assert_eq!(read_file(&root, "a/b/c.txt", 10).unwrap(), b"hi");
@@ -384,7 +441,10 @@ mod tests {
             .permissions();
         assert_eq!(mode.mode() & 0o777, 0o751);
         assert!(fs::symlink_metadata(dir.join("copy/etc")).is_err());
-        assert!(pack(&root, "a", 10).unwrap_err().contains("more than"));
+        assert!(pack(&root, "a", 10)
+            .unwrap_err()
+            .message()
+            .contains("more than"));
         // One file packs under its own name.
         let one = pack(&root, "a/b/c.txt", 1 << 20).unwrap();
         unpack(&root, "single", &one).unwrap();

@@ -35,7 +35,10 @@ use std::io::{self, Read, Write};
 /// with no check-then-open race.
 ///
 /// 5: [`Request::Freeze`] and [`Request::Thaw`], around installs that go online.
-pub const PROTOCOL_VERSION: u32 = 5;
+///
+/// 6: [`Reply::Missing`], so a read, a listing or a pack of a path that names nothing
+/// is told apart from every other failure.
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The environment variable that, set to `unconfined` in the agent's environment,
 /// turns off the system-call filter it installs on everything it runs (see the
@@ -201,6 +204,9 @@ pub enum Reply {
     Entries(Vec<Entry>),
     /// The request failed; the message says why.
     Error(String),
+    /// The request's path names nothing (no such file or directory); the message
+    /// says which.
+    Missing(String),
 }
 
 /// How a command ended.
@@ -606,6 +612,9 @@ impl Reply {
             Reply::Error(message) => Encoder::new(0x87)
                 .bytes(message.as_bytes())
                 .write_to(writer),
+            Reply::Missing(message) => Encoder::new(0x88)
+                .bytes(message.as_bytes())
+                .write_to(writer),
         }
     }
 
@@ -644,6 +653,7 @@ impl Reply {
                 Reply::Entries(entries)
             }
             0x87 => Reply::Error(d.string()?),
+            0x88 => Reply::Missing(d.string()?),
             _ => return Err(malformed("unknown reply")),
         };
         d.end()?;
@@ -745,6 +755,7 @@ mod tests {
             mtime_ns: 1,
         }]));
         round_trip_reply(Reply::Error("no".into()));
+        round_trip_reply(Reply::Missing("cannot read `x`: gone".into()));
     }
 
     #[test]

@@ -212,16 +212,16 @@ fn serve(
             Ok(Request::Write { path, data }) => files::write_file(&root, &path, &data, None)
                 .map_or_else(Reply::Error, |()| Reply::Done),
             Ok(Request::Read { path, max }) => {
-                files::read_file(&root, &path, max).map_or_else(Reply::Error, Reply::Data)
+                files::read_file(&root, &path, max).map_or_else(files::Failure::reply, Reply::Data)
             }
             Ok(Request::List { path }) => {
-                files::list(&root, &path).map_or_else(Reply::Error, Reply::Entries)
+                files::list(&root, &path).map_or_else(files::Failure::reply, Reply::Entries)
             }
             Ok(Request::Scan { path }) => {
                 files::scan(&root, &path).map_or_else(Reply::Error, Reply::Entries)
             }
             Ok(Request::Pack { path, max }) => {
-                files::pack(&root, &path, max).map_or_else(Reply::Error, Reply::Data)
+                files::pack(&root, &path, max).map_or_else(files::Failure::reply, Reply::Data)
             }
             Ok(Request::Unpack { path, data }) => {
                 files::unpack(&root, &path, &data).map_or_else(Reply::Error, |()| Reply::Done)

@@ -25,6 +25,11 @@ pub(super) struct CodeSource {
 }
 
 impl CodeSource {
+    /// Whether the code itself is read from standard input (`-`).
+    pub(super) fn reads_stdin(&self) -> bool {
+        self.code.is_none() && self.file.as_deref().is_some_and(|f| f.as_os_str() == "-")
+    }
+
     /// The code and the handler of its language.
     pub(super) fn load<'h>(
         &self,

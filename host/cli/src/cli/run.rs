@@ -29,6 +29,73 @@ pub(super) struct RunArgs {
     /// Say on stderr where the code ran, and why other backends were passed over.
     #[arg(short, long)]
     verbose: bool,
+    /// Give the program no standard input. Without it, a pipe or a file on sandlot's
+    /// standard input is read to its end and handed to the program (a terminal is
+    /// not: the program then reads an empty input).
+    #[arg(long)]
+    no_stdin: bool,
+}
+
+/// The most standard input a run is handed: it is held in memory, and sent whole.
+const MAX_STDIN: u64 = 64 << 20;
+
+/// What the program reads on its standard input: a pipe's or a file's contents, read
+/// to the end; nothing from a terminal or a device such as `/dev/null`.
+fn program_input() -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    let kind = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(|stdin| stdin.metadata())
+        .map(|m| m.file_type());
+    let Ok(kind) = kind else {
+        // No standard input at all (closed): nothing to pass.
+        return Ok(Vec::new());
+    };
+    if !(kind.is_file() || kind.is_fifo() || kind.is_socket()) {
+        return Ok(Vec::new());
+    }
+    let (sender, receiver) = channel();
+    std::thread::spawn(move || {
+        let mut input = Vec::new();
+        let read = std::io::stdin()
+            .lock()
+            .take(MAX_STDIN + 1)
+            .read_to_end(&mut input)
+            .map(|_| input);
+        let _ = sender.send(read);
+    });
+    // A caller may hold a pipe open and never write to it (a parent that spawned
+    // sandlot with a pipe it does not use): say what is awaited instead of hanging
+    // silently.
+    let read = match receiver.recv_timeout(Duration::from_secs(2)) {
+        Ok(read) => read,
+        Err(RecvTimeoutError::Timeout) => {
+            note!(
+                "sandlot: waiting for standard input to end (the program is handed all of \
+                 it); close it, or pass --no-stdin"
+            );
+            receiver
+                .recv()
+                .map_err(|_| anyhow::anyhow!("standard input could not be read"))?
+        }
+        Err(RecvTimeoutError::Disconnected) => {
+            return Err(anyhow::anyhow!("standard input could not be read"))
+        }
+    };
+    let input = read.map_err(|e| anyhow::anyhow!("cannot read standard input: {e}"))?;
+    if input.len() as u64 > MAX_STDIN {
+        return Err(exit::usage(format!(
+            "standard input is over {} MiB, the most a run is handed; pass the data as a \
+             file the code reads instead",
+            MAX_STDIN >> 20
+        )));
+    }
+    Ok(input)
 }
 
 /// Where and under which limits and policy code runs: what `run` and `repl` share.
@@ -53,6 +120,11 @@ pub(super) struct SandboxArgs {
     /// Memory cap in MiB.
     #[arg(long, default_value_t = 1024, value_name = "MIB")]
     pub(super) memory: usize,
+    /// Most output kept and shown of each of stdout and stderr (of each cell, in
+    /// `repl`): a number of bytes, or with `K`, `M` or `G` (1024-based). The rest is
+    /// dropped, and a program that writes on is stopped (exit status 141).
+    #[arg(long, default_value = "1M", value_name = "SIZE", value_parser = size)]
+    max_output: usize,
     /// The security policy: a preset (`strict`, `standard`, `permissive`) or a policy
     /// file (a preset and overrides, as `[policy]` in sandlot.toml). Default: the
     /// configuration's `[policy]`, else `standard`.
@@ -67,6 +139,10 @@ pub(super) struct SandboxArgs {
             .map(|name| BlockAt::named(&name).expect("one of the possible values")),
     )]
     block_at: Option<BlockAt>,
+    /// Run the code without reading it first: no static analysis, so no findings
+    /// and nothing refused for them (the policy's `analyze = false`).
+    #[arg(long, conflicts_with = "block_at")]
+    no_analysis: bool,
     /// When a container may reach the network (overrides the policy's; the standard
     /// policy's is `install`).
     #[arg(
@@ -112,12 +188,16 @@ impl SandboxArgs {
         request.libraries = self.libraries.clone();
         request.limits.timeout = Duration::from_secs_f64(self.timeout);
         request.limits.memory = self.memory.saturating_mul(1 << 20);
+        request.limits.max_output = self.max_output;
         let mut policy = match &self.policy {
             Some(value) => Policy::from_preset_or_file(value)?,
             None => configured.unwrap_or_default(),
         };
         if let Some(block_at) = self.block_at {
             policy.block_at = block_at.severity();
+        }
+        if self.no_analysis {
+            policy.analyze = false;
         }
         if let Some(network) = self.network {
             policy.network = network;
@@ -142,6 +222,41 @@ impl SandboxArgs {
         request.secrets = secrets_from_environment(&self.secrets)?;
         Ok(request)
     }
+}
+
+/// The most `--max-output` takes: every byte kept is held in memory until the run ends.
+const MAX_OUTPUT_CEILING: usize = 1 << 30;
+
+/// A size as `--max-output` takes it: bytes, or a number with `K`, `M` or `G`.
+fn size(text: &str) -> std::result::Result<usize, String> {
+    let (digits, unit) = match text.char_indices().last() {
+        Some((at, unit @ ('K' | 'M' | 'G' | 'k' | 'm' | 'g'))) => (&text[..at], Some(unit)),
+        _ => (text, None),
+    };
+    let shift = match unit.map(|u| u.to_ascii_uppercase()) {
+        Some('K') => 10,
+        Some('M') => 20,
+        Some('G') => 30,
+        _ => 0,
+    };
+    let bytes = digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| {
+            format!("`{text}` is not a size: write bytes, or a number with K, M or G")
+        })?;
+    if bytes == 0 {
+        return Err("0 would keep no output at all; give at least 1 byte".into());
+    }
+    if bytes > MAX_OUTPUT_CEILING {
+        return Err(
+            "at most 1G: output is held in memory until the run ends (write to a \
+                    file in the workspace and keep it with --out for more)"
+                .into(),
+        );
+    }
+    Ok(bytes)
 }
 
 /// The secrets `--secret NAME` names, their values read from this environment so
@@ -187,6 +302,11 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let (code, handler) = args.source.load(service.sandlot().plugins())?;
     let configured = service.sandlot().config().policy.clone();
     let request = args.sandbox.request(&handler.info().id, configured)?;
+    let stdin = if args.no_stdin || args.source.reads_stdin() {
+        Vec::new()
+    } else {
+        program_input()?
+    };
     let mut session = service.open(&request, |step| note!("sandlot: {step}"))?;
     if args.verbose {
         for (backend, why) in session.passed_over() {
@@ -206,11 +326,12 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
         }
     }
     // Output streams as it is written, unless it all goes into one document.
-    let options = if args.json {
+    let mut options = if args.json {
         RunOptions::default()
     } else {
         streaming()
     };
+    options.stdin = stdin;
     let execution = session.run_with(&code, options)?;
     if let Some(dir) = &args.out {
         write_artifacts(&execution, dir)?;
@@ -235,10 +356,10 @@ pub(super) fn notes(execution: &Execution, memory_mib: usize, kept: bool) {
     for note in [
         execution
             .stdout_truncated
-            .then_some("stdout was cut at the output limit"),
+            .then_some("stdout was cut at the output limit (--max-output raises it)"),
         execution
             .stderr_truncated
-            .then_some("stderr was cut at the output limit"),
+            .then_some("stderr was cut at the output limit (--max-output raises it)"),
         execution
             .artifacts_truncated
             .then_some("some files were left out by the artifact limits"),
@@ -289,5 +410,23 @@ pub(super) fn notes(execution: &Execution, memory_mib: usize, kept: bool) {
             "sandlot: made {} (use --out DIR to keep them)",
             names.join(", ")
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size;
+
+    #[test]
+    fn sizes_read_as_bytes_or_with_a_binary_unit_and_out_of_range_is_refused() {
+        assert_eq!(size("4096"), Ok(4096));
+        assert_eq!(size("64K"), Ok(64 << 10));
+        assert_eq!(size("100m"), Ok(100 << 20));
+        assert_eq!(size("1G"), Ok(1 << 30));
+        for bad in ["", "M", "1.5M", "-1", "10T", "ten"] {
+            assert!(size(bad).unwrap_err().contains("not a size"), "{bad}");
+        }
+        assert!(size("0").unwrap_err().contains("at least 1 byte"));
+        assert!(size("2G").unwrap_err().contains("at most 1G"));
     }
 }

@@ -49,7 +49,11 @@ fn install(global: &Global, language: &str) -> Result<ExitCode> {
     note!("sandlot: installed in {}", installed.display());
     let backend = backend(&dirs)?;
     if backend.needs_compile(language) {
-        note!("sandlot: compiling the runtime once (CPython takes about 90 s on 2 cores)");
+        let compiling = sandlot::provider::Progress::Compiling {
+            language: language.to_string(),
+            uncached: backend.cache_problem(),
+        };
+        note!("sandlot: {compiling}");
         let started = std::time::Instant::now();
         backend.precompile(language)?;
         note!(

@@ -68,10 +68,7 @@ pub struct MemoryFiles {
 }
 
 fn missing(path: &str) -> Error {
-    Error::InvalidPath {
-        path: path.into(),
-        reason: "no such file".into(),
-    }
+    Error::NoSuchFile { path: path.into() }
 }
 
 fn under(path: &str) -> PathBuf {

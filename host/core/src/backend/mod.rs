@@ -63,7 +63,7 @@ pub mod pool;
 
 use crate::error::{Error, Result};
 use crate::language::{KernelSpec, Plan};
-use crate::policy::{Policy, PolicyField};
+use crate::policy::{Network, Policy, PolicyField};
 use serde::Serialize;
 use std::borrow::Cow;
 use std::fmt;
@@ -169,6 +169,9 @@ pub struct Needs<'a> {
     /// [`Capability::Kernels`] then keeps state across runs
     /// ([`Capability::PersistentState`]).
     pub kernel: bool,
+    /// What the policy lets the code reach: a backend that has no network to give
+    /// cannot serve `on` or `allow-list`, whatever else it can do.
+    pub network: Network,
 }
 
 impl<'a> Needs<'a> {
@@ -202,6 +205,17 @@ impl<'a> Needs<'a> {
     /// kernel.
     pub fn with_kernel(self, kernel: bool) -> Needs<'a> {
         Needs { kernel, ..self }
+    }
+
+    /// The same needs, under a policy whose network is `network`.
+    pub fn with_network(self, network: Network) -> Needs<'a> {
+        Needs { network, ..self }
+    }
+
+    /// Whether the code itself may reach the network (`on`, `allow-list`); installs
+    /// alone (`install-only`) are a backend's business, not the code's.
+    pub fn code_reaches_network(&self) -> bool {
+        matches!(self.network, Network::On | Network::AllowList)
     }
 }
 

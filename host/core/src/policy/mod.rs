@@ -120,6 +120,11 @@ pub enum Seccomp {
 /// whatever the policy says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Policy {
+    /// Read the code with its language's static analysis before it runs. Off, the
+    /// handler is never called: no findings, nothing blocks on
+    /// [`Policy::block_at`], [`Policy::restricted`] goes unchecked, and code of any
+    /// size costs nothing to check. For code you trust, or gated elsewhere.
+    pub analyze: bool,
     /// Refuse code with a finding at or above this severity; `None` only reports
     /// findings (they are in every [`Execution`](crate::Execution)).
     pub block_at: Option<Severity>,
@@ -212,6 +217,7 @@ impl Policy {
             (Some(mine), Some(theirs)) => mine > theirs,
         };
         let checks = [
+            (PolicyField::Analyze, base.analyze && !self.analyze),
             (PolicyField::BlockAt, blocks_less),
             (
                 PolicyField::Restricted,
@@ -264,6 +270,7 @@ impl Default for Policy {
     /// capabilities, no new privileges, 256 processes, one CPU, a 1 GiB workspace.
     fn default() -> Self {
         Policy {
+            analyze: true,
             block_at: Some(Severity::Critical),
             report_at: Severity::Info,
             restricted: Restrictions::none(),
@@ -301,6 +308,8 @@ pub enum Gate {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum PolicyField {
+    /// [`Policy::analyze`].
+    Analyze,
     /// [`Policy::block_at`].
     BlockAt,
     /// [`Policy::restricted`].
@@ -329,7 +338,8 @@ pub enum PolicyField {
 
 impl PolicyField {
     /// Every field, in declaration order.
-    pub const ALL: [PolicyField; 12] = [
+    pub const ALL: [PolicyField; 13] = [
+        PolicyField::Analyze,
         PolicyField::BlockAt,
         PolicyField::Restricted,
         PolicyField::Network,
@@ -359,6 +369,7 @@ impl PolicyField {
 impl std::fmt::Display for PolicyField {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            PolicyField::Analyze => "analyze",
             PolicyField::BlockAt => "block_at",
             PolicyField::Restricted => "restricted",
             PolicyField::Network => "network",
@@ -389,7 +400,7 @@ pub enum Preset {
     /// For code you trust: the network always on, a writable root filesystem,
     /// findings only reported, 1,024 processes, two CPUs, a 4 GiB workspace. The
     /// sandbox still drops capabilities, forbids new privileges and filters system
-    /// calls.
+    /// calls. The wasm backend, which has no network to give, cannot serve it.
     Permissive,
 }
 
@@ -495,6 +506,7 @@ impl BlockAt {
 #[serde(deny_unknown_fields)]
 pub(crate) struct PolicySettings {
     preset: Option<Preset>,
+    analyze: Option<bool>,
     block_at: Option<BlockAt>,
     report_at: Option<Severity>,
     restricted: Option<Restrictions>,
@@ -516,6 +528,7 @@ impl PolicySettings {
     pub(crate) fn policy(&self) -> std::result::Result<Policy, String> {
         let base = self.preset.unwrap_or(Preset::Standard).policy();
         let policy = Policy {
+            analyze: self.analyze.unwrap_or(base.analyze),
             block_at: self.block_at.map_or(base.block_at, BlockAt::severity),
             report_at: self.report_at.unwrap_or(base.report_at),
             restricted: self.restricted.clone().unwrap_or(base.restricted),
@@ -531,6 +544,17 @@ impl PolicySettings {
             workdir_size: self.workdir_size.unwrap_or(base.workdir_size),
             seccomp: self.seccomp.unwrap_or(base.seccomp),
         };
+        // A threshold written beside `analyze = false` would read as a gate that is
+        // not there.
+        if let (false, Some(block_at)) = (policy.analyze, self.block_at) {
+            if block_at != BlockAt::Never {
+                return Err(format!(
+                    "analyze = false runs no analysis, so block_at = \"{}\" would never \
+                     block; drop block_at, or analyze = false",
+                    BlockAt::NAMES[block_at as usize]
+                ));
+            }
+        }
         if let Some(block_at) = policy.block_at.filter(|b| *b < policy.report_at) {
             return Err(format!(
                 "report_at ({}) is above block_at ({}): findings that block must be reported",
@@ -652,6 +676,24 @@ mod tests {
                 PolicyField::CpuMillis,
                 PolicyField::WorkdirSize
             ]
+        );
+    }
+
+    #[test]
+    fn analysis_can_be_turned_off_and_that_is_looser_than_any_gate() {
+        let off = Policy::from_toml("analyze = false\n", "p.toml".as_ref()).unwrap();
+        assert!(!off.analyze);
+        assert_eq!(off.looser_than(&Policy::default()), [PolicyField::Analyze]);
+        assert!(Policy::default().looser_than(&off).is_empty());
+        // `never` says the same as analyze = false does about blocking.
+        let never = Policy::from_toml("analyze = false\nblock_at = \"never\"\n", "p.toml".as_ref());
+        assert!(never.is_ok(), "{never:?}");
+        let err = Policy::from_toml("analyze = false\nblock_at = \"high\"\n", "p.toml".as_ref())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("analyze = false") && err.contains("block_at = \"high\""),
+            "{err}"
         );
     }
 

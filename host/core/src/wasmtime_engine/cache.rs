@@ -44,6 +44,35 @@ impl ComponentCache {
         }
     }
 
+    /// Where it keeps compiled artifacts; `None` when it keeps none.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// Why what is compiled now will be compiled again by the next process, said so
+    /// that a caller can tell the user once instead of promising "once": there is no
+    /// cache directory, or it cannot be made or written. `None` when it can.
+    pub fn unwritable(&self) -> Option<String> {
+        let Some(dir) = &self.dir else {
+            return Some("there is no cache (--no-cache, or no directory for one)".into());
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let probe = dir.join(format!(".probe-{}-{nanos}", std::process::id()));
+        match std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&probe, b"")) {
+            Ok(()) => {
+                let _ = std::fs::remove_file(&probe);
+                None
+            }
+            Err(e) => Some(format!(
+                "the cache {} cannot be written ({e})",
+                dir.display()
+            )),
+        }
+    }
+
     /// The compiled form of `wasm`, from the cache or freshly compiled.
     ///
     /// A cache that cannot be read or written is never an error: the component is
@@ -448,6 +477,27 @@ mod tests {
         assert_eq!(outcome, CacheOutcome::Compiled);
         let (_, outcome) = cache.load(engine, &component(), &plugin()).unwrap();
         assert_eq!(outcome, CacheOutcome::Hit);
+    }
+
+    #[test]
+    fn an_unwritable_cache_says_so_and_a_writable_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ComponentCache::new(Some(dir.path().join("made")));
+        assert_eq!(cache.unwritable(), None);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("made")).unwrap().count(),
+            0
+        );
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, b"").unwrap();
+        let blocked = ComponentCache::new(Some(file.join("cache")))
+            .unwritable()
+            .unwrap();
+        assert!(blocked.contains("cannot be written"), "{blocked}");
+        assert!(ComponentCache::new(None)
+            .unwritable()
+            .unwrap()
+            .contains("no cache"));
     }
 
     #[test]

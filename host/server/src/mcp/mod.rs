@@ -78,6 +78,7 @@ fn answer(value: serde_json::Value) -> CallToolResult {
 
 /// Arguments of `execute_code`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct ExecuteCode {
     /// Language id or alias: python, javascript, typescript, bash, java, cpp, go, r,
     /// ruby (`list_languages` has the full list).
@@ -98,6 +99,7 @@ struct ExecuteCode {
 
 /// Arguments of `open_session`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct OpenSession {
     /// Language id or alias, as for `execute_code`.
     language: String,
@@ -118,6 +120,7 @@ struct OpenSession {
 
 /// Arguments of `run_in_session`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct RunInSession {
     /// The id `open_session` returned.
     session_id: String,
@@ -130,6 +133,7 @@ struct RunInSession {
 
 /// Arguments naming a session.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct SessionRef {
     /// The id `open_session` returned.
     session_id: String,
@@ -137,6 +141,7 @@ struct SessionRef {
 
 /// Arguments of `upload_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct UploadFile {
     /// The id `open_session` returned.
     session_id: String,
@@ -150,6 +155,7 @@ struct UploadFile {
 
 /// Arguments of `download_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct DownloadFile {
     /// The id `open_session` returned.
     session_id: String,
@@ -159,6 +165,7 @@ struct DownloadFile {
 
 /// Arguments of `run_shell`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct RunShell {
     /// The id `open_session` returned.
     session_id: String,
@@ -168,6 +175,7 @@ struct RunShell {
 
 /// Arguments of `language_details`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct LanguageRef {
     /// Language id or alias.
     language: String,
@@ -346,8 +354,10 @@ impl McpServer {
     }
 
     #[tool(
-        description = "List the languages sandlot runs (ids, aliases, whether each can install \
-        libraries, capture plots and keep state between runs) and the backends of this server."
+        description = "List the languages this server can run now (ids, aliases, whether each \
+        can install libraries, capture plots and keep state between runs, and the backends \
+        that run it), the backends that answer, and in `unavailable` why the others cannot \
+        run now."
     )]
     async fn list_languages(&self) -> CallToolResult {
         match self.languages_json().await {

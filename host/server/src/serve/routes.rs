@@ -4,7 +4,7 @@ use super::requests::{RunOnce, SessionRun, Shell};
 use super::Token;
 use crate::manager::{seconds, Ask, ClientId, SessionId, SessionManager};
 use axum::body::Bytes;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{BytesRejection, JsonRejection};
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
@@ -49,10 +49,13 @@ pub(super) fn router(manager: SessionManager, tokens: Vec<Token>, max_body: usiz
     let tokenless = api.tokens.is_empty();
     let router = Router::new()
         .route("/", get(playground))
+        .route("/playground.js", get(playground_script))
+        .route("/playground.css", get(playground_style))
         .route("/health", get(health))
         .route("/openapi.json", get(openapi))
         .merge(protected)
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body));
     // Without tokens the loopback address is the only guard, and a web page the user
     // visits can reach it too: by DNS rebinding (a name of the attacker's that now
@@ -174,9 +177,14 @@ fn status_of(error: &Error) -> StatusCode {
     match error.kind() {
         ErrorKind::Blocked | ErrorKind::Unsupported => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
-        // The session is the URL's resource; a language or backend is a field of
-        // the body, which names something this server does not have.
-        ErrorKind::NotFound if matches!(error, Error::NoSuchSession { .. }) => {
+        // The session and its files are the URL's resources; a language or backend
+        // is a field of the body, which names something this server does not have.
+        ErrorKind::NotFound
+            if matches!(
+                error,
+                Error::NoSuchSession { .. } | Error::NoSuchFile { .. }
+            ) =>
+        {
             StatusCode::NOT_FOUND
         }
         ErrorKind::NotFound => StatusCode::UNPROCESSABLE_ENTITY,
@@ -291,17 +299,39 @@ async fn playground() -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            // Only this page's own script and style, images from data: URLs (plots),
-            // requests to this server.
-            (
-                header::CONTENT_SECURITY_POLICY,
-                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-                 img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
-                 frame-ancestors 'none'",
-            ),
+            (header::CONTENT_SECURITY_POLICY, PLAYGROUND_CSP),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         ],
         include_str!("playground.html"),
+    )
+        .into_response()
+}
+
+/// Only the page's own script and style files (nothing inline, so markup that ever
+/// got into the page could not run), images from data: URLs (plots), requests to
+/// this server.
+const PLAYGROUND_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+                              img-src data:; connect-src 'self'; base-uri 'none'; \
+                              form-action 'none'; frame-ancestors 'none'";
+
+async fn playground_script() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        include_str!("playground.js"),
+    )
+        .into_response()
+}
+
+async fn playground_style() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        include_str!("playground.css"),
     )
         .into_response()
 }
@@ -320,6 +350,14 @@ async fn not_found() -> ApiError {
         StatusCode::NOT_FOUND,
         "no_route",
         "no such route; the API is under /v1 (see docs/servers.md, or GET /openapi.json)",
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "no_route",
+        "this route does not take that method (see docs/servers.md, or GET /openapi.json)",
     )
 }
 
@@ -530,8 +568,10 @@ async fn upload(
     State(api): State<Api>,
     Extension(client): Extension<ClientId>,
     Path((id, path)): Path<(String, String)>,
-    contents: Bytes,
+    contents: Result<Bytes, BytesRejection>,
 ) -> Answer<Json<Value>> {
+    let contents =
+        contents.map_err(|e| ApiError::new(e.status(), "invalid_input", e.body_text()))?;
     let manager = api.manager.clone();
     let id = SessionId::from(id);
     let size = contents.len();
@@ -557,6 +597,33 @@ async fn download(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The error table of docs/servers.md names every kind in the row of the status it
+    /// answers with (`tests/serve.rs` provokes the rows over HTTP).
+    #[test]
+    fn the_documented_error_table_is_this_mapping() {
+        let docs = include_str!("../../../../docs/servers.md");
+        let row = |status: StatusCode| {
+            docs.lines()
+                .find(|line| line.starts_with(&format!("| {} |", status.as_u16())))
+                .unwrap_or_else(|| panic!("no row for {status} in docs/servers.md"))
+        };
+        for &kind in ErrorKind::ALL {
+            let error = Error::Masked {
+                message: String::new(),
+                kind,
+            };
+            let status = status_of(&error);
+            assert!(
+                row(status).contains(&format!("`{kind}`")),
+                "the row of {status} does not name {kind}: {}",
+                row(status)
+            );
+        }
+        let missing = Error::NoSuchFile { path: "x".into() };
+        assert_eq!(status_of(&missing), StatusCode::NOT_FOUND);
+        assert!(row(StatusCode::NOT_FOUND).contains("`not_found`"));
+    }
 
     #[test]
     fn only_this_machines_names_pass_without_tokens() {
