@@ -243,7 +243,13 @@ type Answer<T> = Result<T, ApiError>;
 fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Answer<T> {
     parsed
         .map(|Json(value)| value)
-        .map_err(|e| ApiError::new(e.status(), "invalid_input", e.body_text()))
+        .map_err(|e| unreadable(e.status(), e.body_text()))
+}
+
+/// A request body axum could not take (malformed, too large, the wrong type), in the
+/// API's one error shape.
+fn unreadable(status: StatusCode, text: String) -> ApiError {
+    ApiError::new(status, "invalid_input", text)
 }
 
 /// Runs blocking manager work on tokio's blocking pool.
@@ -315,23 +321,24 @@ const PLAYGROUND_CSP: &str = "default-src 'none'; script-src 'self'; style-src '
                               form-action 'none'; frame-ancestors 'none'";
 
 async fn playground_script() -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
+    asset(
+        "text/javascript; charset=utf-8",
         include_str!("playground.js"),
     )
-        .into_response()
 }
 
 async fn playground_style() -> Response {
+    asset("text/css; charset=utf-8", include_str!("playground.css"))
+}
+
+/// One of the playground's own files, as `content_type` and nothing else.
+fn asset(content_type: &'static str, body: &'static str) -> Response {
     (
         [
-            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CONTENT_TYPE, content_type),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         ],
-        include_str!("playground.css"),
+        body,
     )
         .into_response()
 }
@@ -570,8 +577,7 @@ async fn upload(
     Path((id, path)): Path<(String, String)>,
     contents: Result<Bytes, BytesRejection>,
 ) -> Answer<Json<Value>> {
-    let contents =
-        contents.map_err(|e| ApiError::new(e.status(), "invalid_input", e.body_text()))?;
+    let contents = contents.map_err(|e| unreadable(e.status(), e.body_text()))?;
     let manager = api.manager.clone();
     let id = SessionId::from(id);
     let size = contents.len();
