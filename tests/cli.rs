@@ -459,6 +459,47 @@ fn run_prints_the_programs_output() {
     assert_eq!((output.status.code(), stdout.as_str()), (Some(0), "hi\n"));
 }
 
+/// `sandlot run FILE -- ARGS` runs the file as `python3 FILE ARGS` or `node FILE ARGS`
+/// would, on wasm and on Docker: the arguments are in its argv, and nothing is printed
+/// but what it prints (not the value of its last line, as a notebook cell would show).
+#[test]
+fn run_hands_the_program_its_arguments_and_prints_only_what_it_prints() {
+    let home = tempfile::tempdir().unwrap();
+    let python = home.path().join("args.py");
+    std::fs::write(
+        &python,
+        "import sys\nprint(sys.argv[1:])\nsys.stdout.write('done\\n')\n",
+    )
+    .unwrap();
+    let javascript = home.path().join("args.js");
+    std::fs::write(
+        &javascript,
+        "const a = [1, 2, 3];\nconsole.log(process.argv.slice(2).join('|'));\na.push(4)\n",
+    )
+    .unwrap();
+    let (python, javascript) = (python.to_str().unwrap(), javascript.to_str().unwrap());
+    for backend in ["wasm", "docker"] {
+        let (output, stdout, stderr) = run(&mut sandlot_run(
+            home.path(),
+            &["--backend", backend, python, "--", "a", "b c", "-v"],
+        ));
+        assert_eq!(
+            (output.status.code(), stdout.as_str()),
+            (Some(0), "['a', 'b c', '-v']\ndone\n"),
+            "python on {backend}: {stderr}"
+        );
+        let (output, stdout, stderr) = run(&mut sandlot_run(
+            home.path(),
+            &["--backend", backend, javascript, "--", "x", "y z"],
+        ));
+        assert_eq!(
+            (output.status.code(), stdout.as_str()),
+            (Some(0), "x|y z\n"),
+            "javascript on {backend}: {stderr}"
+        );
+    }
+}
+
 /// What is piped or redirected into `sandlot run` is the program's standard input, as
 /// with `python3 FILE` (unless `--no-stdin`); `--max-output` moves the output cap.
 #[test]

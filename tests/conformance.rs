@@ -594,6 +594,61 @@ fn state_lives_across_runs(backend: &str) {
     assert_eq!(after.stdout_text(), "40 82\n", "{}", after.stderr_text());
 }
 
+/// A one-shot run is a program: it prints what `python3 main.py ARGS` prints, not the
+/// value of its last line, and finds its arguments in `sys.argv`. A session's runs are
+/// cells, which show that value where the session keeps state; a kernel's cell has no
+/// command line, so arguments there are refused, with the way out named.
+fn a_one_shot_run_is_a_program(backend: &str) {
+    let mut builder = sandlot().session("python");
+    builder.backend(backend).one_shot(true);
+    let mut program = builder
+        .open()
+        .unwrap_or_else(|e| panic!("cannot open a one-shot python session on {backend}: {e}"));
+    let with_args = |args: &[&str]| RunOptions {
+        args: args.iter().map(|a| a.to_string()).collect(),
+        ..RunOptions::default()
+    };
+    let code = "import sys\nprint(sys.argv)\nsys.stdout.write('done\\n')";
+    let ran = program
+        .run_with(code, with_args(&["a", "b c", "--flag", "ü"]))
+        .unwrap();
+    assert_eq!(
+        ran.stdout_text(),
+        "['main.py', 'a', 'b c', '--flag', 'ü']\ndone\n",
+        "{}",
+        ran.stderr_text()
+    );
+    // The next run without arguments has none; its last value is not shown either.
+    let ran = program.run("import sys\nlen(sys.argv)").unwrap();
+    assert_eq!((ran.stdout_text(), ran.exit_code), ("".into(), 0));
+    let ran = program.run("import sys\nprint(sys.argv[1:])").unwrap();
+    assert_eq!(ran.stdout_text(), "[]\n", "{}", ran.stderr_text());
+    // Tracebacks keep the program's own line numbers.
+    let failed = program.run("x = 1\n\nraise ValueError('no')").unwrap();
+    assert_eq!(failed.exit_code, 1);
+    assert!(
+        failed.stderr_text().contains("line 3"),
+        "{}",
+        failed.stderr_text()
+    );
+    drop(program);
+
+    let mut session = open(backend);
+    if !session.capabilities().has(Capability::PersistentState) {
+        return;
+    }
+    let cell = session.run("x = 40\nx + 2").unwrap();
+    assert_eq!(cell.stdout_text(), "42\n", "{}", cell.stderr_text());
+    let asked = session.run_with("print(1)", with_args(&["a"]));
+    if session.capabilities().has(Capability::Kernels) {
+        let error = asked.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+        assert!(error.to_string().contains("one_shot(true)"), "{error}");
+    } else {
+        assert_eq!(asked.unwrap().stdout_text(), "1\n");
+    }
+}
+
 /// A run past its limit is interrupted where the backend can interrupt it, and the
 /// session keeps its state; where it cannot, the session says it restarted.
 fn a_timeout_keeps_the_state_where_it_can(backend: &str) {
@@ -1131,6 +1186,7 @@ macro_rules! conformance {
             #[test] fn working_directory_travels_with_the_run() { super::working_directory_travels_with_the_run($backend) }
             #[test] fn capabilities_are_what_they_say() { super::capabilities_are_what_they_say($backend) }
             #[test] fn state_lives_across_runs() { super::state_lives_across_runs($backend) }
+            #[test] fn a_one_shot_run_is_a_program() { super::a_one_shot_run_is_a_program($backend) }
             #[test] fn a_timeout_keeps_the_state_where_it_can() { super::a_timeout_keeps_the_state_where_it_can($backend) }
             #[test] fn libraries_stay_installed() { super::libraries_stay_installed($backend) }
             #[test] fn plots_come_back_once() { super::plots_come_back_once($backend) }

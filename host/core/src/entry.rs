@@ -801,6 +801,7 @@ impl SessionBuilder {
                 secrets: Secrets::new(self.request.secrets.clone()),
                 libraries: self.request.libraries.clone(),
                 kernel: kernel.is_some(),
+                one_shot: self.request.one_shot,
                 earlier_output: self.request.earlier_output,
                 preinstalled,
             },

@@ -21,7 +21,7 @@
 
 use crate::artifact::{Artifact, ArtifactLimits, Collected, EarlierOutput, Snapshot};
 use crate::backend::{
-    Backend, BackendName, Capabilities, Capability, Needs, Outcome, RunRequest, Sandbox,
+    Backend, BackendName, Capabilities, Capability, LastValue, Needs, Outcome, RunRequest, Sandbox,
     SessionState, Sink, Workload,
 };
 use crate::error::{Error, Result};
@@ -116,6 +116,12 @@ pub struct RunOptions {
     pub workdir: Option<String>,
     /// Standard input.
     pub stdin: Vec<u8>,
+    /// The program's arguments, after its own name (`sys.argv[1:]`,
+    /// `process.argv.slice(2)`), as `python3 main.py ARGS` would get them. Only a
+    /// one-shot session ([`SessionBuilder::one_shot`](crate::SessionBuilder::one_shot))
+    /// runs its code as a program; a kernel's cell has no command line, and asking
+    /// for arguments there is [`Error::InvalidRequest`].
+    pub args: Vec<String>,
     /// Sees stdout as it is written, up to the output cap.
     pub on_stdout: Option<Sink>,
     /// Sees stderr as it is written, up to the output cap.
@@ -131,6 +137,8 @@ pub(crate) struct Settings {
     pub(crate) libraries: Vec<String>,
     /// Whether the sandbox was opened with the language's kernel.
     pub(crate) kernel: bool,
+    /// Whether each run is a program on its own rather than a cell.
+    pub(crate) one_shot: bool,
     /// What happens to the output directory's files before each run.
     pub(crate) earlier_output: EarlierOutput,
     /// Libraries the sandbox came with (a pool installed them while warming).
@@ -160,6 +168,9 @@ pub struct Session {
     libraries: Vec<String>,
     /// Whether the sandbox runs code in the language's kernel.
     kernel: bool,
+    /// Whether each run is a program on its own (its last value not shown), rather
+    /// than a cell.
+    one_shot: bool,
     /// What happens to the output directory's files before each run.
     earlier_output: EarlierOutput,
     /// Whether the handler's plot prelude runs in the sandbox's interpreter now.
@@ -200,6 +211,7 @@ impl Session {
             secrets,
             libraries,
             kernel,
+            one_shot,
             earlier_output,
             preinstalled,
         } = settings;
@@ -220,6 +232,7 @@ impl Session {
             secrets,
             libraries,
             kernel,
+            one_shot,
             earlier_output,
             plot_capture: false,
             plot_flush: None,
@@ -291,6 +304,17 @@ impl Session {
 
     fn run_unmasked(&mut self, code: &str, options: RunOptions) -> Result<Execution> {
         self.sandbox()?;
+        if self.kernel && !options.args.is_empty() {
+            return Err(Error::InvalidRequest {
+                reason: format!(
+                    "program arguments ({}) need a one-shot session: this session runs \
+                     cells in the {} kernel, which have no command line; open it with \
+                     one_shot(true) (`sandlot run`, `/v1/run` and `execute_code` do)",
+                    options.args.join(" "),
+                    self.language()
+                ),
+            });
+        }
         let mut findings = if self.policy.analyze {
             self.handler.analyze(code, &self.restricted)?
         } else {
@@ -347,7 +371,7 @@ impl Session {
                     workdir,
                     output_dir: Layout.output_dir(),
                     capture_plots: may_plot,
-                    args: Vec::new(),
+                    args: options.args.clone(),
                 },
             )?)
         } else {
@@ -496,6 +520,10 @@ impl Session {
         let (on_stdout, stdout_flush) = masked(options.on_stdout);
         let (on_stderr, stderr_flush) = masked(options.on_stderr);
         let secret_names = self.secrets.names();
+        let last_value = match self.one_shot {
+            true => LastValue::Hidden,
+            false => LastValue::Shown,
+        };
         let sandbox = self.sandbox()?;
         let started = Instant::now();
         let outcome = sandbox.run(RunRequest {
@@ -508,6 +536,11 @@ impl Session {
             max_output: options.max_output.unwrap_or(limits.max_output),
             on_stdout,
             on_stderr,
+            last_value,
+            args: match interpreted {
+                true => &options.args,
+                false => &[],
+            },
         });
         if let Ok(outcome) = &outcome {
             if let Some(flush) = stdout_flush {

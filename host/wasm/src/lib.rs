@@ -18,6 +18,7 @@ mod component;
 mod input;
 pub mod module;
 mod preview1;
+mod program;
 mod quota;
 mod workspace;
 
@@ -43,8 +44,8 @@ use input::Feed;
 use module::Protocol;
 use sandlot_core::backend::{
     check_capabilities, owner, Backend, BackendName, Capabilities, Capability, Check, EndReason,
-    Needs, Outcome, RunRequest, Sandbox, SandboxFiles, SandboxSpec, SessionState, Unsuitable,
-    Workload,
+    LastValue, Needs, Outcome, RunRequest, Sandbox, SandboxFiles, SandboxSpec, SessionState,
+    Unsuitable, Workload,
 };
 use sandlot_core::error::{Error, Result};
 use sandlot_core::layout::Layout;
@@ -152,6 +153,13 @@ trait Interpreter: Send {
     /// Changes the working directory through the runtime's own export; `None` when it
     /// has none (the host then uses the manifest's `set_cwd` code, if any).
     fn set_cwd(&mut self, _path: &str) -> Option<std::result::Result<(), String>> {
+        None
+    }
+
+    /// Hands the next runs' program `args` on its command line, where the runtime has
+    /// one (a command module); `None` when it has none (the host then uses the
+    /// runtime's [`program::ProgramForm`], if sandlot knows one).
+    fn set_args(&mut self, _args: &[String]) -> Option<std::result::Result<(), String>> {
         None
     }
 }
@@ -463,6 +471,7 @@ impl Backend for WasmBackend {
         let interpreter = start(&stdio, &[])?;
         Ok(Box::new(WasmSandbox {
             name: format!("wasm-{}", owner::sandbox_id()),
+            form: program::form(&id),
             runtime: id,
             one_shot,
             templates,
@@ -472,6 +481,7 @@ impl Backend for WasmBackend {
             start,
             env: Vec::new(),
             cwd: String::new(),
+            args: Vec::new(),
         }))
     }
 }
@@ -494,6 +504,8 @@ struct WasmSandbox {
     runtime: String,
     /// A fresh instance per run (a `command` module): nothing persists.
     one_shot: bool,
+    /// How the runtime runs code as a program, where sandlot knows.
+    form: Option<&'static program::ProgramForm>,
     templates: Templates,
     workspace: Workspace,
     stdio: Stdio,
@@ -503,6 +515,8 @@ struct WasmSandbox {
     env: Vec<(String, String)>,
     /// The working directory a run last asked for, relative to the workspace.
     cwd: String,
+    /// The program arguments the interpreter has now (empty: its own argv).
+    args: Vec<String>,
 }
 
 impl WasmSandbox {
@@ -522,6 +536,7 @@ impl WasmSandbox {
             // A fresh instance per run: it simply starts with this environment.
             self.interpreter = Some((self.start)(&self.stdio, env)?);
             self.env = env.to_vec();
+            self.args.clear();
             return Ok(());
         }
         let native = self.interpreter.as_mut().and_then(|i| i.set_env(env));
@@ -589,6 +604,35 @@ impl WasmSandbox {
         Ok(())
     }
 
+    /// Hands the program `args` after its name, if they are not what it has.
+    fn apply_args(&mut self, args: &[String]) -> Result<()> {
+        if args == self.args.as_slice() {
+            return Ok(());
+        }
+        let native = self.interpreter.as_mut().and_then(|i| i.set_args(args));
+        match (native, self.form) {
+            (Some(answer), _) => answer.map_err(|reason| {
+                self.failed(format!(
+                    "handing the program its arguments failed: {reason}"
+                ))
+            })?,
+            (None, Some(form)) => {
+                let hook = form.argv_hook(args);
+                self.hook(&hook, "handing the program its arguments")?;
+            }
+            (None, None) => {
+                return Err(self.failed(
+                    "this runtime cannot hand a program arguments (sandlot does not know \
+                     its interpreter, and it is not a command module); run the program \
+                     on a container backend, or without arguments"
+                        .into(),
+                ))
+            }
+        }
+        self.args = args.to_vec();
+        Ok(())
+    }
+
     /// Runs host code (a manifest hook) in the interpreter, its output discarded.
     fn hook(&mut self, code: &str, what: &str) -> Result<()> {
         let Some(interpreter) = self.interpreter.as_mut() else {
@@ -614,6 +658,7 @@ impl WasmSandbox {
         self.interpreter = None;
         self.env.clear();
         self.cwd.clear();
+        self.args.clear();
         match (self.start)(&self.stdio, &[]) {
             Ok(interpreter) => {
                 self.interpreter = Some(interpreter);
@@ -639,6 +684,16 @@ impl Sandbox for WasmSandbox {
         }
         self.apply_env(request.env)?;
         self.apply_cwd(request.workdir)?;
+        self.apply_args(request.args)?;
+        let program;
+        let code = match (request.last_value, self.form) {
+            // A command module runs a file, which shows no value anyway.
+            (LastValue::Hidden, Some(form)) if !self.one_shot => {
+                program = form.program(code);
+                program.as_str()
+            }
+            _ => code,
+        };
         if self.one_shot {
             // Written through the workspace's handle: the guest may have left a link
             // where the file goes.

@@ -64,6 +64,8 @@ pub(super) struct ModuleInterpreter {
     runtime: String,
     protocol: Protocol,
     argv: Vec<String>,
+    /// What follows the manifest's argv for a command (the program's arguments).
+    args: Vec<String>,
     env: Vec<(String, String)>,
     mounts: Vec<(PathBuf, String)>,
     workspace: PathBuf,
@@ -91,6 +93,7 @@ impl ModuleInterpreter {
             runtime: manifest.id.clone(),
             protocol: manifest.protocol,
             argv: manifest.argv.clone(),
+            args: Vec::new(),
             env,
             mounts: manifest
                 .mounts
@@ -239,6 +242,7 @@ impl ModuleInterpreter {
             .argv
             .iter()
             .map(|a| a.replace("{file}", &guest_file))
+            .chain(self.args.iter().cloned())
             .collect();
         let mut live = match self.instantiate(&args) {
             Ok(live) => live,
@@ -273,5 +277,13 @@ impl Interpreter for ModuleInterpreter {
             Protocol::Command => self.command(code, timeout),
             Protocol::Turn => self.turn(code, timeout),
         }
+    }
+
+    fn set_args(&mut self, args: &[String]) -> Option<std::result::Result<(), String>> {
+        // A turn's instance was started with its argv once; the host sets it in code.
+        (self.protocol == Protocol::Command).then(|| {
+            self.args = args.to_vec();
+            Ok(())
+        })
     }
 }

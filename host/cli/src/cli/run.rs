@@ -34,6 +34,10 @@ pub(super) struct RunArgs {
     /// not: the program then reads an empty input).
     #[arg(long)]
     no_stdin: bool,
+    /// Arguments for the program, after `--`: it sees them as `python3 main.py ARGS`
+    /// would (`sys.argv[1:]`, `process.argv.slice(2)`).
+    #[arg(last = true, value_name = "ARGS")]
+    args: Vec<String>,
 }
 
 /// The most standard input a run is handed: it is held in memory, and sent whole.
@@ -301,7 +305,10 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     plugin_notes(service.sandlot().plugins());
     let (code, handler) = args.source.load(service.sandlot().plugins())?;
     let configured = service.sandlot().config().policy.clone();
-    let request = args.sandbox.request(&handler.info().id, configured)?;
+    let mut request = args.sandbox.request(&handler.info().id, configured)?;
+    // A file run is a program, as `python3 FILE` runs it: it prints what it prints,
+    // not the value of its last line, and has a command line.
+    request.one_shot = true;
     let stdin = if args.no_stdin || args.source.reads_stdin() {
         Vec::new()
     } else {
@@ -332,6 +339,7 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
         streaming()
     };
     options.stdin = stdin;
+    options.args = args.args;
     let execution = session.run_with(&code, options)?;
     if let Some(dir) = &args.out {
         write_artifacts(&execution, dir)?;

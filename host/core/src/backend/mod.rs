@@ -356,11 +356,37 @@ pub struct RunRequest<'a> {
     pub on_stdout: Option<Sink>,
     /// Sees stderr as it is written, up to the cap.
     pub on_stderr: Option<Sink>,
+    /// Whether the interpreter shows the value of the code's last expression
+    /// ([`Workload::Code`] only): a session's runs are cells and show it, a one-shot
+    /// run is a program and does not.
+    pub last_value: LastValue,
+    /// What the program is handed after its own name on its command line
+    /// (`sys.argv[1:]`, `process.argv.slice(2)`), for [`Workload::Code`] that runs as
+    /// a program; a plan carries its own. Empty: the interpreter's argv is left as it
+    /// is.
+    pub args: &'a [String],
+}
+
+/// Whether a run of [`Workload::Code`] shows the value of the code's last expression.
+///
+/// A notebook cell, Python's and Node's REPLs show it (`1 + 1` prints `2`); `python3
+/// FILE` and `node FILE` do not (`f.write("hi")` prints nothing). A backend whose
+/// interpreter shows values hides it for [`LastValue::Hidden`], so that a one-shot
+/// run prints what the program prints and nothing else.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LastValue {
+    /// Shown, as in a notebook cell: the runs of a session.
+    #[default]
+    Shown,
+    /// Not shown, as when the code is a program file: one-shot runs.
+    Hidden,
 }
 
 impl<'a> RunRequest<'a> {
     /// A request for `workload` with no input, no environment, in the workspace, with
-    /// the default time limit (30 s) and output cap (1 MiB), and no streaming.
+    /// the default time limit (30 s) and output cap (1 MiB), no streaming, no
+    /// arguments, and the last value shown.
     pub fn new(workload: Workload<'a>) -> RunRequest<'a> {
         RunRequest {
             workload,
@@ -372,6 +398,8 @@ impl<'a> RunRequest<'a> {
             max_output: 1 << 20,
             on_stdout: None,
             on_stderr: None,
+            last_value: LastValue::Shown,
+            args: &[],
         }
     }
 }
