@@ -5,15 +5,15 @@
 #   tests/run.sh
 #
 # 1. the committed guest components match their sources (guests/build.sh --check)
-# 2. formatting and clippy, warnings as errors
+# 2. formatting
 # 3. one build of the test binaries and of the `sandlot` binary the next steps use
-# 4. the wasm backend's Python and JavaScript runtimes are installed
-# 5. the local Kubernetes cluster runs (k8s-local/up.sh; on a fresh machine its binaries
+# 4. the local Kubernetes cluster runs (k8s-local/up.sh; on a fresh machine its binaries
 #    build in the background from after step 1, 10-20 min)
-# 6. Docker and Podman run, with sandlot's images built (tests/services.sh), while the
-#    fuzz targets compile
-# 7. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples
-# 8. every fuzz target for a bounded time, after replaying the inputs it once crashed on
+# 5. Docker and Podman run, with sandlot's images built (tests/services.sh), in the
+#    background while clippy (warnings as errors), the wasm backend's Python and
+#    JavaScript runtimes and the fuzz targets build
+# 6. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples
+# 7. every fuzz target for a bounded time, after replaying the inputs it once crashed on
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -86,21 +86,15 @@ trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 step "cargo fmt --check"
 cargo fmt --all --check
 
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-
 # One build for everything after: the test binaries and the `sandlot` binary (the
 # end-to-end suites' own), with which the runtimes and images are installed. Built by
 # `cargo run` instead, the binary's dependencies would be resolved without the tests'
 # dev-dependencies, and some 70 crates (wasmtime, tokio, hyper, kube among them)
-# compiled twice, with two sets of features: minutes on a fresh machine.
+# compiled twice, with two sets of features: minutes on a fresh machine. It comes
+# before clippy so that the images, which need the binary, build while clippy runs.
 step "the test binaries and the sandlot binary"
 cargo test --workspace --locked --no-run
 sandlot_bin="${CARGO_TARGET_DIR:-target}/debug/sandlot"
-
-step "runtimes of the wasm backend (installed once, pinned by hash, compiled once)"
-"$sandlot_bin" runtimes install python
-"$sandlot_bin" runtimes install javascript
 
 # First: its up.sh starts the dockerd the kubelet needs (with the runc-clamp runtime)
 # and refuses a dockerd something else started; services.sh then finds Docker answering.
@@ -114,18 +108,33 @@ k8s_env="$("$k8s_local/up.sh" --env)"
 eval "$k8s_env"
 export KUBECONFIG
 
-# The images are mostly downloads and unpacking; the fuzz targets compile meanwhile
-# (sandlot with coverage instrumentation: its own artifacts, beside the plain ones
-# every test binary is already linked against).
-step "container engines and images, while the fuzz targets compile"
-fuzz_build_log=/var/log/sandlot/fuzz-build.log
-host/fuzz/run.sh --build-only >"$fuzz_build_log" 2>&1 &
-fuzz_build=$!
-tests/services.sh "$sandlot_bin"
-if ! wait "$fuzz_build"; then
-  cat "$fuzz_build_log" >&2
+# On a fresh machine the images take some 25 minutes, mostly downloads, unpacking and
+# imports: they build in the background while clippy, the runtimes and the fuzz
+# targets take the processors.
+step "container engines and images, in the background (log: /var/log/sandlot/services.log)"
+services_log=/var/log/sandlot/services.log
+tests/services.sh "$sandlot_bin" >"$services_log" 2>&1 &
+services=$!
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "runtimes of the wasm backend (installed once, pinned by hash, compiled once)"
+"$sandlot_bin" runtimes install python
+"$sandlot_bin" runtimes install javascript
+
+# sandlot with coverage instrumentation: its own artifacts, beside the plain ones
+# every test binary is already linked against.
+step "the fuzz targets"
+host/fuzz/run.sh --build-only
+
+step "waiting for the container engines and images"
+if ! wait "$services"; then
+  cat "$services_log" >&2
+  echo "starting the engines or building the images failed (log above: $services_log)" >&2
   exit 1
 fi
+cat "$services_log"
 
 step "cargo test"
 cargo test --workspace --locked
