@@ -465,38 +465,34 @@ fn run_prints_the_programs_output() {
 #[test]
 fn run_hands_the_program_its_arguments_and_prints_only_what_it_prints() {
     let home = tempfile::tempdir().unwrap();
-    let python = home.path().join("args.py");
-    std::fs::write(
-        &python,
-        "import sys\nprint(sys.argv[1:])\nsys.stdout.write('done\\n')\n",
-    )
-    .unwrap();
-    let javascript = home.path().join("args.js");
-    std::fs::write(
-        &javascript,
-        "const a = [1, 2, 3];\nconsole.log(process.argv.slice(2).join('|'));\na.push(4)\n",
-    )
-    .unwrap();
-    let (python, javascript) = (python.to_str().unwrap(), javascript.to_str().unwrap());
-    for backend in ["wasm", "docker"] {
-        let (output, stdout, stderr) = run(&mut sandlot_run(
-            home.path(),
-            &["--backend", backend, python, "--", "a", "b c", "-v"],
-        ));
-        assert_eq!(
-            (output.status.code(), stdout.as_str()),
-            (Some(0), "['a', 'b c', '-v']\ndone\n"),
-            "python on {backend}: {stderr}"
-        );
-        let (output, stdout, stderr) = run(&mut sandlot_run(
-            home.path(),
-            &["--backend", backend, javascript, "--", "x", "y z"],
-        ));
-        assert_eq!(
-            (output.status.code(), stdout.as_str()),
-            (Some(0), "x|y z\n"),
-            "javascript on {backend}: {stderr}"
-        );
+    // Both end on an expression a cell would show (write's count, push's new length).
+    let programs = [
+        (
+            "args.py",
+            "import sys\nprint(sys.argv[1:])\nsys.stdout.write('done\\n')\n",
+            &["a", "b c", "-v"][..],
+            "['a', 'b c', '-v']\ndone\n",
+        ),
+        (
+            "args.js",
+            "const a = [1, 2, 3];\nconsole.log(process.argv.slice(2).join('|'));\na.push(4)\n",
+            &["x", "y z"][..],
+            "x|y z\n",
+        ),
+    ];
+    for (name, text, args, expected) in programs {
+        let file = home.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        for backend in ["wasm", "docker"] {
+            let mut argv = vec!["--backend", backend, file.to_str().unwrap(), "--"];
+            argv.extend_from_slice(args);
+            let (output, stdout, stderr) = run(&mut sandlot_run(home.path(), &argv));
+            assert_eq!(
+                (output.status.code(), stdout.as_str()),
+                (Some(0), expected),
+                "{name} on {backend}: {stderr}"
+            );
+        }
     }
 }
 

@@ -8,6 +8,8 @@
 //! Needs the Python runtime installed, Docker with sandlot's images and the Python
 //! SDK in its virtual environment (`tests/run.sh` does all three).
 
+mod support;
+
 use base64::Engine as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ContentBlock, ReadResourceRequestParams,
@@ -395,35 +397,9 @@ fn stop(server: &mut std::process::Child) {
     }
 }
 
-/// The Python of the virtual environment `tests/run.sh` installs the MCP SDK into.
-fn sdk_python() -> String {
-    let python = std::env::var("SANDLOT_TEST_MCP_PYTHON")
-        .unwrap_or_else(|_| "/var/tmp/sandlot-ci/mcp-venv/bin/python".into());
-    assert!(
-        std::path::Path::new(&python).exists(),
-        "no Python MCP SDK at {python}: run tests/run.sh, or point SANDLOT_TEST_MCP_PYTHON at \
-         a Python with `mcp` installed"
-    );
-    python
-}
-
 /// Runs `tests/mcp_client.py` with `args`; fails with what it printed.
 fn python_client(args: &[&str]) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/mcp_client.py");
-    let out = std::process::Command::new(sdk_python())
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "the Python SDK client failed:\n{said}"
-    );
+    let said = support::run_client_script("mcp_client.py", args);
     assert!(said.contains("ok: a looser policy is refused"), "{said}");
 }
 

@@ -5,6 +5,8 @@
 //! Needs the Python runtime installed and Docker with sandlot's images
 //! (`tests/run.sh` does both).
 
+mod support;
+
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::io::BufRead;
@@ -638,41 +640,16 @@ async fn without_tokens_a_foreign_host_or_origin_is_refused() {
 
 /// The playground page in a real headless browser (Debian's chromium, driven by
 /// Selenium from `tests/playground_browser.py`): prints, plots, keeps a session.
-/// What `tests/playground_browser.py ARGS` said, run by `python`; it must succeed.
-fn browse(python: &str, script: &str, args: &[&str]) -> String {
-    let out = Command::new(python)
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "the browser test {args:?} failed:\n{said}"
-    );
-    said
-}
-
 #[test]
 fn the_playground_runs_python_in_a_real_browser() {
-    let python = std::env::var("SANDLOT_TEST_MCP_PYTHON")
-        .unwrap_or_else(|_| "/var/tmp/sandlot-ci/mcp-venv/bin/python".into());
     assert!(
-        std::path::Path::new("/usr/bin/chromedriver").exists()
-            && std::path::Path::new(&python).exists(),
-        "the browser test needs chromium, chromium-driver and Selenium: run tests/run.sh"
+        std::path::Path::new("/usr/bin/chromedriver").exists(),
+        "the browser test needs chromium and chromium-driver: run tests/run.sh"
     );
     // Without tokens, on loopback: the page needs none then.
     let server = Server::spawn(&[], false, &[]);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/playground_browser.py"
-    );
-    let said = browse(&python, script, &[&server.at("/")]);
+    let browse = |args: &[&str]| support::run_client_script("playground_browser.py", args);
+    let said = browse(&[&server.at("/")]);
     drop(server);
     assert!(said.contains("ok: the browser decoded the image"), "{said}");
     assert!(said.contains("ok: the session kept the variable"), "{said}");
@@ -695,7 +672,7 @@ fn the_playground_runs_python_in_a_real_browser() {
         !page.contains("<script>") && !page.contains("<style>"),
         "inline code: {page}"
     );
-    let said = browse(&python, script, &[&server.at("/"), ALICE]);
+    let said = browse(&[&server.at("/"), ALICE]);
     drop(server);
     assert!(said.contains("ok: the indented code runs"), "{said}");
 }

@@ -197,3 +197,40 @@ impl Drop for EgressServers {
         let _ = self.child.wait();
     }
 }
+
+/// The Python of the virtual environment `tests/run.sh` installs the clients no one here
+/// wrote into (the MCP SDK, Selenium): `$SANDLOT_TEST_MCP_PYTHON`, or where `run.sh`
+/// puts it.
+pub fn client_python() -> String {
+    let python = std::env::var("SANDLOT_TEST_MCP_PYTHON")
+        .unwrap_or_else(|_| "/var/tmp/sandlot-ci/mcp-venv/bin/python".into());
+    assert!(
+        Path::new(&python).exists(),
+        "no client Python at {python}: run tests/run.sh, or point SANDLOT_TEST_MCP_PYTHON at \
+         a Python with `mcp` and `selenium` installed"
+    );
+    python
+}
+
+/// What `tests/SCRIPT ARGS` printed (standard output, then standard error), run by
+/// [`client_python`]; fails with that text unless the script succeeded.
+pub fn run_client_script(script: &str, args: &[&str]) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests")
+        .join(script);
+    let out = std::process::Command::new(client_python())
+        .arg(&path)
+        .args(args)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "tests/{script} {args:?} failed:\n{said}"
+    );
+    said
+}
