@@ -16,8 +16,8 @@ mod support;
 use sandlot::backend::pool::{Exhausted, PoolOptions};
 use sandlot::docker::{ContainerBackend, Engine, TlsFiles};
 use sandlot::{
-    Capability, EndReason, Error, ErrorKind, Execution, Limits, Network, PluginHost, Policy,
-    PolicyField, RunOptions, Sandlot, Session, SessionState,
+    Capability, EndReason, Error, ErrorKind, Execution, Interrupt, Limits, Network, PluginHost,
+    Policy, PolicyField, RunOptions, Sandlot, Session, SessionState,
 };
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -702,6 +702,76 @@ fn a_timeout_keeps_the_state_where_it_can(backend: &str) {
     assert_eq!(fresh.stdout_text(), "fresh\n", "{}", fresh.stderr_text());
 }
 
+/// Run options whose interrupt is set as soon as the code prints: it has begun.
+fn interrupted_once_it_prints() -> RunOptions {
+    let interrupt = Interrupt::new();
+    let by_output = interrupt.clone();
+    RunOptions {
+        interrupt: Some(interrupt),
+        on_stdout: Some(Box::new(move |_: &[u8]| by_output.interrupt())),
+        ..RunOptions::default()
+    }
+}
+
+/// An [`Interrupt`] stops a run at once, as its time limit would, whether the code
+/// sleeps or computes: in a session, where the backend interrupts without losing
+/// state the session goes on with it, and where it cannot it says it restarted; and
+/// in a one-shot run, which runs as a program.
+fn an_interrupt_stops_the_run_and_keeps_the_state_where_it_can(backend: &str) {
+    // Far past what any check here takes: a run that ends at its limit failed.
+    let limits = Limits {
+        timeout: Duration::from_secs(120),
+        ..Limits::default()
+    };
+    let mut session = open_with(backend, limits);
+    let keeps = session.capabilities().has(Capability::Interrupts);
+    for waits in ["import time\ntime.sleep(100)", "while True:\n    pass"] {
+        session.run("kept = 'yes'").unwrap();
+        let code = format!("print('started', flush=True)\n{waits}");
+        let ran = session
+            .run_with(&code, interrupted_once_it_prints())
+            .unwrap();
+        assert_eq!(
+            (&ran.end, ran.exit_code),
+            (&EndReason::Interrupted, 130),
+            "{waits:?} on {backend}: {}",
+            ran.stderr_text()
+        );
+        assert_eq!(ran.stdout_text(), "started\n");
+        let next = session.run("print(kept)").unwrap();
+        if keeps {
+            assert_eq!(ran.session, SessionState::Open, "{waits:?}");
+            assert!(
+                ran.stderr_text().contains("KeyboardInterrupt"),
+                "{}",
+                ran.stderr_text()
+            );
+            assert_eq!(next.stdout_text(), "yes\n", "{}", next.stderr_text());
+        } else {
+            assert!(
+                matches!(ran.session, SessionState::Restarted { .. }),
+                "{waits:?}: {:?}",
+                ran.session
+            );
+            assert!(next.stderr_text().contains("NameError"), "{waits:?}");
+        }
+    }
+    drop(session);
+
+    let mut builder = sandlot().session("python");
+    builder.backend(backend).one_shot(true).limits(limits);
+    let mut program = builder.open().unwrap();
+    let code = "import time\nprint('started', flush=True)\ntime.sleep(100)";
+    let ran = program
+        .run_with(code, interrupted_once_it_prints())
+        .unwrap();
+    assert_eq!(ran.end, EndReason::Interrupted, "{}", ran.stderr_text());
+    assert_eq!(
+        program.run("print('next')").unwrap().stdout_text(),
+        "next\n"
+    );
+}
+
 /// A library installed for one run is there for the runs after it, also in an
 /// interpreter that was running before it was installed.
 fn libraries_stay_installed(backend: &str) {
@@ -1188,6 +1258,7 @@ macro_rules! conformance {
             #[test] fn state_lives_across_runs() { super::state_lives_across_runs($backend) }
             #[test] fn a_one_shot_run_is_a_program() { super::a_one_shot_run_is_a_program($backend) }
             #[test] fn a_timeout_keeps_the_state_where_it_can() { super::a_timeout_keeps_the_state_where_it_can($backend) }
+            #[test] fn an_interrupt_stops_the_run_and_keeps_the_state_where_it_can() { super::an_interrupt_stops_the_run_and_keeps_the_state_where_it_can($backend) }
             #[test] fn libraries_stay_installed() { super::libraries_stay_installed($backend) }
             #[test] fn plots_come_back_once() { super::plots_come_back_once($backend) }
             #[test] fn earlier_output_is_kept_or_cleared() { super::earlier_output_is_kept_or_cleared($backend) }

@@ -5,7 +5,8 @@ use super::transport::{Reader, Transport};
 use sandlot_agent::{read_frame, Entry, ExitReport, Reply, Request, PROTOCOL_VERSION};
 use sandlot_core::backend::Sink;
 use sandlot_core::error::{Error, Result};
-use std::io::{self, BufReader, ErrorKind};
+use sandlot_core::interrupt::Interrupt;
+use std::io::{self, BufRead, BufReader, ErrorKind};
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -16,6 +17,8 @@ const FILE_DEADLINE: Duration = Duration::from_secs(60);
 const COPY_DEADLINE: Duration = Duration::from_secs(300);
 /// How long past a command's own limit the agent has to report that it stopped it.
 const RUN_GRACE: Duration = Duration::from_secs(5);
+/// How often a run with an [`Interrupt`] checks it while it waits for the agent.
+const INTERRUPT_POLL: Duration = Duration::from_millis(50);
 
 fn broken(reason: impl std::fmt::Display) -> Error {
     Error::Agent {
@@ -40,6 +43,8 @@ pub struct RunCommand<'a> {
     pub max_output: usize,
     /// Stop the command once a stream has written this many bytes (0: never).
     pub stop_after: u64,
+    /// Stops the command when set.
+    pub interrupt: Option<&'a Interrupt>,
 }
 
 /// One cell for the kernel to run.
@@ -61,6 +66,8 @@ pub struct RunCell<'a> {
     pub stop_after: u64,
     /// How long an interrupted kernel has to come back before it is killed.
     pub grace: Duration,
+    /// Interrupts the cell when set, as its time limit would.
+    pub interrupt: Option<&'a Interrupt>,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -161,30 +168,56 @@ impl AgentClient {
     }
 
     fn receive(&mut self, deadline: Instant) -> Result<Reply> {
-        let left = deadline.saturating_duration_since(Instant::now());
+        self.receive_or_wake(deadline, deadline)?
+            .ok_or_else(|| broken("it stopped answering"))
+    }
+
+    /// The next reply, due by `deadline`; `None` at `wake` (no later than `deadline`)
+    /// if none has begun to arrive by then, so that the caller can act meanwhile.
+    fn receive_or_wake(&mut self, deadline: Instant, wake: Instant) -> Result<Option<Reply>> {
+        // A zero timeout would mean none at all.
+        let until = |at: Instant| {
+            at.saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1))
+        };
         let hung_up = || broken("the sandbox stopped (its agent hung up)");
         let silent = || broken("it stopped answering");
+        let timed_out =
+            |e: &io::Error| matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut);
         let read = match &mut self.replies {
             Replies::Direct(socket) => {
-                // A zero timeout would mean none at all.
-                let left = left.max(Duration::from_millis(1));
-                if let Err(e) = socket.get_ref().set_read_timeout(Some(left)) {
+                if let Err(e) = socket.get_ref().set_read_timeout(Some(until(wake))) {
+                    return Err(broken(e));
+                }
+                // Waiting for the first byte consumes nothing, so a wake cannot cut a
+                // frame in two; the rest of a frame that has begun is due by `deadline`.
+                // A signal (Ctrl-C) ends the wait with EINTR, as a socket with a read
+                // timeout is not restarted: that too is a wake, in which its interrupt
+                // is seen at once.
+                match socket.fill_buf() {
+                    Err(e) if e.kind() == ErrorKind::Interrupted => return Ok(None),
+                    Err(e) if timed_out(&e) && Instant::now() < deadline => return Ok(None),
+                    Err(e) if timed_out(&e) => return Err(silent()),
+                    _ => {}
+                }
+                if let Err(e) = socket.get_ref().set_read_timeout(Some(until(deadline))) {
                     return Err(broken(e));
                 }
                 read_frame(socket).and_then(|(tag, body)| Reply::decode(tag, &body))
             }
-            Replies::Threaded(replies) => match replies.recv_timeout(left) {
+            Replies::Threaded(replies) => match replies.recv_timeout(until(wake)) {
                 Ok(read) => read,
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {
+                    return Ok(None)
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => return Err(silent()),
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Err(hung_up()),
             },
         };
         match read {
-            Ok(reply) => Ok(reply),
+            Ok(reply) => Ok(Some(reply)),
             Err(e) if e.kind() == ErrorKind::UnexpectedEof => Err(hung_up()),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                Err(silent())
-            }
+            Err(e) if timed_out(&e) => Err(silent()),
             Err(e) => Err(broken(e)),
         }
     }
@@ -222,6 +255,7 @@ impl AgentClient {
                 .min(Duration::from_secs(365 * 86400));
         self.stream(
             deadline,
+            command.interrupt,
             command.max_output,
             command.cwd,
             on_stdout,
@@ -274,7 +308,14 @@ impl AgentClient {
                 .saturating_add(cell.grace)
                 .saturating_add(RUN_GRACE)
                 .min(Duration::from_secs(365 * 86400));
-        self.stream(deadline, cell.max_output, cell.cwd, on_stdout, on_stderr)
+        self.stream(
+            deadline,
+            cell.interrupt,
+            cell.max_output,
+            cell.cwd,
+            on_stdout,
+            on_stderr,
+        )
     }
 
     /// Stops the kernel, if one runs.
@@ -302,10 +343,12 @@ impl AgentClient {
         }
     }
 
-    /// Output frames until the exit report of a run or a cell.
+    /// Output frames until the exit report of a run or a cell; passes `interrupt` on
+    /// to the agent once it is set.
     fn stream(
         &mut self,
         deadline: Instant,
+        mut interrupt: Option<&Interrupt>,
         max: usize,
         cwd: &str,
         on_stdout: &mut Option<Sink>,
@@ -313,7 +356,19 @@ impl AgentClient {
     ) -> Result<(ExitReport, Output)> {
         let mut output = Output::default();
         loop {
-            match self.receive(deadline)? {
+            let wake = match interrupt {
+                Some(_) => (Instant::now() + INTERRUPT_POLL).min(deadline),
+                None => deadline,
+            };
+            let Some(reply) = self.receive_or_wake(deadline, wake)? else {
+                if interrupt.is_some_and(Interrupt::is_interrupted) {
+                    self.send(&Request::Interrupt)?;
+                    // Once is enough: the agent answers with the run's exit report.
+                    interrupt = None;
+                }
+                continue;
+            };
+            match reply {
                 Reply::Stdout(bytes) => forward(&mut output.stdout, &bytes, max, on_stdout),
                 Reply::Stderr(bytes) => forward(&mut output.stderr, &bytes, max, on_stderr),
                 Reply::Exit(report) => return Ok((report, output)),
@@ -489,10 +544,64 @@ mod tests {
             timeout: Duration::from_secs(1),
             max_output: 5,
             stop_after: 0,
+            interrupt: None,
         };
         let (_, output) = client.run(&command, &mut sink, &mut None).unwrap();
         assert_eq!(output.stdout, b"abcde");
         assert_eq!(*streamed.lock().unwrap(), b"abcde");
+    }
+
+    #[test]
+    fn an_interrupt_is_passed_on_once_while_the_run_goes_on() {
+        let (agent, requests, transport) = pair();
+        agent
+            .send(frame(&Reply::Hello {
+                version: PROTOCOL_VERSION,
+            }))
+            .unwrap();
+        let mut client = AgentClient::connect(transport, Duration::from_secs(5)).unwrap();
+        let interrupt = Interrupt::new();
+        let request = |bytes: Vec<u8>| {
+            let (tag, body) = read_frame(&mut bytes.as_slice()).unwrap();
+            Request::decode(tag, &body).unwrap()
+        };
+        let played = {
+            let interrupt = interrupt.clone();
+            std::thread::spawn(move || {
+                let run = request(requests.recv().unwrap());
+                assert!(matches!(run, Request::Run { .. }), "{run:?}");
+                agent
+                    .send(frame(&Reply::Stdout(b"started".to_vec())))
+                    .unwrap();
+                interrupt.interrupt();
+                let next = requests.recv_timeout(Duration::from_secs(10)).unwrap();
+                assert_eq!(request(next), Request::Interrupt);
+                let stopped = ExitReport {
+                    code: 137,
+                    signal: 9,
+                    on_request: true,
+                    ..ExitReport::default()
+                };
+                agent.send(frame(&Reply::Exit(stopped))).unwrap();
+                // One interrupt, however long the exit report takes to arrive.
+                assert!(requests.recv_timeout(Duration::from_millis(300)).is_err());
+            })
+        };
+        let argv = ["sleep".to_string(), "100".to_string()];
+        let command = RunCommand {
+            argv: &argv,
+            env: &[],
+            cwd: "",
+            stdin: b"",
+            timeout: Duration::from_secs(100),
+            max_output: 1 << 20,
+            stop_after: 0,
+            interrupt: Some(&interrupt),
+        };
+        let (report, output) = client.run(&command, &mut None, &mut None).unwrap();
+        played.join().unwrap();
+        assert!(report.on_request, "{report:?}");
+        assert_eq!(output.stdout, b"started");
     }
 
     #[test]

@@ -48,6 +48,7 @@ impl AgentSandbox {
             max_output: request.max_output,
             stop_after: stop_threshold(request.max_output),
             grace: GRACE,
+            interrupt: request.interrupt,
         };
         let on_stdout = &mut request.on_stdout;
         let on_stderr = &mut request.on_stderr;
@@ -56,7 +57,7 @@ impl AgentSandbox {
         if report.kernel_ended {
             self.kernel_running = false;
             outcome.session = SessionState::Restarted {
-                reason: if report.timed_out || report.output_limited {
+                reason: if report.timed_out || report.output_limited || report.on_request {
                     format!(
                         "the kernel did not come back within {} s of the interrupt, so it \
                          was stopped; the next run starts a fresh one",

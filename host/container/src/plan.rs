@@ -101,6 +101,7 @@ impl AgentSandbox {
                     timeout: INSTALL_TIMEOUT.max(request.timeout),
                     max_output: INSTALL_OUTPUT,
                     stop_after: 0,
+                    interrupt: request.interrupt,
                 };
                 let result = self.with_agent(|agent| agent.run(&run, &mut None, &mut None));
                 if online {
@@ -127,11 +128,13 @@ impl AgentSandbox {
                     timeout: request.timeout,
                     max_output: request.max_output,
                     stop_after: stop_threshold(request.max_output),
+                    interrupt: request.interrupt,
                 };
                 // A build's output is diagnostics: it streams as stderr.
                 self.command(&run, &mut request, is_run)?
             };
-            let failed = report.code != 0 || report.timed_out || report.output_limited;
+            let failed =
+                report.code != 0 || report.timed_out || report.output_limited || report.on_request;
             let Output {
                 stdout: out,
                 stderr: err,

@@ -181,6 +181,7 @@ impl AgentSandbox {
             timeout: request.timeout,
             max_output: request.max_output,
             stop_after: stop_threshold(request.max_output),
+            interrupt: request.interrupt,
         };
         let (report, output) = self.command(&command, &mut request, true)?;
         let mut outcome = outcome_of(&report, request.timeout);
@@ -196,6 +197,8 @@ pub(super) fn outcome_of(report: &ExitReport, timeout: Duration) -> Outcome {
     // own end a memory error: only its own death by SIGKILL does.
     let end = if report.timed_out {
         EndReason::TimedOut { limit: timeout }
+    } else if report.on_request {
+        EndReason::Interrupted
     } else if report.output_limited {
         EndReason::OutputLimit
     } else if report.oom_killed && report.signal == 9 {
@@ -349,6 +352,16 @@ mod tests {
                 ..Default::default()
             }),
             (EndReason::OutputLimit, 141)
+        );
+        // A cell the host interrupted: its driver reported 1 after the traceback.
+        assert_eq!(
+            end(ExitReport {
+                code: 1,
+                interrupted: true,
+                on_request: true,
+                ..Default::default()
+            }),
+            (EndReason::Interrupted, 130)
         );
     }
 }

@@ -11,7 +11,7 @@
 //! | `stdout`, `stderr` | string | the output, as UTF-8 (invalid bytes become U+FFFD) |
 //! | `stdout_base64`, `stderr_base64` | string, only when the output is not UTF-8 | the exact bytes |
 //! | `exit_code` | integer | the program's; 124 after a timeout, 137 at the memory cap |
-//! | `end` | object | why it ended: `{"reason": "completed"}`, `"timed-out"` with `limit_ms`, `"memory-limit"`, `"output-limit"`, `"killed"` with `signal`, `"sandbox-lost"` with `cause` |
+//! | `end` | object | why it ended: `{"reason": "completed"}`, `"timed-out"` with `limit_ms`, `"memory-limit"`, `"output-limit"`, `"interrupted"`, `"killed"` with `signal`, `"sandbox-lost"` with `cause` |
 //! | `session` | object | the session after it: `{"state": "open"}`, `"restarted"` or `"ended"`, with `reason` |
 //! | `stdout_truncated`, `stderr_truncated`, `artifacts_truncated` | bool | whether a cap cut something |
 //! | `duration_ms` | number | wall-clock time of the run |

@@ -41,6 +41,7 @@ pub mod error;
 pub mod execution;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod interrupt;
 pub mod language;
 pub mod layout;
 pub mod plugin;
@@ -63,6 +64,7 @@ pub use config::Config;
 pub use entry::{Chosen, Sandlot, SandlotBuilder, SessionBuilder};
 pub use error::{Error, ErrorKind, PluginSource, Result};
 pub use execution::Execution;
+pub use interrupt::Interrupt;
 pub use language::{
     Command, Finding, KernelSpec, LanguageCapability, LanguageInfo, Phase, Plan, PlanOptions,
     RestrictedName, Restriction, RestrictionKind, Severity, SourceFile,

@@ -126,6 +126,9 @@ pub struct RunOptions {
     pub on_stdout: Option<Sink>,
     /// Sees stderr as it is written, up to the output cap.
     pub on_stderr: Option<Sink>,
+    /// Stops the run when set from elsewhere (Ctrl-C, a caller that gave up): see
+    /// [`Interrupt`](crate::Interrupt) for what each backend keeps.
+    pub interrupt: Option<crate::Interrupt>,
 }
 
 /// What a session keeps for all its runs, as its builder set it.
@@ -541,6 +544,7 @@ impl Session {
                 true => &options.args,
                 false => &[],
             },
+            interrupt: options.interrupt.as_ref(),
         });
         if let Ok(outcome) = &outcome {
             if let Some(flush) = stdout_flush {

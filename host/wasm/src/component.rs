@@ -2,8 +2,9 @@
 //! engine, ...), of contract 0.1 or 0.2. One instance per interpreter, holding one
 //! `session` resource, so no two sessions ever share one.
 
-use super::{call, exited, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
+use super::{arm, call, disarm, exited, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
 use sandlot_core::error::{Error, Result};
+use sandlot_core::interrupt::Interrupt;
 use sandlot_core::layout::Layout;
 use sandlot_core::wasmtime_engine::{self as engine, MemoryCap};
 use std::path::Path;
@@ -133,7 +134,7 @@ impl ComponentRuntime {
     pub(super) fn describe(&self) -> wasmtime::Result<ComponentInfo> {
         let mut store = ComponentState::new(&mut WasiCtxBuilder::new(), INFO_MEMORY);
         store.set_epoch_deadline(engine::ticks(INFO_TIMEOUT));
-        let described = call(INFO_TIMEOUT, async {
+        let described = call(INFO_TIMEOUT, None, async {
             Ok(match self {
                 ComponentRuntime::V0_1(pre) => {
                     let info = pre
@@ -208,7 +209,7 @@ impl ComponentInterpreter {
             .map_err(|e| failed(format!("cannot mount the workspace: {e:#}")))?;
         let mut store = ComponentState::new(&mut wasi, memory);
         store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
-        let made = call(SETUP_TIMEOUT, async {
+        let made = call(SETUP_TIMEOUT, None, async {
             let bindings = match runtime {
                 ComponentRuntime::V0_1(pre) => {
                     Bound::V0_1(pre.instantiate_async(&mut store).await?)
@@ -253,7 +254,7 @@ impl ComponentInterpreter {
         };
         store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
         let session = self.session;
-        let result = call(SETUP_TIMEOUT, async {
+        let result = call(SETUP_TIMEOUT, None, async {
             let api = bindings.sandlot_plugin_interpreter().session();
             match setting {
                 Setting::Env(vars) => api.call_set_env(&mut *store, session, vars).await,
@@ -281,13 +282,13 @@ enum Setting<'a> {
 }
 
 impl Interpreter for ComponentInterpreter {
-    fn run(&mut self, code: &str, timeout: Duration) -> Ran {
+    fn run(&mut self, code: &str, timeout: Duration, interrupt: Option<&Interrupt>) -> Ran {
         let Some(store) = self.store.as_mut() else {
             return Ran::Gone;
         };
-        store.set_epoch_deadline(engine::ticks(timeout));
+        arm(store, timeout, interrupt);
         let session = self.session;
-        let result = call(timeout, async {
+        let result = call(timeout, interrupt, async {
             either!(&self.bindings, Bound, b => {
                 b.sandlot_plugin_interpreter()
                     .session()
@@ -295,6 +296,7 @@ impl Interpreter for ComponentInterpreter {
                     .await
             })
         });
+        disarm(store);
         let memory_hit = store.data().memory.hit;
         let ran = match result {
             None => Ran::Deadline,

@@ -48,14 +48,15 @@ use sandlot_core::backend::{
     Unsuitable, Workload,
 };
 use sandlot_core::error::{Error, Result};
+use sandlot_core::interrupt::Interrupt;
 use sandlot_core::layout::Layout;
 use sandlot_core::policy::{Policy, PolicyField};
 use sandlot_core::wasmtime_engine::cache::ComponentCache;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::Duration;
-use wasmtime::Trap;
+use std::time::{Duration, Instant};
+use wasmtime::{Trap, UpdateDeadline};
 use wasmtime_wasi::I32Exit;
 use workspace::Workspace;
 
@@ -65,6 +66,11 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long past its limit a run blocked in a host call is given before it is
 /// abandoned. A computing guest is stopped at the limit itself.
 const HOST_CALL_SLACK: Duration = Duration::from_millis(100);
+
+/// How often a run with an [`Interrupt`] checks it, in epoch ticks (50 ms) while the
+/// guest computes, and as a duration while it waits in a host call.
+const INTERRUPT_TICKS: u64 = 10;
+const INTERRUPT_POLL: Duration = Duration::from_millis(50);
 
 /// The I/O runtime the guests' WASI calls (timers, pollables) run on.
 fn io_runtime() -> &'static tokio::runtime::Runtime {
@@ -98,16 +104,67 @@ where
 }
 
 /// Calls into a guest with a wall-clock limit: `None` when the guest was still waiting
-/// in a host call `HOST_CALL_SLACK` past `timeout` and was abandoned there.
+/// in a host call `HOST_CALL_SLACK` past `timeout`, or when `interrupt` was set while
+/// it waited there, and it was abandoned there. (A computing guest is stopped by the
+/// epoch deadline [`arm`] sets.)
 fn call<T: Send>(
     timeout: Duration,
+    interrupt: Option<&Interrupt>,
     future: impl Future<Output = wasmtime::Result<T>> + Send,
 ) -> Option<wasmtime::Result<T>> {
     drive(async move {
-        tokio::time::timeout(timeout.saturating_add(HOST_CALL_SLACK), future)
-            .await
-            .ok()
+        let interrupted = async {
+            match interrupt {
+                Some(interrupt) => {
+                    while !interrupt.is_interrupted() {
+                        tokio::time::sleep(INTERRUPT_POLL).await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            done = tokio::time::timeout(timeout.saturating_add(HOST_CALL_SLACK), future) => {
+                done.ok()
+            }
+            () = interrupted => None,
+        }
     })
+}
+
+/// Sets `store`'s epoch deadline for a run: `timeout` from now, and with an
+/// `interrupt`, checked every [`INTERRUPT_TICKS`] as well. Either way the guest traps
+/// with [`Trap::Interrupt`]. After the run, [`disarm`] puts back the plain deadline
+/// every other call into the guest sets for itself.
+fn arm<T: 'static>(
+    store: &mut wasmtime::Store<T>,
+    timeout: Duration,
+    interrupt: Option<&Interrupt>,
+) {
+    use sandlot_core::wasmtime_engine as engine;
+    match interrupt {
+        None => {
+            store.epoch_deadline_trap();
+            store.set_epoch_deadline(engine::ticks(timeout));
+        }
+        Some(interrupt) => {
+            let interrupt = interrupt.clone();
+            let end = Instant::now() + timeout;
+            store.epoch_deadline_callback(move |_| {
+                Ok(if interrupt.is_interrupted() || Instant::now() >= end {
+                    UpdateDeadline::Interrupt
+                } else {
+                    UpdateDeadline::Continue(INTERRUPT_TICKS)
+                })
+            });
+            store.set_epoch_deadline(INTERRUPT_TICKS);
+        }
+    }
+}
+
+/// Undoes [`arm`]: the store traps at whatever deadline the next call sets.
+fn disarm<T: 'static>(store: &mut wasmtime::Store<T>) {
+    store.epoch_deadline_trap();
 }
 
 /// How a call into an interpreter ended.
@@ -141,8 +198,9 @@ fn exited(error: wasmtime::Error, memory_hit: bool, ends_interpreter: bool) -> R
 
 /// One interpreter: a runtime instance (or, for commands, one per run).
 trait Interpreter: Send {
-    /// Runs `code` with a wall-clock limit; output goes to the sandbox's [`Stdio`].
-    fn run(&mut self, code: &str, timeout: Duration) -> Ran;
+    /// Runs `code` with a wall-clock limit, stopped early when `interrupt` is set;
+    /// output goes to the sandbox's [`Stdio`].
+    fn run(&mut self, code: &str, timeout: Duration, interrupt: Option<&Interrupt>) -> Ran;
 
     /// Sets environment variables through the runtime's own export; `None` when it has
     /// none (the host then uses the manifest's `set_env` code, if any).
@@ -639,7 +697,7 @@ impl WasmSandbox {
             return Ok(());
         };
         self.stdio.start(64 << 10);
-        let ran = interpreter.run(code, SETUP_TIMEOUT);
+        let ran = interpreter.run(code, SETUP_TIMEOUT, None);
         let (_, stderr) = self.stdio.finish();
         match ran {
             Ran::Returned {
@@ -707,7 +765,7 @@ impl Sandbox for WasmSandbox {
             .stderr
             .start(request.max_output, request.on_stderr);
         let ran = match self.interpreter.as_mut() {
-            Some(interpreter) => interpreter.run(code, request.timeout),
+            Some(interpreter) => interpreter.run(code, request.timeout, request.interrupt),
             None => Ran::Gone,
         };
         let (stdout, stderr) = self.stdio.finish();
@@ -719,12 +777,18 @@ impl Sandbox for WasmSandbox {
             ..Outcome::default()
         };
         let flooded = stdout.flooded || stderr.flooded;
+        let interrupted = request.interrupt.is_some_and(Interrupt::is_interrupted);
         let persistent = !self.one_shot;
         let limit = request.timeout;
         let stopped = match ran {
             Ran::Returned { exit_code, quit } => {
                 outcome.exit_code = exit_code;
                 quit.then(|| "the program ended the interpreter".to_string())
+            }
+            Ran::Deadline if interrupted => {
+                outcome.exit_code = 130;
+                outcome.end = EndReason::Interrupted;
+                Some("it was interrupted while waiting in a host call".into())
             }
             Ran::Deadline => {
                 outcome.exit_code = 124;
@@ -742,6 +806,8 @@ impl Sandbox for WasmSandbox {
                         EndReason::MemoryLimit,
                         "it used more memory than the sandbox allows",
                     )
+                } else if interrupted {
+                    (EndReason::Interrupted, "it was interrupted")
                 } else if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
                     (EndReason::TimedOut { limit }, "it ran past its time limit")
                 } else {

@@ -3,8 +3,9 @@
 //! instance per run.
 
 use super::module::{Protocol, RuntimeManifest};
-use super::{call, exited, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
+use super::{arm, call, disarm, exited, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
 use sandlot_core::error::{Error, Result};
+use sandlot_core::interrupt::Interrupt;
 use sandlot_core::layout::Layout;
 use sandlot_core::wasmtime_engine::{self as engine, MemoryCap};
 use std::path::{Path, PathBuf};
@@ -110,7 +111,7 @@ impl ModuleInterpreter {
             interpreter.live = Some(interpreter.instantiate(&argv)?);
             if let Some(setup) = &manifest.setup {
                 interpreter.stdio.start(1 << 20);
-                let ran = interpreter.run(setup, SETUP_TIMEOUT);
+                let ran = interpreter.run(setup, SETUP_TIMEOUT, None);
                 let (_, stderr) = interpreter.stdio.finish();
                 match ran {
                     Ran::Returned { exit_code: 0, .. } => {}
@@ -163,7 +164,7 @@ impl ModuleInterpreter {
         store.epoch_deadline_trap();
         let pre = self.pre.clone();
         let protocol = self.protocol;
-        let made = call(SETUP_TIMEOUT, async {
+        let made = call(SETUP_TIMEOUT, None, async {
             let instance = pre.instantiate_async(&mut store).await?;
             if protocol == Protocol::Turn {
                 if let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, "_initialize") {
@@ -183,17 +184,17 @@ impl ModuleInterpreter {
     }
 
     /// Runs `code` through the turn protocol on the session's instance.
-    fn turn(&mut self, code: &str, timeout: Duration) -> Ran {
+    fn turn(&mut self, code: &str, timeout: Duration, interrupt: Option<&Interrupt>) -> Ran {
         let Some(live) = self.live.as_mut() else {
             return Ran::Gone;
         };
         let Ok(len) = i32::try_from(code.len()) else {
             return Ran::Refused("the code is larger than 2 GiB".into());
         };
-        live.store.set_epoch_deadline(engine::ticks(timeout));
+        arm(&mut live.store, timeout, interrupt);
         let Live { store, instance } = live;
         let instance = *instance;
-        let result = call(timeout, async {
+        let result = call(timeout, interrupt, async {
             let alloc = instance.get_typed_func::<i32, i32>(&mut *store, "host_alloc")?;
             let turn = instance.get_typed_func::<(i32, i32), i32>(&mut *store, "turn")?;
             let ptr = if len == 0 {
@@ -208,6 +209,7 @@ impl ModuleInterpreter {
             };
             turn.call_async(&mut *store, (ptr, len)).await
         });
+        disarm(&mut live.store);
         let memory_hit = live.store.data().memory.hit;
         let ran = match result {
             None => Ran::Deadline,
@@ -230,7 +232,7 @@ impl ModuleInterpreter {
     }
 
     /// Runs `code` as a command in a fresh instance.
-    fn command(&mut self, code: &str, timeout: Duration) -> Ran {
+    fn command(&mut self, code: &str, timeout: Duration, interrupt: Option<&Interrupt>) -> Ran {
         let file = ".sandlot/code";
         let written = std::fs::create_dir_all(self.workspace.join(".sandlot"))
             .and_then(|()| std::fs::write(self.workspace.join(file), code));
@@ -248,12 +250,12 @@ impl ModuleInterpreter {
             Ok(live) => live,
             Err(e) => return Ran::Refused(e.to_string()),
         };
-        live.store.set_epoch_deadline(engine::ticks(timeout));
+        arm(&mut live.store, timeout, interrupt);
         let Live {
             mut store,
             instance,
         } = live;
-        let result = call(timeout, async {
+        let result = call(timeout, interrupt, async {
             let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
             start.call_async(&mut store, ()).await
         });
@@ -272,10 +274,10 @@ impl ModuleInterpreter {
 }
 
 impl Interpreter for ModuleInterpreter {
-    fn run(&mut self, code: &str, timeout: Duration) -> Ran {
+    fn run(&mut self, code: &str, timeout: Duration, interrupt: Option<&Interrupt>) -> Ran {
         match self.protocol {
-            Protocol::Command => self.command(code, timeout),
-            Protocol::Turn => self.turn(code, timeout),
+            Protocol::Command => self.command(code, timeout, interrupt),
+            Protocol::Turn => self.turn(code, timeout, interrupt),
         }
     }
 

@@ -1,12 +1,13 @@
 //! Commands: one program run to completion in its own process group, with its output
 //! streamed and capped and a wall-clock limit on the whole process tree.
 
+use crate::host::{Heard, HostInput};
 use crate::process::{self, kill_group, RUNNING};
 use crate::{send, Writer};
 use sandlot_agent::{ExitReport, Reply};
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,12 +24,12 @@ pub struct Output {
     pub stop_after: u64,
 }
 
-/// Runs one command and waits for it and everything it started; if the host hangs up
-/// meanwhile, stops everything and exits.
+/// Runs one command and waits for it and everything it started; stops it when the
+/// host interrupts it, and if the host hangs up meanwhile, stops everything and exits.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     writer: &Writer,
-    input: RawFd,
+    input: &mut HostInput,
     argv: &[String],
     env: &[(String, String)],
     cwd: &OwnedFd,
@@ -119,12 +120,12 @@ pub fn run(
     std::thread::spawn(move || {
         let _ = done_tx.send(child.wait());
     });
-    let mut timed_out = false;
+    let (mut timed_out, mut on_request) = (false, false);
     let deadline = Instant::now() + timeout;
     let status = loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            timed_out = true;
+        if left.is_zero() || on_request {
+            timed_out = !on_request;
             // The command may have moved itself (or a child) to another process
             // group, so the group alone is not enough.
             kill_group(pgid);
@@ -135,8 +136,7 @@ pub fn run(
         }
         match done_rx.recv_timeout(left.min(process::HANGUP_POLL)) {
             Ok(status) => break status,
-            Err(mpsc::RecvTimeoutError::Timeout) if process::hung_up(input) => process::host_gone(),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => on_request = input.heard() == Heard::Interrupt,
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 break Err(io::Error::other("lost the command"))
             }
@@ -162,6 +162,7 @@ pub fn run(
         code,
         signal,
         timed_out,
+        on_request,
         stdout_truncated,
         stderr_truncated,
         oom_killed: oom_kills() > ooms_before,

@@ -4,10 +4,11 @@
 //!
 //! A cell is watched from this thread with poll(2) on the kernel's standard output and
 //! error, its report pipe and the host's stream, so output is forwarded as it comes,
-//! the time limit interrupts the cell rather than the kernel, and a host that hangs up
-//! still ends everything.
+//! the time limit (or the host's interrupt) interrupts the cell rather than the
+//! kernel, and a host that hangs up still ends everything.
 
 use crate::command::{oom_kills, Output};
+use crate::host::{Heard, HostInput};
 use crate::process;
 use crate::{send, Writer};
 use sandlot_agent::{ExitReport, Reply};
@@ -258,9 +259,15 @@ impl Kernel {
         }
     }
 
-    /// Runs one cell; returns how it ended and whether the kernel lives on. If the
-    /// host hangs up meanwhile, stops everything and exits.
-    pub fn run(&mut self, writer: &Writer, input: RawFd, cell: &Cell) -> (ExitReport, bool) {
+    /// Runs one cell; returns how it ended and whether the kernel lives on. The host's
+    /// interrupt interrupts it as its time limit does; if the host hangs up meanwhile,
+    /// stops everything and exits.
+    pub fn run(
+        &mut self,
+        writer: &Writer,
+        input: &mut HostInput,
+        cell: &Cell,
+    ) -> (ExitReport, bool) {
         let mut frame = format!(
             "sandlot-cell {} {} {} {}\n",
             cell.code.len(),
@@ -290,14 +297,16 @@ impl Kernel {
         let mut streams = Streams::new(writer, cell.output);
         let mut deadline = Instant::now() + cell.timeout;
         let mut interrupted_at = None;
+        let mut on_request = false;
         let status = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let over_time = left.is_zero();
-            if interrupted_at.is_none() && (over_time || streams.flooded()) {
+            if interrupted_at.is_none() && (over_time || streams.flooded() || on_request) {
                 // The cell, not the kernel: a driver turns SIGINT into the language's
                 // interrupt and reports.
                 interrupted_at = Some(Instant::now());
-                report.timed_out = over_time;
+                report.timed_out = over_time && !on_request;
+                report.on_request = on_request;
                 self.signal(libc::SIGINT);
                 deadline = Instant::now() + cell.grace;
                 continue;
@@ -305,9 +314,8 @@ impl Kernel {
             if over_time {
                 break None;
             }
-            if process::hung_up(input) {
-                process::host_gone();
-            }
+            // Once the cell is interrupted, a second interrupt changes nothing.
+            on_request |= input.heard() == Heard::Interrupt;
             let waited = left.min(process::HANGUP_POLL);
             match self.poll_line(waited, &mut |err, bytes| streams.forward(err, bytes)) {
                 Line::Got(line) => break Some(line),
@@ -523,8 +531,9 @@ while True:
         kernel: Option<Kernel>,
         capture: Capture,
         writer: Writer,
-        /// The host's stream as the agent sees it: never readable, so never hung up.
-        input: (OwnedFd, OwnedFd),
+        /// The host's stream as the agent sees it, and the host's end of it.
+        input: HostInput,
+        host: std::os::unix::net::UnixStream,
         dir: std::path::PathBuf,
     }
 
@@ -546,11 +555,13 @@ while True:
                 }
             };
             let capture = Capture::default();
+            let (host, agent) = std::os::unix::net::UnixStream::pair().unwrap();
             Ok(Harness {
                 kernel: Some(kernel),
                 writer: Arc::new(Mutex::new(Box::new(capture.clone()))),
                 capture,
-                input: pipe().unwrap(),
+                input: HostInput::new(OwnedFd::from(agent)),
+                host,
                 dir,
             })
         }
@@ -576,7 +587,7 @@ while True:
                 grace: Duration::from_millis(500),
             };
             let kernel = self.kernel.as_mut().expect("a kernel runs");
-            let (report, alive) = kernel.run(&self.writer, self.input.0.as_raw_fd(), &cell);
+            let (report, alive) = kernel.run(&self.writer, &mut self.input, &cell);
             if !alive {
                 self.kernel = None;
             }
@@ -655,6 +666,27 @@ while True:
             "{report:?}"
         );
         assert!(!report.kernel_ended);
+        assert!(err.contains("KeyboardInterrupt"), "{err}");
+        assert_eq!(h.quick("print(x)").1, "kept\n");
+    }
+
+    #[test]
+    fn the_hosts_interrupt_interrupts_the_cell_and_the_state_is_kept() {
+        let mut h = Harness::python();
+        h.quick("x = 'kept'");
+        let host = h.host.try_clone().unwrap();
+        let interrupter = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            sandlot_agent::Request::Interrupt
+                .write_to(&mut &host)
+                .unwrap();
+        });
+        let (report, _, err, alive) = h.quick("import time\ntime.sleep(30)");
+        interrupter.join().unwrap();
+        assert!(
+            report.on_request && report.interrupted && !report.timed_out && alive,
+            "{report:?}"
+        );
         assert!(err.contains("KeyboardInterrupt"), "{err}");
         assert_eq!(h.quick("print(x)").1, "kept\n");
     }

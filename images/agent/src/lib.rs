@@ -38,7 +38,10 @@ use std::io::{self, Read, Write};
 ///
 /// 6: [`Reply::Missing`], so a read, a listing or a pack of a path that names nothing
 /// is told apart from every other failure.
-pub const PROTOCOL_VERSION: u32 = 6;
+///
+/// 7: [`Request::Interrupt`], sent while a command or a cell runs, and
+/// [`ExitReport::on_request`].
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// The environment variable that, set to `unconfined` in the agent's environment,
 /// turns off the system-call filter it installs on everything it runs (see the
@@ -69,6 +72,15 @@ pub const MAX_FRAME: usize = 256 << 20;
 /// kernel's process group; a driver abandons the cell, reports a status and waits for
 /// the next one. If it has not reported within the cell's grace period the agent kills
 /// the kernel and says so (`kernel_ended`).
+///
+/// # Interrupts
+///
+/// While a [`Request::Run`] or a [`Request::Cell`] runs, the host may send
+/// [`Request::Interrupt`] and nothing else: the agent stops a command as at its time
+/// limit, and interrupts a cell as at its limit (the kernel keeps its state if it comes
+/// back within the grace period). The run's [`ExitReport`] then has `on_request`. An
+/// interrupt that arrives once the run is over (it crossed the exit report on the
+/// wire) is dropped: it is never answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     /// Runs one command to completion. Replies: any number of [`Reply::Stdout`] and
@@ -180,6 +192,10 @@ pub enum Request {
     },
     /// Stops the kernel and everything it started. Reply: [`Reply::Done`].
     StopKernel,
+    /// Stops the command, or interrupts the cell, that runs (see
+    /// [above](Request#interrupts)). No reply of its own: the run's replies go on, and
+    /// its [`Reply::Exit`] says what the interrupt did.
+    Interrupt,
 }
 
 /// What the agent answers.
@@ -232,6 +248,9 @@ pub struct ExitReport {
     /// Whether the kernel is gone: it exited, or was killed because it did not come
     /// back from an interrupt. Its state is lost.
     pub kernel_ended: bool,
+    /// Whether the host's [`Request::Interrupt`] stopped the command or interrupted
+    /// the cell (rather than its time or output limit).
+    pub on_request: bool,
 }
 
 /// One directory entry or scanned file.
@@ -517,6 +536,7 @@ impl Request {
             Request::Clear { path } => Encoder::new(11).bytes(path.as_bytes()).write_to(writer),
             Request::Freeze => Encoder::new(12).write_to(writer),
             Request::Thaw => Encoder::new(13).write_to(writer),
+            Request::Interrupt => Encoder::new(14).write_to(writer),
         }
     }
 
@@ -571,6 +591,7 @@ impl Request {
             11 => Request::Clear { path: d.string()? },
             12 => Request::Freeze,
             13 => Request::Thaw,
+            14 => Request::Interrupt,
             _ => return Err(malformed("unknown request")),
         };
         d.end()?;
@@ -595,6 +616,7 @@ impl Reply {
                 .u8(report.output_limited as u8)
                 .u8(report.interrupted as u8)
                 .u8(report.kernel_ended as u8)
+                .u8(report.on_request as u8)
                 .write_to(writer),
             Reply::Done => Encoder::new(0x84).write_to(writer),
             Reply::Data(bytes) => Encoder::new(0x85).bytes(bytes).write_to(writer),
@@ -635,6 +657,7 @@ impl Reply {
                 output_limited: d.bool()?,
                 interrupted: d.bool()?,
                 kernel_ended: d.bool()?,
+                on_request: d.bool()?,
             }),
             0x84 => Reply::Done,
             0x85 => Reply::Data(d.bytes()?),
@@ -729,6 +752,7 @@ mod tests {
         round_trip_request(Request::StopKernel);
         round_trip_request(Request::Freeze);
         round_trip_request(Request::Thaw);
+        round_trip_request(Request::Interrupt);
         round_trip_request(Request::Clear {
             path: "output".into(),
         });
@@ -745,6 +769,7 @@ mod tests {
             output_limited: true,
             interrupted: false,
             kernel_ended: true,
+            on_request: true,
         }));
         round_trip_reply(Reply::Done);
         round_trip_reply(Reply::Data(vec![1, 2, 3]));

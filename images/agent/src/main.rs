@@ -16,6 +16,7 @@ mod beneath;
 mod command;
 mod egress;
 mod files;
+mod host;
 mod kernel;
 mod process;
 mod seccomp;
@@ -23,10 +24,11 @@ mod seccomp;
 use beneath::Root;
 use command::Output;
 use files::refused;
+use host::HostInput;
 use kernel::Kernel;
-use sandlot_agent::{read_frame, Reply, Request, PROTOCOL_VERSION};
-use std::io::{self, BufReader, Read, Write};
-use std::os::fd::AsRawFd;
+use sandlot_agent::{Reply, Request, PROTOCOL_VERSION};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -92,7 +94,7 @@ fn serve_socket(socket: &Path, root: PathBuf) -> io::Result<()> {
             format!("cannot connect to {}", socket.display()),
         )
     })?;
-    let reader = stream.try_clone()?;
+    let reader = OwnedFd::from(stream.try_clone()?);
     serve(reader, Box::new(stream), root)
 }
 
@@ -105,7 +107,9 @@ fn serve_socket(socket: &Path, root: PathBuf) -> io::Result<()> {
 /// [`HOST_WAIT`] instead of leaving it waiting for its whole life.
 fn serve_stdio(root: PathBuf, await_host: bool) -> io::Result<()> {
     forbid_inspection();
-    let mut input = io::stdin().lock();
+    // Unbuffered, unlike `io::stdin()`: a frame waiting in a buffer of its own would be
+    // invisible to the check for an interrupt (see `HostInput`).
+    let mut input = std::fs::File::from(io::stdin().as_fd().try_clone_to_owned()?);
     if await_host {
         let mut poll = libc::pollfd {
             fd: input.as_raw_fd(),
@@ -122,7 +126,7 @@ fn serve_stdio(root: PathBuf, await_host: bool) -> io::Result<()> {
             process::host_gone();
         }
     }
-    serve(input, Box::new(io::stdout()), root)
+    serve(OwnedFd::from(input), Box::new(io::stdout()), root)
 }
 
 /// How long `serve-attach` waits for its host: longer than any host waits for a pod to
@@ -149,12 +153,7 @@ fn forbid_inspection() {
     }
 }
 
-fn serve(
-    reader: impl Read + AsRawFd,
-    writer: Box<dyn Write + Send>,
-    root: PathBuf,
-) -> io::Result<()> {
-    let input = reader.as_raw_fd();
+fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::Result<()> {
     let root_path = root;
     let root = Root::open(&root_path).map_err(|e| {
         io::Error::new(
@@ -176,15 +175,18 @@ fn serve(
             version: PROTOCOL_VERSION,
         },
     )?;
-    let mut reader = BufReader::new(reader);
+    let mut input = HostInput::new(reader);
     loop {
         // End of stream or a broken one: either way the host is gone. While a command
-        // runs, `run` watches for the same (see `hung_up`).
-        let Ok((tag, body)) = read_frame(&mut reader) else {
+        // runs, `run` watches for the same (see `HostInput::heard`).
+        let Ok((tag, body)) = input.next_frame() else {
             process::host_gone()
         };
         let reply = match Request::decode(tag, &body) {
             Err(e) => Reply::Error(e.to_string()),
+            // It crossed the exit report of the run it was meant for: nothing runs to
+            // interrupt, and it has no reply.
+            Ok(Request::Interrupt) => continue,
             Ok(Request::Run {
                 argv,
                 env,
@@ -196,7 +198,7 @@ fn serve(
             }) => match root.dir(&cwd) {
                 Ok(dir) => Reply::Exit(command::run(
                     &writer,
-                    input,
+                    &mut input,
                     &argv,
                     &env,
                     &dir,
@@ -272,7 +274,7 @@ fn serve(
                         },
                         grace: Duration::from_millis(grace_ms),
                     };
-                    let (report, alive) = running.run(&writer, input, &cell);
+                    let (report, alive) = running.run(&writer, &mut input, &cell);
                     if !alive {
                         kernel = None;
                     }

@@ -5,7 +5,6 @@
 //! after each command it kills whatever the command left behind, including processes
 //! that called `setsid` or daemonized.
 
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
@@ -15,7 +14,8 @@ pub static RUNNING: AtomicI32 = AtomicI32::new(0);
 /// The session of the running kernel, 0 if none: cleanup after a command spares it.
 static KERNEL_SESSION: AtomicI32 = AtomicI32::new(0);
 
-/// How often a running command's wait checks that the host is still there.
+/// How often a running command's wait checks whether the host interrupted it or hung
+/// up.
 pub const HANGUP_POLL: Duration = Duration::from_millis(50);
 
 /// Spares the session `sid` from the cleanup after commands (0: spare nobody).
@@ -37,20 +37,6 @@ pub fn host_gone() -> ! {
         }
     }
     std::process::exit(0)
-}
-
-/// Whether the host's end of the stream on `input` has closed. The host sends nothing
-/// while a command runs, so readable input means it hung up.
-pub fn hung_up(input: RawFd) -> bool {
-    let mut poll = libc::pollfd {
-        fd: input,
-        events: libc::POLLIN | libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: poll(2) on one valid pollfd, without waiting.
-    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
-    ready > 0
-        && poll.revents & (libc::POLLIN | libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// Kills a process group.

@@ -62,6 +62,7 @@ pub mod owner;
 pub mod pool;
 
 use crate::error::{Error, Result};
+use crate::interrupt::Interrupt;
 use crate::language::{KernelSpec, Plan};
 use crate::policy::{Network, Policy, PolicyField};
 use serde::Serialize;
@@ -365,6 +366,9 @@ pub struct RunRequest<'a> {
     /// a program; a plan carries its own. Empty: the interpreter's argv is left as it
     /// is.
     pub args: &'a [String],
+    /// Stops the run when set, as its time limit would; it then ends with
+    /// [`EndReason::Interrupted`].
+    pub interrupt: Option<&'a Interrupt>,
 }
 
 /// Whether a run of [`Workload::Code`] shows the value of the code's last expression.
@@ -400,6 +404,7 @@ impl<'a> RunRequest<'a> {
             on_stderr: None,
             last_value: LastValue::Shown,
             args: &[],
+            interrupt: None,
         }
     }
 }
@@ -446,6 +451,8 @@ pub enum EndReason {
     MemoryLimit,
     /// It kept writing past the output cap and was stopped.
     OutputLimit,
+    /// Its caller interrupted it ([`Interrupt`]: Ctrl-C in the REPL).
+    Interrupted,
     /// A signal the host did not send ended it (a crash, or it killed itself).
     Killed {
         /// The signal number.
@@ -461,8 +468,8 @@ pub enum EndReason {
 impl EndReason {
     /// The exit code a shell would give for this end, if it overrides the program's:
     /// 124 after a timeout (as `timeout` gives), 137 at the memory cap (a SIGKILL),
-    /// 141 at the output cap (a writer whose pipe was closed, SIGPIPE), so that no
-    /// two limits share a code.
+    /// 141 at the output cap (a writer whose pipe was closed, SIGPIPE), 130 when
+    /// interrupted (as after Ctrl-C), so that no two share a code.
     ///
     /// ```
     /// use sandlot::EndReason;
@@ -474,6 +481,7 @@ impl EndReason {
             EndReason::TimedOut { .. } => Some(124),
             EndReason::MemoryLimit => Some(137),
             EndReason::OutputLimit => Some(141),
+            EndReason::Interrupted => Some(130),
             _ => None,
         }
     }
@@ -492,6 +500,7 @@ impl fmt::Display for EndReason {
             }
             EndReason::MemoryLimit => f.write_str("stopped at the memory cap"),
             EndReason::OutputLimit => f.write_str("stopped for writing far past the output cap"),
+            EndReason::Interrupted => f.write_str("interrupted"),
             EndReason::Killed { signal } => write!(f, "killed by signal {signal}"),
             EndReason::SandboxLost { cause } => write!(f, "the sandbox was lost: {cause}"),
         }
