@@ -4,7 +4,8 @@
 //! A script that runs `sandlot run` must tell "the program exited 1" from "sandlot
 //! could not read the file" from "the policy refused the code". sandlot's own statuses
 //! are the BSD `sysexits.h` ones (64–78), which programs seldom use; the limits have
-//! the statuses a shell gives (`timeout`'s 124, a SIGKILL's 137, a closed pipe's 141).
+//! the statuses a shell gives (`timeout`'s 124, a SIGKILL's 137, a closed pipe's 141),
+//! and an interrupted run a Ctrl-C's 130.
 //! The kinds are the library's [`ErrorKind`]s, the same ones the HTTP API and MCP
 //! answer with. The README has the table and `tests/cli.rs` checks every row.
 
@@ -116,14 +117,15 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    /// The codes of the limits, from [`EndReason::exit_code`].
-    fn limits() -> [u8; 3] {
+    /// The codes of the limits and of an interrupt, from [`EndReason::exit_code`].
+    fn limits() -> [u8; 4] {
         [
             EndReason::TimedOut {
                 limit: Duration::from_secs(1),
             },
             EndReason::MemoryLimit,
             EndReason::OutputLimit,
+            EndReason::Interrupted,
         ]
         .map(|end| end.exit_code().expect("a limit overrides the code") as u8)
     }

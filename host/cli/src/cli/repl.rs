@@ -3,7 +3,7 @@
 //! scripts can drive it.
 
 use super::exit;
-use super::run::{notes, streaming, write_artifacts, SandboxArgs};
+use super::run::{ctrl_c, notes, streaming, write_artifacts, SandboxArgs};
 use super::{plugin_notes, Global};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -15,12 +15,10 @@ use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::Helper;
 use sandlot::sandbox_path::escape_controls;
 use sandlot::server::service::Service;
-use sandlot::{EarlierOutput, Execution, Session, SessionState};
+use sandlot::{EarlierOutput, EndReason, Execution, Interrupt, RunOptions, Session, SessionState};
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 #[derive(Args)]
 pub(super) struct ReplArgs {
@@ -63,13 +61,10 @@ pub(super) fn command(global: &Global, args: ReplArgs) -> Result<ExitCode> {
         out: &args.out,
         last: 0,
         terminal_input: std::io::stdin().is_terminal(),
-        interrupted: Arc::new(AtomicBool::new(false)),
+        // At the prompt the line editor reads Ctrl-C as a key, not a signal; during a
+        // cell it interrupts the cell, however often it is pressed.
+        interrupt: ctrl_c(false)?,
     };
-    // Ctrl-C while a cell runs must not kill sandlot with the sandbox open (a wasm
-    // workspace would be left behind); at the prompt the line editor reads it as a
-    // key, not a signal.
-    signal_hook::flag::register(signal_hook::consts::SIGINT, repl.interrupted.clone())
-        .context("cannot catch Ctrl-C")?;
     if repl.terminal_input {
         repl.terminal(&language)?;
     } else {
@@ -89,8 +84,8 @@ struct Repl<'a> {
     last: u8,
     /// Whether cells come from a person at a terminal.
     terminal_input: bool,
-    /// Set by Ctrl-C while a cell runs.
-    interrupted: Arc<AtomicBool>,
+    /// Set by Ctrl-C; interrupts the cell that runs.
+    interrupt: Interrupt,
 }
 
 impl Repl<'_> {
@@ -107,7 +102,7 @@ impl Repl<'_> {
         }
         note!(
             "sandlot: {language} on {}; a cell ends at a blank line once it spans \
-             several; a cell stops at its time limit (--timeout); :quit or Ctrl-D leaves",
+             several; Ctrl-C interrupts a cell; :quit or Ctrl-D leaves",
             self.session.backend()
         );
         let prompt = format!("{language}> ");
@@ -133,14 +128,14 @@ impl Repl<'_> {
         Ok(())
     }
 
-    /// Runs one cell per line of standard input. Ctrl-C (SIGINT) lets the running
-    /// cell finish, then stops: the session closes and the exit status is 130.
+    /// Runs one cell per line of standard input. Ctrl-C (SIGINT) interrupts the
+    /// running cell and stops: the session closes and the exit status is 130.
     fn pipe(&mut self) -> Result<()> {
         for line in std::io::stdin().lock().lines() {
             if !self.cell(&line.context("cannot read standard input")?)? {
                 break;
             }
-            if self.interrupted.load(Ordering::SeqCst) {
+            if self.interrupt.is_interrupted() {
                 self.last = 130;
                 break;
             }
@@ -164,7 +159,14 @@ impl Repl<'_> {
             }
             _ => {}
         }
-        let execution = match self.session.run_with(code, streaming()) {
+        // A Ctrl-C at the prompt, or one that came after the last cell ended, is not
+        // for this cell.
+        self.interrupt.reset();
+        let options = RunOptions {
+            interrupt: Some(self.interrupt.clone()),
+            ..streaming()
+        };
+        let execution = match self.session.run_with(code, options) {
             Ok(execution) => execution,
             Err(error) => {
                 // A refused cell or a failed install: the session goes on.
@@ -174,9 +176,6 @@ impl Repl<'_> {
             }
         };
         self.after(&execution)?;
-        if self.terminal_input && self.interrupted.swap(false, Ordering::SeqCst) {
-            note!("sandlot: Ctrl-C does not stop a cell; it stops at its time limit (--timeout)");
-        }
         Ok(true)
     }
 
@@ -200,8 +199,14 @@ impl Repl<'_> {
             }
         }
         notes(execution, self.memory, true);
-        if let SessionState::Restarted { .. } = execution.session {
-            note!("sandlot: the interpreter was restarted; earlier state is gone");
+        match execution.session {
+            SessionState::Restarted { .. } => {
+                note!("sandlot: the interpreter was restarted; earlier state is gone")
+            }
+            SessionState::Open if execution.end == EndReason::Interrupted => {
+                note!("sandlot: the session keeps its state")
+            }
+            _ => {}
         }
         self.last = exit::of_execution(execution);
         Ok(())

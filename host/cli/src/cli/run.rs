@@ -2,14 +2,14 @@
 
 use super::plan::CodeSource;
 use super::{exit, plugin_notes, Global};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::builder::TypedValueParser;
 use clap::Args;
 use sandlot::policy::BlockAt;
 use sandlot::sandbox_path::escape_controls;
 use sandlot::secret::Secret;
 use sandlot::server::service::{OpenRequest, Service};
-use sandlot::{BackendChoice, EndReason, Execution, Network, Policy, RunOptions};
+use sandlot::{BackendChoice, EndReason, Execution, Interrupt, Network, Policy, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -283,6 +283,21 @@ pub(super) fn secrets_from_environment(names: &[String]) -> Result<Vec<Secret>> 
         .collect()
 }
 
+/// An interrupt that Ctrl-C (SIGINT) sets, instead of killing sandlot with a sandbox
+/// open: the run stops as its backend allows and the session closes as usual. With
+/// `second_exits`, a second Ctrl-C before the run has stopped exits at once (130).
+pub(super) fn ctrl_c(second_exits: bool) -> Result<Interrupt> {
+    use signal_hook::consts::SIGINT;
+    let interrupt = Interrupt::new();
+    if second_exits {
+        // Registered first, so that it sees the flag as the first Ctrl-C left it.
+        signal_hook::flag::register_conditional_shutdown(SIGINT, 130, interrupt.flag())
+            .context("cannot catch Ctrl-C")?;
+    }
+    signal_hook::flag::register(SIGINT, interrupt.flag()).context("cannot catch Ctrl-C")?;
+    Ok(interrupt)
+}
+
 /// Run options that stream the program's output to this terminal as it is written.
 pub(super) fn streaming() -> RunOptions {
     use std::io::Write;
@@ -340,6 +355,7 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     };
     options.stdin = stdin;
     options.args = args.args;
+    options.interrupt = Some(ctrl_c(true)?);
     let execution = session.run_with(&code, options)?;
     if let Some(dir) = &args.out {
         write_artifacts(&execution, dir)?;
@@ -398,6 +414,10 @@ pub(super) fn notes(execution: &Execution, memory_mib: usize, kept: bool) {
         EndReason::MemoryLimit => {
             note!("sandlot: stopped at the memory cap of {memory_mib} MiB (--memory)")
         }
+        EndReason::Interrupted => note!(
+            "sandlot: interrupted (Ctrl-C) after {:.1} s",
+            execution.duration.as_secs_f64()
+        ),
         // A lost sandbox's cause can quote what its agent said.
         other => note!("sandlot: {}", escape_controls(&other.to_string())),
     }
