@@ -772,6 +772,62 @@ fn an_interrupt_stops_the_run_and_keeps_the_state_where_it_can(backend: &str) {
     );
 }
 
+/// What the backend says it runs Python with is what the code meets: the interpreter
+/// and its version, and the versions of the libraries that come with it (the wasm
+/// runtime and the container images carry different ones). A backend that cannot
+/// tell without running code says nothing rather than a guess.
+fn the_toolchain_is_what_the_code_meets(backend: &str) {
+    let python = sandlot()
+        .plugins()
+        .language("python")
+        .unwrap()
+        .info()
+        .clone();
+    let image = sandlot()
+        .config()
+        .images
+        .get("python")
+        .cloned()
+        .unwrap_or(python.default_image.clone());
+    let said = sandlot()
+        .backend(backend)
+        .unwrap()
+        .toolchain("python", &image)
+        .unwrap_or_else(|e| panic!("{backend}: {e}"));
+    let Some(said) = said else {
+        // Kubernetes runs images it cannot look into from here.
+        assert_eq!(
+            backend, "kubernetes",
+            "{backend} says nothing of its Python"
+        );
+        return;
+    };
+    assert_eq!(said.name, "CPython", "{said:?}");
+    let mut session = open(backend);
+    let ran = session
+        .run(
+            "import platform, importlib.metadata as m\n\
+             print(platform.python_version())\n\
+             for name in ['numpy', 'pandas']:\n    print(name, m.version(name))",
+        )
+        .unwrap();
+    let mut lines = ran
+        .stdout_text()
+        .lines()
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    assert!(!lines.is_empty(), "{}", ran.stderr_text());
+    assert_eq!(lines.remove(0), said.version, "{said:?}");
+    for line in lines {
+        let (name, version) = line.split_once(' ').unwrap();
+        assert_eq!(
+            said.libraries.get(name).map(String::as_str),
+            Some(version),
+            "{name} on {backend}: {said:?}"
+        );
+    }
+}
+
 /// A library installed for one run is there for the runs after it, also in an
 /// interpreter that was running before it was installed.
 fn libraries_stay_installed(backend: &str) {
@@ -1259,6 +1315,7 @@ macro_rules! conformance {
             #[test] fn a_one_shot_run_is_a_program() { super::a_one_shot_run_is_a_program($backend) }
             #[test] fn a_timeout_keeps_the_state_where_it_can() { super::a_timeout_keeps_the_state_where_it_can($backend) }
             #[test] fn an_interrupt_stops_the_run_and_keeps_the_state_where_it_can() { super::an_interrupt_stops_the_run_and_keeps_the_state_where_it_can($backend) }
+            #[test] fn the_toolchain_is_what_the_code_meets() { super::the_toolchain_is_what_the_code_meets($backend) }
             #[test] fn libraries_stay_installed() { super::libraries_stay_installed($backend) }
             #[test] fn plots_come_back_once() { super::plots_come_back_once($backend) }
             #[test] fn earlier_output_is_kept_or_cleared() { super::earlier_output_is_kept_or_cleared($backend) }

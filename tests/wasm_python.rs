@@ -62,6 +62,30 @@ fn bundled_libraries_are_accepted_and_others_refused_by_name() {
     );
 }
 
+/// Every library the runtime says it bundles is there, at the version it says: what
+/// `language_details` tells a model is what its code imports.
+#[test]
+fn the_bundled_libraries_are_there_at_the_versions_listed() {
+    let toolchain = sandlot()
+        .backend("wasm")
+        .unwrap()
+        .toolchain("python", "")
+        .unwrap()
+        .expect("the wasm backend knows its Python");
+    assert!(toolchain.libraries.len() > 50, "{toolchain:?}");
+    let names: Vec<&String> = toolchain.libraries.keys().collect();
+    let code =
+        format!("import importlib.metadata as m\nfor n in {names:?}:\n    print(n, m.version(n))");
+    let ran = run(&code);
+    let found: std::collections::BTreeMap<String, String> = ran
+        .stdout_text()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(found, toolchain.libraries, "{}", ran.stderr_text());
+}
+
 #[test]
 fn exceptions_go_to_stderr_with_exit_code_1() {
     let failed = run("def f():\n    return 1 / 0\nf()\n");

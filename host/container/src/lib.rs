@@ -14,6 +14,7 @@ mod plan;
 pub mod proxy;
 pub mod recipe;
 mod sandbox;
+pub mod toolchain;
 mod transport;
 
 pub use client::{AgentClient, Output, RunCell, RunCommand};

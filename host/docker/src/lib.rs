@@ -28,6 +28,7 @@ mod egress;
 pub mod images;
 mod sandbox;
 mod socket;
+mod toolchain;
 
 pub mod provider;
 pub use provider::ContainerProvider;
@@ -39,6 +40,7 @@ use sandlot_core::backend::{
     Sandbox, SandboxSpec, Unsuitable,
 };
 use sandlot_core::error::{Error, Result};
+use sandlot_core::toolchain::Toolchain;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -300,6 +302,7 @@ impl ContainerBackendBuilder {
             delivery,
             install_network,
             reaped: Mutex::new(false),
+            packages: Default::default(),
         })
     }
 }
@@ -334,6 +337,8 @@ pub struct ContainerBackend {
     install_network: String,
     /// Whether containers a crashed host left behind were reaped already.
     reaped: Mutex<bool>,
+    /// The packages of the images looked into ([`Backend::toolchain`]).
+    packages: toolchain::Packages,
 }
 
 impl std::fmt::Debug for ContainerBackend {
@@ -596,5 +601,10 @@ impl Backend for ContainerBackend {
 
     fn checks(&self) -> Vec<Check> {
         self.engine_checks()
+    }
+
+    /// Read from the image's Debian package database, once per image.
+    fn toolchain(&self, language: &str, image: &str) -> Result<Option<Toolchain>> {
+        self.image_toolchain(language, image)
     }
 }

@@ -15,6 +15,7 @@ use super::preview1;
 use sandlot_core::error::{Error, Result};
 use sandlot_core::wasmtime_engine::cache::{ComponentCache, FileLoadError};
 use sandlot_core::wasmtime_engine::{self as engine};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use wasmtime::component::Component;
@@ -65,6 +66,8 @@ pub struct RuntimeDescription {
     pub version: String,
     /// Libraries built in; it can install no others.
     pub bundled: Vec<String>,
+    /// Versions of the libraries built in, by name, where the runtime gives them.
+    pub bundled_versions: BTreeMap<String, String>,
     /// Module or component.
     pub kind: RuntimeKind,
 }
@@ -120,6 +123,7 @@ impl Entry {
                     languages: m.languages.clone(),
                     version: m.version.clone(),
                     bundled: m.bundled.clone(),
+                    bundled_versions: m.bundled_versions.clone(),
                     kind: RuntimeKind::Module {
                         protocol: m.protocol,
                     },
@@ -317,6 +321,7 @@ impl Catalog {
                 languages: info.languages,
                 version: info.version,
                 bundled: info.bundled,
+                bundled_versions: BTreeMap::new(),
                 kind: RuntimeKind::Component {
                     api_version: info.api_version,
                 },

