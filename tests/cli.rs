@@ -1082,9 +1082,41 @@ fn run_stops_a_sleeping_or_flooding_program_on_time() {
     assert_ne!(output.status.code(), Some(0));
 }
 
+/// The same Python code meets another interpreter there, so the move is said without
+/// `-v` too, with the interpreter it moved to.
 #[test]
 fn auto_runs_a_library_the_wasm_runtime_lacks_in_a_container_and_says_so() {
     let home = tempfile::tempdir().unwrap();
+    let (output, stdout, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--lib",
+            "requests",
+            "-c",
+            "import sys\nprint(sys.version_info[:2])",
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let said = stderr
+        .lines()
+        .find(|l| l.contains("running on"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let version = stdout.trim().trim_matches(['(', ')']).replace(", ", ".");
+    assert!(
+        said.starts_with(&format!(
+            "sandlot: running on docker with CPython {version}."
+        )) && said.contains("not wasm: it cannot install requests"),
+        "{said} ({stdout})"
+    );
+    // Where nothing moved, nothing is said.
+    let (_, _, quiet) = run(&mut sandlot_run(
+        home.path(),
+        &["-l", "python", "-c", "print(1)"],
+    ));
+    assert!(!quiet.contains("running on"), "{quiet}");
+
     let (output, stdout, stderr) = run(&mut sandlot_run(
         home.path(),
         &[
@@ -1108,6 +1140,10 @@ fn auto_runs_a_library_the_wasm_runtime_lacks_in_a_container_and_says_so() {
         "{stderr}"
     );
     assert!(stderr.contains("running on docker (sandlot-"), "{stderr}");
+    assert!(
+        stderr.contains("with CPython 3.") && stderr.contains("Debian packages of sandlot/python"),
+        "{stderr}"
+    );
 }
 
 /// Code promised the network must not land where it has none: wasm, named, refuses

@@ -94,6 +94,30 @@ async fn exercise(client: &Client) -> String {
         );
     }
 
+    // A model can see before it runs that the same Python differs between backends.
+    let details = call(client, "language_details", json!({ "language": "python" })).await;
+    assert_ne!(details.is_error, Some(true), "{details:?}");
+    let details = json_of(&details);
+    let on = |name: &str| {
+        details["backends"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {details}"))
+            .clone()
+    };
+    let (wasm, docker) = (on("wasm"), on("docker"));
+    assert_eq!(wasm["runs_with"], "CPython 3.15.0", "{details}");
+    let in_docker = docker["runs_with"].as_str().unwrap_or_default();
+    assert!(in_docker.starts_with("CPython 3."), "{details}");
+    let pandas = |b: &serde_json::Value| b["toolchain"]["libraries"]["pandas"].clone();
+    assert!(
+        pandas(&wasm).is_string() && pandas(&docker).is_string(),
+        "{details}"
+    );
+    assert_ne!(pandas(&wasm), pandas(&docker), "{details}");
+
     // A plot comes back as an image a model can see.
     let plotted = call(
         client,

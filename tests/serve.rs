@@ -1039,6 +1039,7 @@ async fn every_row_of_the_error_table_is_what_the_server_answers() {
             .contains(&json!("wasm")),
         "{listing}"
     );
+    assert_eq!(python["runs_with"]["wasm"], "CPython 3.15.0", "{listing}");
     assert!(
         !listing["backends"]
             .as_array()

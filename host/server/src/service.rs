@@ -19,8 +19,10 @@ use sandlot_core::config::Config;
 use sandlot_core::dirs::{Dirs, Overrides};
 use sandlot_core::entry::{Sandlot, SandlotBuilder, SessionBuilder};
 use sandlot_core::error::{Error, ErrorKind, Result};
+use sandlot_core::language::LanguageInfo;
 use sandlot_core::provider::BackendProvider;
 use sandlot_core::session::Session;
+use sandlot_core::toolchain::Toolchain;
 use std::sync::Arc;
 
 pub use sandlot_core::execution::EXECUTION_SCHEMA;
@@ -151,6 +153,62 @@ impl Service {
         self.sandlot.session_for(request.clone())
     }
 
+    /// What `backend` runs the language of `info` with, in `image` or else the image a
+    /// session of it would get there (the configured one, else the handler's); `None`
+    /// where the backend cannot tell, or cannot look now.
+    pub fn toolchain(
+        &self,
+        backend: &dyn Backend,
+        info: &LanguageInfo,
+        image: Option<&str>,
+    ) -> Option<Toolchain> {
+        let configured = self
+            .sandlot
+            .config()
+            .images
+            .get(&info.id)
+            .map(String::as_str);
+        let image = image.or(configured).unwrap_or(&info.default_image);
+        backend.toolchain(&info.id, image).ok().flatten()
+    }
+
+    /// One language in full, for a client deciding where to run: what its handler
+    /// declares, and for each backend that can run it now, the interpreter and the
+    /// libraries that come with it there; for each that cannot, why.
+    pub fn language_details_json(&self, language: &str) -> Result<serde_json::Value> {
+        use serde_json::json;
+        let handler = self.sandlot.plugins().language(language)?;
+        let info = handler.info();
+        let needs = Needs::language(&info.id);
+        let (mut backends, mut unavailable) = (Vec::new(), Vec::new());
+        for name in self.sandlot.backend_names() {
+            let backend = match self.sandlot.backend(name.as_str()) {
+                Ok(backend) => backend,
+                Err(e) => {
+                    unavailable.push(json!({ "name": name.to_string(), "why": why_not(&e) }));
+                    continue;
+                }
+            };
+            if let Err(why) = backend.supports(&needs) {
+                let why = first_clause(&why.0);
+                unavailable.push(json!({ "name": name.to_string(), "why": why }));
+                continue;
+            }
+            let toolchain = self.toolchain(backend.as_ref(), info, None);
+            backends.push(json!({
+                "name": name.to_string(),
+                "runs_with": toolchain.as_ref().map(ToString::to_string),
+                "toolchain": toolchain,
+            }));
+        }
+        Ok(json!({
+            "info": info,
+            "source": handler.source().to_string(),
+            "backends": backends,
+            "unavailable": unavailable,
+        }))
+    }
+
     /// What a client (a model over MCP, a program over HTTP) can ask for now: the
     /// languages some backend here runs (id, name, aliases, extension, capabilities,
     /// and those backends), the backends that answer, and for each language and
@@ -175,11 +233,23 @@ impl Service {
             let info = handler.info();
             let needs = Needs::language(&info.id);
             let (mut runs_on, mut cannot) = (Vec::new(), Vec::new());
+            let mut toolchains = serde_json::Map::new();
             for (name, backend) in &backends {
-                match backend.as_ref().map(|b| b.supports(&needs)) {
-                    Ok(Ok(())) => runs_on.push(name.clone()),
-                    Ok(Err(why)) => cannot.push(format!("{name}: {}", first_clause(&why.0))),
-                    Err(why) => cannot.push(format!("{name}: {why}")),
+                let backend = match backend {
+                    Ok(backend) => backend.as_ref(),
+                    Err(why) => {
+                        cannot.push(format!("{name}: {why}"));
+                        continue;
+                    }
+                };
+                match backend.supports(&needs) {
+                    Ok(()) => {
+                        runs_on.push(name.clone());
+                        if let Some(toolchain) = self.toolchain(backend, info, None) {
+                            toolchains.insert(name.clone(), json!(toolchain.to_string()));
+                        }
+                    }
+                    Err(why) => cannot.push(format!("{name}: {}", first_clause(&why.0))),
                 }
             }
             if runs_on.is_empty() {
@@ -196,6 +266,8 @@ impl Service {
                 "extension": info.file_extension,
                 "capabilities": info.capabilities,
                 "backends": runs_on,
+                // The same code meets another interpreter on another backend.
+                "runs_with": toolchains,
             }));
         }
         let (up, down): (Vec<_>, Vec<_>) = backends.iter().partition(|(_, b)| b.is_ok());

@@ -3,7 +3,7 @@
 //! scripts can drive it.
 
 use super::exit;
-use super::run::{ctrl_c, notes, streaming, write_artifacts, SandboxArgs};
+use super::run::{ctrl_c, notes, say_where, streaming, write_artifacts, SandboxArgs};
 use super::{plugin_notes, Global};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -55,6 +55,7 @@ pub(super) fn command(global: &Global, args: ReplArgs) -> Result<ExitCode> {
     let mut session = service
         .open(&request, |step| note!("sandlot: {step}"))
         .context("cannot open the session")?;
+    say_where(&service, &session, &request, false);
     let mut repl = Repl {
         session: &mut session,
         memory: args.sandbox.memory,

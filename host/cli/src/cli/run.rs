@@ -5,11 +5,14 @@ use super::{exit, plugin_notes, Global};
 use anyhow::{Context, Result};
 use clap::builder::TypedValueParser;
 use clap::Args;
+use sandlot::backend::Needs;
 use sandlot::policy::BlockAt;
 use sandlot::sandbox_path::escape_controls;
 use sandlot::secret::Secret;
 use sandlot::server::service::{OpenRequest, Service};
-use sandlot::{BackendChoice, EndReason, Execution, Interrupt, Network, Policy, RunOptions};
+use sandlot::{
+    BackendChoice, EndReason, Execution, Interrupt, Network, Policy, RunOptions, Session,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -298,6 +301,58 @@ pub(super) fn ctrl_c(second_exits: bool) -> Result<Interrupt> {
     Ok(interrupt)
 }
 
+/// Says where `session` runs and with what interpreter: with `verbose`, always (and
+/// which backends were passed over, and why); else only when `auto` passed over a
+/// backend that runs the language but not this request, since the same code then
+/// meets another interpreter and other libraries than it would there.
+pub(super) fn say_where(
+    service: &Service,
+    session: &Session,
+    request: &OpenRequest,
+    verbose: bool,
+) {
+    let sandlot = service.sandlot();
+    let language = session.language();
+    let moved_from = match request.backend {
+        BackendChoice::Auto => session.passed_over().iter().find(|(name, _)| {
+            sandlot
+                .backend(name.as_str())
+                .is_ok_and(|b| b.supports(&Needs::language(language)).is_ok())
+        }),
+        _ => None,
+    };
+    if !verbose && moved_from.is_none() {
+        return;
+    }
+    let toolchain = sandlot
+        .backend(session.backend().as_str())
+        .ok()
+        .zip(sandlot.plugins().language(language).ok())
+        .and_then(|(backend, handler)| {
+            service.toolchain(backend.as_ref(), handler.info(), request.image.as_deref())
+        });
+    if verbose {
+        for (backend, why) in session.passed_over() {
+            note!("sandlot: passed over {backend}: {why}");
+        }
+        let sandbox = session.sandbox_name().map(|name| format!(" ({name})"));
+        let with = toolchain.map(|t| format!(" with {t}, from {}", t.source));
+        note!(
+            "sandlot: running on {}{}{}",
+            session.backend(),
+            sandbox.unwrap_or_default(),
+            with.unwrap_or_default()
+        );
+    } else if let Some((from, why)) = moved_from {
+        let with = toolchain.map(|t| format!(" with {t}"));
+        note!(
+            "sandlot: running on {}{}, not {from}: {why}",
+            session.backend(),
+            with.unwrap_or_default()
+        );
+    }
+}
+
 /// Run options that stream the program's output to this terminal as it is written.
 pub(super) fn streaming() -> RunOptions {
     use std::io::Write;
@@ -330,22 +385,14 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
         program_input()?
     };
     let mut session = service.open(&request, |step| note!("sandlot: {step}"))?;
-    if args.verbose {
-        for (backend, why) in session.passed_over() {
-            note!("sandlot: passed over {backend}: {why}");
-        }
-        match session.sandbox_name() {
-            Some(name) => note!("sandlot: running on {} ({name})", session.backend()),
-            None => note!("sandlot: running on {}", session.backend()),
-        }
-        if !session.unenforced().is_empty() {
-            let fields: Vec<String> = session.unenforced().iter().map(|f| f.to_string()).collect();
-            eprintln!(
-                "sandlot: {} cannot apply the policy's {}",
-                session.backend(),
-                fields.join(", ")
-            );
-        }
+    say_where(&service, &session, &request, args.verbose);
+    if args.verbose && !session.unenforced().is_empty() {
+        let fields: Vec<String> = session.unenforced().iter().map(|f| f.to_string()).collect();
+        eprintln!(
+            "sandlot: {} cannot apply the policy's {}",
+            session.backend(),
+            fields.join(", ")
+        );
     }
     // Output streams as it is written, unless it all goes into one document.
     let mut options = if args.json {

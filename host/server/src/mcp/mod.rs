@@ -367,19 +367,15 @@ impl McpServer {
     }
 
     #[tool(
-        description = "Details of one language: its id, aliases, version, file extension, \
-        default container image and capabilities."
+        description = "Details of one language: its id, aliases, file extension, default \
+        container image and capabilities, and for each backend that can run it now the \
+        interpreter and version it runs there and the libraries that come with it (they \
+        differ between backends); for each backend that cannot, why."
     )]
     async fn language_details(&self, Parameters(args): Parameters<LanguageRef>) -> CallToolResult {
         let details = self
             .blocking(move |manager, _| {
-                manager.with_service(|service| {
-                    let handler = service.sandlot().plugins().language(&args.language)?;
-                    Ok(json!({
-                        "info": handler.info(),
-                        "source": handler.source().to_string(),
-                    }))
-                })
+                manager.with_service(|service| service.language_details_json(&args.language))
             })
             .await;
         match details {
