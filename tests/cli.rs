@@ -1135,6 +1135,8 @@ fn auto_runs_a_library_the_wasm_runtime_lacks_in_a_container_and_says_so() {
     assert_eq!(json["backend"], "docker");
     assert_eq!(json["stdout"], "requests\n");
     assert_eq!(json["schema"], "sandlot.execution/1");
+    let runs_with = json["runs_with"].as_str().unwrap_or_default();
+    assert!(runs_with.starts_with("CPython 3."), "{json}");
     assert!(
         stderr.contains("passed over wasm: it cannot install requests"),
         "{stderr}"

@@ -800,6 +800,7 @@ fn the_toolchain_is_what_the_code_meets(backend: &str) {
             backend, "kubernetes",
             "{backend} says nothing of its Python"
         );
+        assert_eq!(open(backend).run("1").unwrap().runs_with, None);
         return;
     };
     assert_eq!(said.name, "CPython", "{said:?}");
@@ -811,6 +812,8 @@ fn the_toolchain_is_what_the_code_meets(backend: &str) {
              for name in ['numpy', 'pandas']:\n    print(name, m.version(name))",
         )
         .unwrap();
+    assert_eq!(session.toolchain(), Some(&said));
+    assert_eq!(ran.runs_with, Some(said.to_string()));
     let mut lines = ran
         .stdout_text()
         .lines()

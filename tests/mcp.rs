@@ -203,6 +203,7 @@ async fn exercise(client: &Client) -> String {
     assert_ne!(opened.is_error, Some(true), "{opened:?}");
     let opened = json_of(&opened);
     assert_eq!(opened["backend"], "docker");
+    assert_eq!(opened["runs_with"], docker["runs_with"], "{opened}");
     assert_eq!(opened["keeps_variables"], true);
     let id = opened["session_id"].as_str().unwrap().to_string();
     let set = call(

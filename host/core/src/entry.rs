@@ -787,6 +787,7 @@ impl SessionBuilder {
                 backend,
                 passed_over,
             },
+            image,
             ..
         } = resolved;
         Ok(Session::new(
@@ -804,6 +805,7 @@ impl SessionBuilder {
                 one_shot: self.request.one_shot,
                 earlier_output: self.request.earlier_output,
                 preinstalled,
+                image,
             },
         ))
     }

@@ -8,6 +8,7 @@
 //! | `schema` | string | `sandlot.execution/1` |
 //! | `language` | string | the language id |
 //! | `backend` | string | the backend that ran it |
+//! | `runs_with` | string or null | the interpreter and version it ran with there (`CPython 3.11.2`), null where the backend cannot tell (see [`Toolchain`](crate::Toolchain)) |
 //! | `stdout`, `stderr` | string | the output, as UTF-8 (invalid bytes become U+FFFD) |
 //! | `stdout_base64`, `stderr_base64` | string, only when the output is not UTF-8 | the exact bytes |
 //! | `exit_code` | integer | the program's; 124 after a timeout, 137 at the memory cap |
@@ -74,6 +75,10 @@ pub struct Execution {
     pub findings: Vec<Finding>,
     /// The backend that ran it.
     pub backend: BackendName,
+    /// What it ran with there, e.g. `CPython 3.11.2`: the same code meets another
+    /// interpreter, and other libraries, on another backend. `None` where the backend
+    /// cannot tell ([`Session::toolchain`](crate::Session::toolchain) has the rest).
+    pub runs_with: Option<String>,
     /// The policy in force for the run.
     pub policy: Policy,
     /// The policy's restrictions the backend could not apply.
@@ -186,6 +191,7 @@ impl Serialize for Execution {
         map.serialize_entry("schema", EXECUTION_SCHEMA)?;
         map.serialize_entry("language", &self.language)?;
         map.serialize_entry("backend", &self.backend)?;
+        map.serialize_entry("runs_with", &self.runs_with)?;
         for (name, bytes) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
             map.serialize_entry(name, &String::from_utf8_lossy(bytes))?;
             if std::str::from_utf8(bytes).is_err() {
@@ -240,6 +246,7 @@ mod tests {
             )],
             findings: Vec::new(),
             backend: BackendName::WASM,
+            runs_with: Some("CPython 3.15.0".into()),
             policy: Policy::default(),
             unenforced: vec![PolicyField::WorkdirSize],
             egress_denied: vec![Denial {
@@ -256,6 +263,7 @@ mod tests {
         let json = execution().to_json();
         assert_eq!(json["schema"], EXECUTION_SCHEMA);
         assert_eq!(json["backend"], "wasm");
+        assert_eq!(json["runs_with"], "CPython 3.15.0");
         assert_eq!(json["unenforced"], serde_json::json!(["workdir_size"]));
         assert_eq!(json["stdout"], "ok \u{fffd}\n");
         assert_eq!(json["stdout_base64"], "b2sg/wo=");

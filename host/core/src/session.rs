@@ -32,9 +32,10 @@ use crate::plugin::LanguageHandler;
 use crate::policy::{Gate, Policy};
 use crate::sandbox_path::{ListEntry, Listing, SandboxPath};
 use crate::secret::Secrets;
+use crate::toolchain::Toolchain;
 use crate::transfer::Copied;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Resource limits of a session. The defaults suit model-written data analysis.
@@ -146,6 +147,8 @@ pub(crate) struct Settings {
     pub(crate) earlier_output: EarlierOutput,
     /// Libraries the sandbox came with (a pool installed them while warming).
     pub(crate) preinstalled: Vec<String>,
+    /// The image the sandbox was made from, where the backend runs images.
+    pub(crate) image: String,
 }
 
 /// A sandbox for one language. State (files, and variables where the backend keeps
@@ -154,6 +157,10 @@ pub(crate) struct Settings {
 pub struct Session {
     sandbox: Option<Box<dyn Sandbox>>,
     backend: Arc<dyn Backend>,
+    /// The image the sandbox was made from, where the backend runs images.
+    image: String,
+    /// What the backend runs the language with, asked once.
+    toolchain: OnceLock<Option<Toolchain>>,
     backend_name: BackendName,
     /// The policy's restrictions the backend cannot apply.
     unenforced: Vec<crate::policy::PolicyField>,
@@ -217,6 +224,7 @@ impl Session {
             one_shot,
             earlier_output,
             preinstalled,
+            image,
         } = settings;
         let capabilities =
             crate::backend::effective(&backend.capabilities(&handler.info().id), kernel);
@@ -240,6 +248,8 @@ impl Session {
             plot_capture: false,
             plot_flush: None,
             installed: preinstalled,
+            image,
+            toolchain: OnceLock::new(),
             ended: None,
             // Every backend opens a sandbox with an empty output directory.
             output: Some(Snapshot::default()),
@@ -259,6 +269,29 @@ impl Session {
     /// The restrictions of the session's policy its backend cannot apply.
     pub fn unenforced(&self) -> &[crate::policy::PolicyField] {
         &self.unenforced
+    }
+
+    /// What the backend runs the session's code with: the interpreter, its version and
+    /// the libraries that come with it ([`Backend::toolchain`]); `None` where the
+    /// backend cannot tell. Asked of the backend once per session.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), sandlot::Error> {
+    /// let sandlot = sandlot::from_environment()?;
+    /// let session = sandlot.session("python").open()?;
+    /// if let Some(python) = session.toolchain() {
+    ///     println!("{python} on {}", session.backend()); // CPython 3.15.0 on wasm
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn toolchain(&self) -> Option<&Toolchain> {
+        self.toolchain
+            .get_or_init(|| {
+                let language = &self.handler.info().id;
+                self.backend.toolchain(language, &self.image).ok().flatten()
+            })
+            .as_ref()
     }
 
     /// The backends `auto` tried before this one, and why each could not serve the
@@ -627,6 +660,7 @@ impl Session {
             end: outcome.end,
             session: outcome.session,
             backend: self.backend_name.clone(),
+            runs_with: self.toolchain().map(ToString::to_string),
             policy: self.policy.clone(),
             unenforced: self.unenforced.clone(),
             // A denied name can carry a secret out as well as a connection could, in

@@ -177,6 +177,7 @@ pub struct ContainerBackendBuilder {
     tls: Option<TlsFiles>,
     delivery: Option<AgentDelivery>,
     name: Option<String>,
+    cache_dir: Option<PathBuf>,
 }
 
 impl ContainerBackendBuilder {
@@ -205,6 +206,13 @@ impl ContainerBackendBuilder {
     /// `docker` or `podman`).
     pub fn name(&mut self, name: impl Into<String>) -> &mut Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Keeps what it read from images ([`Backend::toolchain`]) in `dir`, by image id,
+    /// for the next process (default: in memory only).
+    pub fn cache_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.cache_dir = Some(dir.into());
         self
     }
 
@@ -302,7 +310,7 @@ impl ContainerBackendBuilder {
             delivery,
             install_network,
             reaped: Mutex::new(false),
-            packages: Default::default(),
+            packages: toolchain::Packages::new(self.cache_dir.clone()),
         })
     }
 }
@@ -361,6 +369,7 @@ impl ContainerBackend {
             tls: None,
             delivery: None,
             name: None,
+            cache_dir: None,
         }
     }
 

@@ -41,7 +41,15 @@ impl ContainerProvider {
             Engine::Podman => config.podman_host.as_deref(),
             _ => config.docker_host.as_deref(),
         };
-        let backend = Arc::new(ContainerBackend::connect(self.engine, endpoint)?);
+        let mut builder = ContainerBackend::builder(self.engine);
+        if let Some(endpoint) = endpoint {
+            builder.endpoint(endpoint);
+        }
+        // Beside the compiled components: what images hold is as much a cache.
+        if let Some(dir) = context.cache_dir() {
+            builder.cache_dir(dir.join("image-packages"));
+        }
+        let backend = Arc::new(builder.connect()?);
         *connected = Some(backend.clone());
         Ok(backend)
     }

@@ -216,6 +216,9 @@ pub struct SessionInfo {
     /// The backend it runs on.
     #[schemars(with = "String")]
     pub backend: BackendName,
+    /// What it runs the code with there, e.g. `CPython 3.11.2`; `None` where the
+    /// backend cannot tell.
+    pub runs_with: Option<String>,
     /// Whether variables persist from one run to the next.
     pub persistent: bool,
     /// Seconds since it opened.
@@ -416,6 +419,7 @@ struct Entry {
     client: ClientId,
     language: String,
     backend: BackendName,
+    runs_with: Option<String>,
     persistent: bool,
     opened: Instant,
     last_used: Mutex<Instant>,
@@ -431,6 +435,7 @@ impl Entry {
             id: self.id.clone(),
             language: self.language.clone(),
             backend: self.backend.clone(),
+            runs_with: self.runs_with.clone(),
             persistent: self.persistent,
             age_seconds: self.opened.elapsed().as_secs_f64(),
             idle_seconds: last.elapsed().as_secs_f64(),
@@ -609,6 +614,7 @@ impl SessionManager {
             client: client.clone(),
             language: session.language().to_string(),
             backend: session.backend().clone(),
+            runs_with: session.toolchain().map(ToString::to_string),
             persistent: session
                 .capabilities()
                 .has(sandlot_core::Capability::PersistentState),

@@ -324,13 +324,7 @@ pub(super) fn say_where(
     if !verbose && moved_from.is_none() {
         return;
     }
-    let toolchain = sandlot
-        .backend(session.backend().as_str())
-        .ok()
-        .zip(sandlot.plugins().language(language).ok())
-        .and_then(|(backend, handler)| {
-            service.toolchain(backend.as_ref(), handler.info(), request.image.as_deref())
-        });
+    let toolchain = session.toolchain();
     if verbose {
         for (backend, why) in session.passed_over() {
             note!("sandlot: passed over {backend}: {why}");

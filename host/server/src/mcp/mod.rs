@@ -411,6 +411,7 @@ impl McpServer {
                 "session_id": info.id,
                 "language": info.language,
                 "backend": info.backend,
+                "runs_with": info.runs_with,
                 "keeps_variables": info.persistent,
                 "idle_timeout_seconds": info.idle_timeout_seconds,
             })),
