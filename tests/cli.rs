@@ -1305,6 +1305,42 @@ fn ctrl_c_interrupts_the_run_and_sandlot_exits_130() {
     }
 }
 
+/// At a terminal, Ctrl-C interrupts the running cell at once and the REPL goes on: a
+/// container kernel keeps the session's variables and says so; wasm starts a fresh
+/// interpreter and says that. Driven through a real pseudo-terminal
+/// (tests/repl_terminal.py), where the terminal, not a test, turns Ctrl-C into SIGINT.
+#[test]
+fn ctrl_c_at_a_terminal_interrupts_the_cell_and_the_repl_goes_on() {
+    let home = tempfile::tempdir().unwrap();
+    let template = with_runtimes(sandlot(home.path(), &[]));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/repl_terminal.py");
+    for (backend, says, kept) in [
+        ("wasm", "earlier state is gone", "kept: gone"),
+        ("docker", "the session keeps its state", "kept: yes"),
+    ] {
+        let mut command = Command::new("python3");
+        command.env_clear().current_dir(home.path());
+        for (name, value) in template.get_envs() {
+            if let Some(value) = value {
+                command.env(name, value);
+            }
+        }
+        let output = command
+            .args([script, env!("CARGO_BIN_EXE_sandlot"), backend])
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&output.stdout);
+        let why = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{backend}: {why}");
+        assert!(
+            shown.contains("sandlot: interrupted (Ctrl-C)") && shown.contains(says),
+            "{backend}: {shown}"
+        );
+        assert!(shown.contains(kept), "{backend}: {shown}");
+        assert!(shown.contains("exit status 0"), "{backend}: {shown}");
+    }
+}
+
 #[test]
 fn a_pool_from_the_config_serves_the_run_and_leaves_nothing_behind() {
     let home = tempfile::tempdir().unwrap();
