@@ -1337,6 +1337,7 @@ fn ctrl_c_at_a_terminal_interrupts_the_cell_and_the_repl_goes_on() {
             "{backend}: {shown}"
         );
         assert!(shown.contains(kept), "{backend}: {shown}");
+        assert!(!shown.contains("kernel.py"), "{backend}: {shown}");
         assert!(shown.contains("exit status 0"), "{backend}: {shown}");
     }
 }

@@ -74,9 +74,16 @@ def _sandlot_kernel():
         return [read_exact(int(n)) for n in fields[1:]]
 
     def show_error(kind, value, tb):
-        # The kernel's own frames are noise: the traceback starts in the cell.
+        # The kernel's own frames are noise: the traceback starts in the cell, and
+        # ends where the cell's code was when the interrupt handler raised.
         while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell"):
             tb = tb.tb_next
+        last = tb
+        while last is not None and last.tb_next is not None:
+            if last.tb_next.tb_frame.f_code is interrupt.__code__:
+                last.tb_next = None
+            else:
+                last = last.tb_next
         traceback.print_exception(kind, value, tb)
 
     def execute(code, filename):
