@@ -786,16 +786,11 @@ fn the_toolchain_is_what_the_code_meets(backend: &str) {
         .unwrap()
         .info()
         .clone();
-    let image = sandlot()
-        .config()
-        .images
-        .get("python")
-        .cloned()
-        .unwrap_or(python.default_image.clone());
+    let image = sandlot().image_for(&python);
     let said = sandlot()
         .backend(backend)
         .unwrap()
-        .toolchain("python", &image)
+        .toolchain("python", image)
         .unwrap_or_else(|e| panic!("{backend}: {e}"));
     let Some(said) = said else {
         // Kubernetes runs images it cannot look into from here.

@@ -6,7 +6,7 @@ use crate::backend::{Backend, BackendName, Capability, Needs, SandboxSpec};
 use crate::config::Config;
 use crate::dirs::{Dirs, Overrides};
 use crate::error::{Error, Result};
-use crate::language::KernelSpec;
+use crate::language::{KernelSpec, LanguageInfo};
 use crate::layout::Layout;
 use crate::plugin::{LanguageHandler, PluginHost, PluginHostBuilder};
 use crate::policy::Policy;
@@ -320,6 +320,15 @@ impl Sandlot {
     /// The configuration in force.
     pub fn config(&self) -> &Config {
         &self.context.config
+    }
+
+    /// The container image a session of `language` gets unless it names one: the
+    /// configured one (`[images]` in sandlot.toml), else its handler's default.
+    pub fn image_for<'a>(&'a self, language: &'a LanguageInfo) -> &'a str {
+        match self.config().images.get(&language.id) {
+            Some(image) => image,
+            None => &language.default_image,
+        }
     }
 
     /// What the providers make their backends from.
@@ -746,8 +755,7 @@ impl SessionBuilder {
             .request
             .image
             .clone()
-            .or_else(|| self.sandlot.config().images.get(&language).cloned())
-            .unwrap_or_else(|| handler.info().default_image.clone());
+            .unwrap_or_else(|| self.sandlot.image_for(handler.info()).to_string());
         let kernel = kernel.filter(|_| {
             chosen
                 .backend

@@ -153,22 +153,11 @@ impl Service {
         self.sandlot.session_for(request.clone())
     }
 
-    /// What `backend` runs the language of `info` with, in `image` or else the image a
-    /// session of it would get there (the configured one, else the handler's); `None`
-    /// where the backend cannot tell, or cannot look now.
-    pub fn toolchain(
-        &self,
-        backend: &dyn Backend,
-        info: &LanguageInfo,
-        image: Option<&str>,
-    ) -> Option<Toolchain> {
-        let configured = self
-            .sandlot
-            .config()
-            .images
-            .get(&info.id)
-            .map(String::as_str);
-        let image = image.or(configured).unwrap_or(&info.default_image);
+    /// What `backend` runs the language of `info` with, in the image a session of it
+    /// would get there ([`Sandlot::image_for`]); `None` where the backend cannot tell,
+    /// or cannot look now.
+    pub fn toolchain(&self, backend: &dyn Backend, info: &LanguageInfo) -> Option<Toolchain> {
+        let image = self.sandlot.image_for(info);
         backend.toolchain(&info.id, image).ok().flatten()
     }
 
@@ -194,7 +183,7 @@ impl Service {
                 unavailable.push(json!({ "name": name.to_string(), "why": why }));
                 continue;
             }
-            let toolchain = self.toolchain(backend.as_ref(), info, None);
+            let toolchain = self.toolchain(backend.as_ref(), info);
             backends.push(json!({
                 "name": name.to_string(),
                 "runs_with": toolchain.as_ref().map(ToString::to_string),
@@ -245,7 +234,7 @@ impl Service {
                 match backend.supports(&needs) {
                     Ok(()) => {
                         runs_on.push(name.clone());
-                        if let Some(toolchain) = self.toolchain(backend, info, None) {
+                        if let Some(toolchain) = self.toolchain(backend, info) {
                             toolchains.insert(name.clone(), json!(toolchain.to_string()));
                         }
                     }
