@@ -2,6 +2,9 @@
 Ctrl-C-style interrupts, errors, and nothing left behind."""
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -169,3 +172,34 @@ def test_opening_and_closing_200_sessions_leaks_no_fd_or_thread(host):
         with host.session("python", backend="wasm") as session:
             assert session.run("print(1)").stdout == "1\n"
     assert counts() == before
+
+
+def test_ctrl_c_interrupts_a_run_on_the_main_thread_and_the_session_goes_on(tmp_path):
+    # In a child of its own: the KeyboardInterrupt must not reach pytest.
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(
+        "import signal, sys, time\n"
+        "import sandlot\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "with sandlot.Sandlot().session('python', backend='wasm') as session:\n"
+        "    session.run('x = 1')\n"
+        "    print('ready', flush=True)\n"
+        "    started = time.monotonic()\n"
+        "    try:\n"
+        "        session.run('while True: pass', timeout=30)\n"
+        "        print('not interrupted')\n"
+        "    except KeyboardInterrupt:\n"
+        "        print('interrupted after', round(time.monotonic() - started), flush=True)\n"
+        "    print(session.run('print(6 * 7)').stdout, end='')\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=os.environ
+    )
+    assert child.stdout.readline() == "ready\n"
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    lines = out.splitlines()
+    assert lines[0].startswith("interrupted after"), out
+    assert int(lines[0].split()[-1]) < 10
+    assert lines[1] == "42"
