@@ -93,13 +93,8 @@ fn pool_options(
     let mut document = toml::Table::new();
     document.insert("pool".into(), toml::Value::Table(sections));
     let text = toml::to_string(&document).map_err(|e| invalid(py, e.to_string()))?;
-    let config = Config::parse(&text, Path::new("pools=")).map_err(|error| match error {
-        sandlot::Error::Config { reason, .. } => {
-            let what = reason.lines().last().unwrap_or(&reason).trim();
-            invalid(py, format!("pools: {what}"))
-        }
-        other => crate::errors::to_py(py, other),
-    })?;
+    let config = Config::parse(&text, Path::new("pools="))
+        .map_err(|error| crate::errors::invalid_config(py, error, "pools"))?;
     Ok(config.pools.into_iter().collect())
 }
 

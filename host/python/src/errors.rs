@@ -85,3 +85,16 @@ impl<T> OrRaise<T> for Result<T, Failure> {
 pub(crate) fn invalid(py: Python<'_>, message: impl Into<String>) -> PyErr {
     raise(py, ErrorKind::InvalidInput, message.into())
 }
+
+/// A configuration error about what the caller passed as `origin` (keywords turned
+/// into TOML), as `InvalidInputError`: the parser's report points into TOML the caller
+/// never saw, so only its last line, which says what is wrong, is kept.
+pub(crate) fn invalid_config(py: Python<'_>, error: sandlot::Error, origin: &str) -> PyErr {
+    match error {
+        sandlot::Error::Config { reason, .. } => {
+            let what = reason.lines().last().unwrap_or(&reason).trim();
+            invalid(py, format!("{origin}: {what}"))
+        }
+        other => to_py(py, other),
+    }
+}

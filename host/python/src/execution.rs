@@ -254,7 +254,7 @@ impl Execution {
 }
 
 /// A serde enum's name as its JSON form spells it.
-fn name_of(value: &impl serde::Serialize) -> String {
+pub(crate) fn name_of(value: &impl serde::Serialize) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(name)) => name,
         Ok(other) => other.to_string(),

@@ -39,15 +39,7 @@ impl From<sandlot::Policy> for Policy {
 fn parse(py: Python<'_>, text: &str, origin: &str) -> PyResult<Policy> {
     sandlot::Policy::from_toml(text, Path::new(origin))
         .map(Policy::from)
-        .map_err(|error| match error {
-            // The parser's report points into TOML the caller never saw when it
-            // came from keywords; its last line says what is wrong.
-            sandlot::Error::Config { reason, .. } => {
-                let what = reason.lines().last().unwrap_or(&reason).trim();
-                invalid(py, format!("{origin}: {what}"))
-            }
-            other => to_py(py, other),
-        })
+        .map_err(|error| crate::errors::invalid_config(py, error, origin))
 }
 
 impl Policy {

@@ -75,12 +75,7 @@ impl Session {
             unenforced: session
                 .unenforced()
                 .iter()
-                .map(|field| {
-                    serde_json::to_value(field)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default()
-                })
+                .map(crate::execution::name_of)
                 .collect(),
             passed_over: session
                 .passed_over()
