@@ -13,7 +13,8 @@
 #    background while clippy (warnings as errors), the wasm backend's Python and
 #    JavaScript runtimes and the fuzz targets build
 # 6. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples, then
-#    the Python package's (tests/python) against the module step 3 built
+#    the Python package's (tests/python/run.sh: its wheel built with maturin, installed
+#    into a clean venv)
 # 7. every fuzz target for a bounded time, after replaying the inputs it once crashed on
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -95,9 +96,6 @@ cargo fmt --all --check
 # before clippy so that the images, which need the binary, build while clippy runs.
 step "the test binaries and the sandlot binary"
 cargo test --workspace --locked --no-run
-# The Python package's native module (host/python, a cdylib no test links), in the
-# same feature resolution as the tests: only pyo3 and the module itself compile.
-cargo build --workspace --locked --lib --tests
 sandlot_bin="${CARGO_TARGET_DIR:-target}/debug/sandlot"
 
 # First: its up.sh starts the dockerd the kubelet needs (with the runc-clamp runtime)
@@ -143,8 +141,8 @@ cat "$services_log"
 step "cargo test"
 cargo test --workspace --locked
 
-step "the Python package's tests (tests/python/run.sh: pytest, pinned, in a venv)"
-tests/python/run.sh "${CARGO_TARGET_DIR:-target}"
+step "the Python package: its wheel, a clean venv, its tests (tests/python/run.sh)"
+tests/python/run.sh
 
 step "fuzz targets, 20 s each (host/fuzz/run.sh)"
 host/fuzz/run.sh 20

@@ -1,20 +1,51 @@
 #!/usr/bin/env bash
-# Runs the Python package's tests (tests/python) against the native module the
-# workspace build made, in a virtual environment of their own with pinned pytest.
+# Builds the Python package's wheel the way `pip install host/python` does (maturin,
+# pinned) and tests it:
 #
-#   tests/python/run.sh [TARGET_DIR]
+# 1. the wheel, in the dev profile and the target directory the workspace's tests use:
+#    host/python/Cargo.toml unifies features with the workspace, so only the facade,
+#    pyo3 and the module compile (seconds), not a second copy of the host;
+# 2. a clean venv with nothing but the wheel runs the README's one-liner;
+# 3. pytest (pinned) runs tests/python against the same wheel, installed into the
+#    test venv.
+#
+#   tests/python/run.sh [PYTEST ARGS...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-target="${1:-${CARGO_TARGET_DIR:-target}}"
-[ "$#" -gt 0 ] && shift
-venv="${SANDLOT_PY_VENV:-/var/tmp/sandlot-ci/py-venv}"
+root="${SANDLOT_PY_ROOT:-/var/tmp/sandlot-ci}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+pip=(pip install --quiet --disable-pip-version-check)
+
+build="$root/py-build"
+if ! "$build/bin/maturin" --version 2>/dev/null | grep -qx 'maturin 1.16.0'; then
+  python3 -m venv "$build"
+  "$build/bin/python" -m "${pip[@]}" 'maturin==1.16.0'
+fi
+wheels="$(mktemp -d)"
+clean="$(mktemp -d)"
+trap 'rm -rf "$wheels" "$clean"' EXIT
+# Not isolated: the build venv's pinned maturin, not whatever PyPI has today.
+PATH="$build/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev --locked" \
+  "$build/bin/python" -m pip wheel --quiet --disable-pip-version-check \
+  --no-build-isolation --no-deps --wheel-dir "$wheels" host/python
+wheel="$(ls "$wheels"/sandlot-*.whl)"
+echo "built $(basename "$wheel") ($(du -h "$wheel" | cut -f1))"
+
+python3 -m venv "$clean/venv"
+"$clean/venv/bin/python" -m "${pip[@]}" "$wheel"
+answer="$(cd "$clean" && venv/bin/python -c \
+  "import sandlot; print(sandlot.Sandlot().session('python').run('print(6*7)').stdout)")"
+if [ "$answer" != "42" ]; then
+  echo "the one-liner in a clean venv printed '$answer', not 42" >&2
+  exit 1
+fi
+echo "a clean venv with only the wheel: the one-liner printed 42"
+
+venv="${SANDLOT_PY_VENV:-$root/py-venv}"
 if ! "$venv/bin/python" -c 'import pytest' 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'pytest==8.3.4'
+  "$venv/bin/python" -m "${pip[@]}" 'pytest==8.3.4'
 fi
-# The package as a wheel would lay it out: python/sandlot with the module beside it.
-stage="$(mktemp -d)"
-trap 'rm -rf "$stage"' EXIT
-cp -r host/python/python/sandlot "$stage/"
-cp "$target/debug/lib_native.so" "$stage/sandlot/_native.abi3.so"
-PYTHONPATH="$stage" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/python "$@"
+"$venv/bin/python" -m "${pip[@]}" --force-reinstall --no-deps "$wheel"
+# From the clean venv's folder, so `import sandlot` cannot find host/python/python.
+cd "$clean" && "$venv/bin/python" -m pytest -q -p no:cacheprovider --rootdir "$OLDPWD" "$OLDPWD/tests/python" "$@"
