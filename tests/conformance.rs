@@ -631,6 +631,20 @@ fn a_one_shot_run_is_a_program(backend: &str) {
         "{}",
         failed.stderr_text()
     );
+    // Each program starts with nothing from the last one but the files it left.
+    let ran = program
+        .run("import os\nopen('kept.txt', 'w').write('k')\nprint('x' in globals(), 'os' in globals())")
+        .unwrap();
+    assert_eq!(ran.stdout_text(), "False True\n", "{}", ran.stderr_text());
+    let ran = program
+        .run("print('x' in globals(), 'os' in globals(), open('kept.txt').read())")
+        .unwrap();
+    assert_eq!(
+        ran.stdout_text(),
+        "False False k\n",
+        "{}",
+        ran.stderr_text()
+    );
     drop(program);
 
     let mut session = open(backend);

@@ -661,8 +661,8 @@ impl SessionBuilder {
     /// Runs each program on its own, in a fresh process, instead of in the language's
     /// kernel (default: `false`, so container sessions keep variables, functions and
     /// imports from one run to the next, as wasm sessions do). Languages without a
-    /// kernel (Java, C++, Go, ...) always run one program per run; the wasm backend's
-    /// interpreters always keep state.
+    /// kernel (Java, C++, Go, ...) always run one program per run; on the wasm backend
+    /// each run after the first gets a fresh interpreter.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), sandlot::Error> {

@@ -185,6 +185,9 @@ pub struct Session {
     earlier_output: EarlierOutput,
     /// Whether the handler's plot prelude runs in the sandbox's interpreter now.
     plot_capture: bool,
+    /// Whether code ran in the sandbox's interpreter since it started: a one-shot
+    /// session's next run then starts a fresh one.
+    used: bool,
     /// The handler's code that saves figures left open, once asked for.
     plot_flush: Option<Option<String>>,
     /// Libraries installed into the running interpreter's reach so far.
@@ -246,6 +249,7 @@ impl Session {
             one_shot,
             earlier_output,
             plot_capture: false,
+            used: false,
             plot_flush: None,
             installed: preinstalled,
             image,
@@ -411,6 +415,13 @@ impl Session {
                 },
             )?)
         } else {
+            // A one-shot run is a program of its own: where the interpreter keeps
+            // state (wasm), it starts afresh, and the prelude goes in again.
+            if self.one_shot && self.used {
+                self.sandbox()?.reset()?;
+                self.plot_capture = false;
+            }
+            self.used = true;
             if let Some(failed) = self.install_libraries(&libraries, &env, &options)? {
                 return Ok(failed);
             }

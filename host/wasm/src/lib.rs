@@ -871,6 +871,19 @@ impl Sandbox for WasmSandbox {
         Ok(outcome)
     }
 
+    fn reset(&mut self) -> Result<()> {
+        // A command module's instance lives for one run anyway.
+        if self.one_shot {
+            return Ok(());
+        }
+        self.interpreter = None;
+        self.env.clear();
+        self.cwd.clear();
+        self.args.clear();
+        self.interpreter = Some((self.start)(&self.stdio, &[])?);
+        Ok(())
+    }
+
     fn files(&mut self) -> &mut dyn SandboxFiles {
         &mut self.workspace
     }

@@ -575,6 +575,13 @@ pub trait Sandbox: Send {
     fn files(&mut self) -> &mut dyn SandboxFiles;
     /// The engine's name for the sandbox (a container's name), for logs and `gc`.
     fn name(&self) -> String;
+    /// Starts the sandbox's interpreter afresh, dropping the variables and imports
+    /// earlier runs left while keeping their files, for a one-shot session on a
+    /// backend with [`Capability::PersistentState`]. The default does nothing: a
+    /// sandbox that runs each program as a process keeps no such state.
+    fn reset(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A place to run code.
