@@ -42,9 +42,16 @@ fi
 echo "a clean venv with only the wheel: the one-liner printed 42"
 
 venv="${SANDLOT_PY_VENV:-$root/py-venv}"
-if ! "$venv/bin/python" -c 'import pytest' 2>/dev/null; then
+# pytest, the agent frameworks the integrations are tested with, and docker-py for
+# the llm-sandbox examples that pass a client: pinned, so a release on PyPI cannot
+# change what CI tests.
+test_deps=(pytest==8.3.4 openai-agents==0.24.0 langchain-core==1.5.6 langchain-protocol==0.0.20
+  pydantic-ai-slim==2.68.0 docker==7.1.0)
+if [ "$(cat "$venv/.sandlot-deps" 2>/dev/null)" != "${test_deps[*]}" ]; then
+  rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/python" -m "${pip[@]}" 'pytest==8.3.4'
+  "$venv/bin/python" -m "${pip[@]}" "${test_deps[@]}"
+  echo "${test_deps[*]}" >"$venv/.sandlot-deps"
 fi
 "$venv/bin/python" -m "${pip[@]}" --force-reinstall --no-deps "$wheel"
 # From the clean venv's folder, so `import sandlot` cannot find host/python/python.

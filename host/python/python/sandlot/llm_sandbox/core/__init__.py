@@ -1,0 +1,1 @@
+"""llm-sandbox's ``core`` package: ``core.session_base.BaseSession``."""
