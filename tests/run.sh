@@ -19,7 +19,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it started and how long the run has taken so far, so a slow run
+# (a cold one above all) can be broken down from its log.
+started=$SECONDS
+step() { printf '\n==> [%s +%ds] %s\n' "$(date -u +%H:%M:%S)" "$((SECONDS - started))" "$*"; }
 
 # The end-to-end tests carry out plans for real with these toolchains.
 need=()
@@ -146,3 +149,5 @@ tests/python/run.sh
 
 step "fuzz targets, 20 s each (host/fuzz/run.sh)"
 host/fuzz/run.sh 20
+
+step "all checks passed"

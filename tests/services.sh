@@ -19,7 +19,9 @@ sandlot="${1:-target/debug/sandlot}"
 logs=/var/log/sandlot
 mkdir -p "$logs"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Timed as tests/run.sh's steps are: the images are a long pole of a cold run.
+started=$SECONDS
+step() { printf '\n==> [%s +%ds] %s\n' "$(date -u +%H:%M:%S)" "$((SECONDS - started))" "$*"; }
 
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
@@ -112,8 +114,11 @@ fi
 
 step "container images (built once from this machine's Debian sources)"
 "$sandlot" images build --engine docker
+step "the same images, for Podman"
 "$sandlot" images build --engine podman
 # Podman 4.3's Docker-compatible API leaves a copy of every image loaded through it in
 # its temporary directory (api_load.tar*, about 4 GB for a full build): they filled
 # this machine's disk after three cold builds.
 find /var/tmp "${TMPDIR:-/tmp}" -maxdepth 1 -type f -name 'api_load.tar*' -delete 2>/dev/null || true
+
+step "engines up, images built"

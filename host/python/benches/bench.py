@@ -63,6 +63,7 @@ def main() -> None:
     args = argparse.ArgumentParser()
     args.add_argument("--llm-sandbox-python")
     args.add_argument("--image", default="sandlot/python:latest")
+    args.add_argument("--llm-sandbox-image", help="IMAGE with a default command, which llm-sandbox needs")
     args.add_argument("--rust-median-us", type=float)
     args.add_argument("--rounds", type=int, default=5, help="rounds of the Docker open + run + close rows")
     opts = args.parse_args()
@@ -111,9 +112,11 @@ def main() -> None:
 
     if opts.llm_sandbox_python:
         done = subprocess.run(
-            [opts.llm_sandbox_python, "-c", LLM_SANDBOX, opts.image, str(max(1, opts.rounds // 2 + 1))],
-            capture_output=True, text=True, check=True,
+            [opts.llm_sandbox_python, "-c", LLM_SANDBOX, opts.llm_sandbox_image or opts.image, str(max(1, opts.rounds // 2 + 1))],
+            capture_output=True, text=True,
         )
+        if done.returncode != 0:
+            sys.exit(f"llm-sandbox failed:\n{done.stderr}")
         theirs_all = json.loads(done.stdout.strip().splitlines()[-1])
         theirs = statistics.median(theirs_all)
         rows.append((

@@ -21,8 +21,17 @@ if ! "$theirs/bin/python" -c 'import llm_sandbox, docker' 2>/dev/null; then
   "$theirs/bin/python" -m pip install --quiet --disable-pip-version-check 'llm-sandbox[docker]==0.3.46'
 fi
 
+# llm-sandbox needs what its own images have and sandlot's do not: a default command
+# (sandlot starts its own agent), `python` and the venv module (it makes a venv and
+# upgrades pip in it when a session opens). The same image, with those from Debian.
+theirs_image=sandlot-bench/llm-sandbox-python:latest
+printf '%s\n' 'FROM sandlot/python:latest' \
+  'RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv python3-pip python-is-python3 >/dev/null && rm -rf /var/lib/apt/lists/*' \
+  'CMD ["/bin/bash"]' | docker build -q -t "$theirs_image" - >/dev/null
+
 cargo bench --workspace --locked --profile dev --bench wasm -- 'python \(wasm\)/run print 1' >&2
 estimates="$CARGO_TARGET_DIR/criterion/python (wasm)/run print 1 in an open session/new/estimates.json"
 rust_us="$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["median"]["point_estimate"] / 1000)' "$estimates")"
 
-"$python" host/python/benches/bench.py --llm-sandbox-python "$theirs/bin/python" --rust-median-us "$rust_us" "$@"
+"$python" host/python/benches/bench.py --llm-sandbox-python "$theirs/bin/python" --rust-median-us "$rust_us" \
+  --llm-sandbox-image "$theirs_image" "$@"
