@@ -1,6 +1,7 @@
 """Benchmarks of the sandlot Python package: medians of wall-clock times, one run.
 
-    python bench.py [--llm-sandbox-python PYTHON] [--image IMAGE] [--rust-median-us N]
+    python bench.py [--llm-sandbox-python PYTHON] [--image IMAGE]
+                    [--llm-sandbox-image IMAGE] [--rust-median-us N]
 
 - a run of ``print(1)`` in an open wasm session (the Python call's own cost over the
   Rust API's: compare with ``--rust-median-us``, the median of the Rust bench
@@ -8,7 +9,9 @@
 - open + run + close on wasm, and on pooled Docker;
 - ``sandlot.llm_sandbox.SandboxSession(lang="python")`` open + run + close on Docker,
   against llm-sandbox 0.3.46 itself (``--llm-sandbox-python``: an interpreter with
-  ``llm-sandbox[docker]==0.3.46`` installed) in the same run, both in ``IMAGE``.
+  ``llm-sandbox[docker]==0.3.46`` installed) in the same run: sandlot in ``--image``,
+  llm-sandbox in ``--llm-sandbox-image`` (the same image with what llm-sandbox needs
+  added; ``--image`` if not given).
 
 Prints a Markdown table. ``host/python/benches/run.sh`` sets everything up.
 """

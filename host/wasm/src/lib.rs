@@ -746,19 +746,24 @@ impl WasmSandbox {
 
     /// A fresh interpreter in the same workspace, after the old one was stopped.
     fn restart(&mut self, reason: String) -> SessionState {
-        self.interpreter = None;
-        self.env.clear();
-        self.cwd.clear();
-        self.args.clear();
-        match (self.start)(&self.stdio, &[]) {
-            Ok(interpreter) => {
-                self.interpreter = Some(interpreter);
-                SessionState::Restarted { reason }
-            }
+        match self.start_fresh() {
+            Ok(()) => SessionState::Restarted { reason },
             Err(e) => SessionState::Ended {
                 reason: format!("{reason}, and a new interpreter could not be started: {e}"),
             },
         }
+    }
+
+    /// Drops the interpreter and starts a new one with its defaults: no extra
+    /// environment, the workspace as its directory, its own argv. If the start fails
+    /// there is no interpreter, and the next run says the session ended.
+    fn start_fresh(&mut self) -> Result<()> {
+        self.interpreter = None;
+        self.env.clear();
+        self.cwd.clear();
+        self.args.clear();
+        self.interpreter = Some((self.start)(&self.stdio, &[])?);
+        Ok(())
     }
 }
 
@@ -876,12 +881,7 @@ impl Sandbox for WasmSandbox {
         if self.one_shot {
             return Ok(());
         }
-        self.interpreter = None;
-        self.env.clear();
-        self.cwd.clear();
-        self.args.clear();
-        self.interpreter = Some((self.start)(&self.stdio, &[])?);
-        Ok(())
+        self.start_fresh()
     }
 
     fn files(&mut self) -> &mut dyn SandboxFiles {
