@@ -174,14 +174,29 @@ def test_opening_and_closing_200_sessions_leaks_no_fd_or_thread(host):
     assert counts() == before
 
 
-def test_ctrl_c_interrupts_a_run_on_the_main_thread_and_the_session_goes_on(tmp_path):
+# How a program may have set up SIGINT before its run: Python's own handler; an
+# asyncio loop that ran and ended (it takes and gives back the handler and the
+# signal wakeup descriptor a run on the main thread borrows); a handler of its own.
+CTRL_C_SETUPS = {
+    "default handler": "signal.signal(signal.SIGINT, signal.default_int_handler)\n",
+    "after asyncio.run": "import asyncio\nasyncio.run(asyncio.sleep(0))\n",
+    "own handler": (
+        "def handler(signum, frame):\n"
+        "    raise KeyboardInterrupt('mine')\n"
+        "signal.signal(signal.SIGINT, handler)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("setup", sorted(CTRL_C_SETUPS))
+def test_ctrl_c_interrupts_a_run_on_the_main_thread_and_the_session_goes_on(tmp_path, setup):
     # In a child of its own: the KeyboardInterrupt must not reach pytest.
     script = tmp_path / "ctrl_c.py"
     script.write_text(
         "import signal, sys, time\n"
         "import sandlot\n"
-        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-        "with sandlot.Sandlot().session('python', backend='wasm') as session:\n"
+        + CTRL_C_SETUPS[setup]
+        + "with sandlot.Sandlot().session('python', backend='wasm') as session:\n"
         "    session.run('x = 1')\n"
         "    print('ready', flush=True)\n"
         "    started = time.monotonic()\n"
@@ -191,6 +206,8 @@ def test_ctrl_c_interrupts_a_run_on_the_main_thread_and_the_session_goes_on(tmp_
         "    except KeyboardInterrupt:\n"
         "        print('interrupted after', round(time.monotonic() - started), flush=True)\n"
         "    print(session.run('print(6 * 7)').stdout, end='')\n"
+        "    session.run('while True: pass', timeout=1)\n"
+        "    print('a later run ends at its own limit', flush=True)\n"
     )
     child = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=os.environ
@@ -203,3 +220,5 @@ def test_ctrl_c_interrupts_a_run_on_the_main_thread_and_the_session_goes_on(tmp_
     assert lines[0].startswith("interrupted after"), out
     assert int(lines[0].split()[-1]) < 10
     assert lines[1] == "42"
+    # The SIGINT of the first run is not left behind to stop the next.
+    assert lines[2] == "a later run ends at its own limit", out

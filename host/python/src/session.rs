@@ -1,7 +1,7 @@
 //! [`Session`]: a sandbox for one language, as Python holds it, and the
 //! [`Interrupt`] that stops its run from elsewhere.
 
-use crate::blocking::detached;
+use crate::blocking::{detached, interruptible};
 use crate::entry::Sandlot;
 use crate::errors::{Failure, OrRaise};
 use crate::execution::Execution;
@@ -96,18 +96,17 @@ impl Session {
         work: impl FnOnce(&mut sandlot::Session) -> sandlot::Result<T> + Send + 'static,
     ) -> PyResult<T> {
         let inner = self.inner.clone();
-        let on_signal = move || {
-            if let Some(interrupt) = &interrupt {
-                interrupt.interrupt();
-            }
-        };
-        let done = detached(py, on_signal, move || -> Result<T, Failure> {
+        let work = move || -> Result<T, Failure> {
             let mut guard = inner.lock().unwrap_or_else(|e| e.into_inner());
             match guard.as_mut() {
                 Some(session) => work(session).map_err(Failure::from),
                 None => Err(closed()),
             }
-        })?;
+        };
+        let done = match interrupt {
+            Some(interrupt) => interruptible(py, &interrupt, work)?,
+            None => detached(py, || {}, work)?,
+        };
         done.or_raise(py)
     }
 
