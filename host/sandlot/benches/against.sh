@@ -5,9 +5,11 @@
 #
 # REV is built in a worktree beside this one (same target dir, so dependencies are
 # shared), both bench binaries are built in release first, then they run in turn,
-# old then new, PAIRS times (default 5). Alternating pairs on one machine in one
-# session is what makes a ratio meaningful on a shared, noisy host: each pair sees the
-# same load. The CRITERION ARGS (a filter, say) go to both binaries.
+# PAIRS times (default 5), old first in odd pairs and new first in even ones (the
+# first run of a pair can find the engine still removing the last one's containers).
+# Alternating pairs on one machine in one session is what makes a ratio meaningful on
+# a shared, noisy host: each pair sees the same load. The CRITERION ARGS (a filter,
+# say) go to both binaries.
 #
 # Prints, per benchmark id, the median of each side over the pairs, the new/old ratio
 # of those medians and the range of the per-pair ratios. Commits from before the crate
@@ -19,7 +21,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 [ $# -ge 2 ] || usage
@@ -77,7 +79,9 @@ new_bin=$(build "$here")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for pair in $(seq 1 "$pairs"); do
-  for side in old new; do
+  order="old new"
+  [ $((pair % 2)) -eq 0 ] && order="new old"
+  for side in $order; do
     bin=$old_bin dir=$old_tree/host
     [ -d "$old_tree/host/sandlot/benches" ] && dir=$old_tree/host/sandlot
     [ $side = new ] && bin=$new_bin dir=$here/host/sandlot
