@@ -1019,6 +1019,203 @@ fn capabilities_are_what_they_say(backend: &str) {
     }
 }
 
+/// The tools the conformance cases call: sync and async handlers, one that fails, one
+/// that is slow, one with a large result.
+fn tools() -> sandlot::ToolSet {
+    use sandlot::tool::Tool;
+    use serde_json::json;
+    let numbers = json!({"type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"]});
+    let mut tools = sandlot::ToolSet::new();
+    let add = Tool::new("add", "The sum of a and b.", numbers.clone(), |args| {
+        Ok(json!(
+            args["a"].as_i64().unwrap() + args["b"].as_i64().unwrap()
+        ))
+    });
+    let twice = Tool::new_async("twice", "Twice a (async).", numbers, |args| {
+        Box::pin(async move { Ok(json!(args["a"].as_i64().unwrap() * 2)) })
+    });
+    let why = json!({"type": "object", "properties": {"why": {"type": "string"}}});
+    let fails = Tool::new("fails", "Always fails.", why.clone(), |args| {
+        Err(sandlot::ToolError::new(format!(
+            "no {}",
+            args["why"].as_str().unwrap_or("?")
+        )))
+    });
+    let slow = Tool::new("slow", "Takes ten seconds.", why.clone(), |_| {
+        std::thread::sleep(Duration::from_secs(10));
+        Ok(json!("late"))
+    });
+    let big = Tool::new("big", "A long string.", why, |_| {
+        Ok(json!("x".repeat(50_000)))
+    });
+    for tool in [add, twice, fails, slow, big] {
+        tools.add(tool.unwrap()).unwrap();
+    }
+    tools
+}
+
+fn open_with_tools(backend: &str, limits: Limits) -> Result<Session, Error> {
+    let mut builder = sandlot().session("python");
+    builder
+        .backend(backend)
+        .limits(limits)
+        .tools(&tools())
+        .unwrap();
+    builder.policy(Policy {
+        network: Network::Off,
+        ..Policy::default()
+    });
+    builder.open()
+}
+
+/// Code calls the session's tools: a thousand calls aggregated in one run, the
+/// handler's error as an exception, an unlisted tool refused, each limit ending its
+/// call with an exception of its own while the run goes on, a hanging handler held to
+/// the run's time, all with the network off. A backend without tools refuses the
+/// session with a typed error.
+fn tools_are_called_from_the_code(backend: &str) {
+    let limits = Limits {
+        tools: sandlot::tool::ToolLimits {
+            max_calls: 1_010,
+            max_result_bytes: 10_000,
+            call_timeout: Duration::from_millis(500),
+            ..Default::default()
+        },
+        ..Limits::default()
+    };
+    let mut session = match open_with_tools(backend, limits) {
+        Ok(session) => session,
+        Err(error) => {
+            assert!(!sandlot()
+                .backend(backend)
+                .unwrap()
+                .capabilities("python")
+                .has(Capability::Tools));
+            assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
+            assert!(error.to_string().contains("tools"), "{error}");
+            return;
+        }
+    };
+    assert!(session.capabilities().has(Capability::Tools));
+    let many = session
+        .run("from sandlot_tools import add, twice\nprint(sum(add(a=i, b=1) for i in range(999)), twice(a=21, b=0))")
+        .unwrap();
+    assert_eq!(many.stdout_text(), "499500 42\n", "{}", many.stderr_text());
+    assert_eq!(many.tool_calls.len(), 1000);
+    assert!(many
+        .tool_calls
+        .iter()
+        .all(|c| c.outcome == sandlot::tool::ToolOutcome::Ok));
+
+    let code = r#"
+import sandlot_tools as t
+def attempt(what, call):
+    try:
+        print(what, "gave", call())
+    except t.ToolError as e:
+        print(what, type(e).__name__, e)
+attempt("fails", lambda: t.fails(why="fruit"))
+attempt("bad arguments", lambda: t.add(a="one", b=2))
+attempt("big", lambda: t.big())
+attempt("slow", lambda: t.slow())
+try:
+    t.no_such_tool
+except AttributeError:
+    print("no_such_tool refused")
+print("still running", t.add(a=1, b=1))
+print(sorted(d["name"] for d in t.tools()))
+"#;
+    let limited = session.run(code).unwrap();
+    let out = limited.stdout_text();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "fails ToolError no fruit",
+        "{out}\n{}",
+        limited.stderr_text()
+    );
+    assert!(
+        lines[1].starts_with("bad arguments ToolArgumentError add: the arguments"),
+        "{out}"
+    );
+    assert!(lines[2].starts_with("big ToolTooLarge"), "{out}");
+    assert!(lines[3].starts_with("slow ToolTimeout"), "{out}");
+    assert_eq!(
+        lines[4..],
+        [
+            "no_such_tool refused",
+            "still running 2",
+            "['add', 'big', 'fails', 'slow', 'twice']"
+        ],
+        "{out}"
+    );
+    let outcomes: Vec<&str> = limited
+        .tool_calls
+        .iter()
+        .map(|c| c.outcome.as_str())
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "tool_error",
+            "invalid_arguments",
+            "too_large",
+            "timeout",
+            "ok"
+        ]
+    );
+    assert_eq!(limited.tool_calls[0].message.as_deref(), Some("no fruit"));
+
+    // A handler that hangs past the run's own limit does not hold the run.
+    let started = Instant::now();
+    let hung = session
+        .run_with(
+            "import sandlot_tools as t
+t.slow()",
+            RunOptions {
+                timeout: Some(Duration::from_millis(300)),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(hung.tool_calls.len(), 1);
+    assert_eq!(
+        hung.tool_calls[0].outcome,
+        sandlot::tool::ToolOutcome::Timeout
+    );
+
+    let mut few = open_with_tools(
+        backend,
+        Limits {
+            tools: sandlot::tool::ToolLimits {
+                max_calls: 2,
+                ..Default::default()
+            },
+            ..Limits::default()
+        },
+    )
+    .unwrap();
+    let over = few
+        .run("import sandlot_tools as t\nfor i in range(3):\n    try:\n        t.add(a=i, b=0)\n    except t.ToolBudgetExceeded as e:\n        print('budget', i)\n")
+        .unwrap();
+    assert_eq!(over.stdout_text(), "budget 2\n", "{}", over.stderr_text());
+    // The next run has a budget of its own.
+    let again = few
+        .run(
+            "import sandlot_tools as t
+print(t.add(a=2, b=2))",
+        )
+        .unwrap();
+    assert_eq!(again.stdout_text(), "4\n", "{}", again.stderr_text());
+}
+
 /// After close, nothing of the sandbox is left: no container, no workspace.
 fn nothing_is_left_after_close(backend: &str) {
     let mut session = open(backend);
@@ -1335,6 +1532,7 @@ macro_rules! conformance {
             #[test] fn plots_come_back_once() { super::plots_come_back_once($backend) }
             #[test] fn earlier_output_is_kept_or_cleared() { super::earlier_output_is_kept_or_cleared($backend) }
             #[test] fn nothing_is_left_after_close() { super::nothing_is_left_after_close($backend) }
+            #[test] fn tools_are_called_from_the_code() { super::tools_are_called_from_the_code($backend) }
             #[test] fn pooled_sessions_share_nothing() { super::pooled_sessions_share_nothing($backend) }
             #[test] fn twenty_tasks_over_a_pool_of_four() { super::twenty_tasks_over_a_pool_of_four($backend) }
             #[test] fn a_pool_closed_while_sessions_run() { super::a_pool_closed_while_sessions_run($backend) }

@@ -85,6 +85,10 @@ struct Case {
     /// At least this many of the run's files must be refused for their names.
     #[serde(default)]
     artifacts_refused_at_least: usize,
+    /// The session has one tool, `echo` (its arguments back), under tool limits of
+    /// 100 calls and 64 KiB requests per run.
+    #[serde(default)]
+    tools: bool,
 }
 
 fn python() -> String {
@@ -221,6 +225,24 @@ fn open(case: &Case, backend: &str) -> Session {
         builder
             .secret("SANDLOT_CASE_SECRET", case_secret())
             .expect("a valid secret");
+    }
+    if case.tools {
+        let echo = sandlot::Tool::new(
+            "echo",
+            "Gives back its arguments.",
+            serde_json::json!({"type": "object"}),
+            Ok,
+        )
+        .unwrap();
+        let limits = Limits {
+            tools: sandlot::tool::ToolLimits {
+                max_calls: 100,
+                max_argument_bytes: 64 << 10,
+                ..Default::default()
+            },
+            ..builder.request().limits
+        };
+        builder.tool(echo).unwrap().limits(limits);
     }
     builder
         .open()

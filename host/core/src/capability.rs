@@ -33,6 +33,8 @@ pub enum Capability {
     Images,
     /// Enforces a memory cap on the sandbox.
     MemoryLimit,
+    /// Code in the sandbox can call the session's tools ([`crate::tool`]).
+    Tools,
 }
 
 impl fmt::Display for Capability {
@@ -47,6 +49,7 @@ impl fmt::Display for Capability {
             Capability::NetworkControl => "network-control",
             Capability::Images => "images",
             Capability::MemoryLimit => "memory-limit",
+            Capability::Tools => "tools",
         })
     }
 }

@@ -14,6 +14,7 @@ use crate::provider::{Asked, BackendProvider, Prepared, Progress, ProviderContex
 use crate::request::{BackendChoice, OpenRequest};
 use crate::secret::{Secret, Secrets};
 use crate::session::{AsyncSession, Limits, Session, Settings};
+use crate::tool::{Tool, ToolSet};
 use std::any::Any;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -633,6 +634,20 @@ impl SessionBuilder {
         self
     }
 
+    /// Lets the session's code call `tool` ([`crate::tool`]): `auto` then picks a
+    /// backend that can ([`Capability::Tools`]). A second tool of the same name is
+    /// [`Error::InvalidTool`].
+    pub fn tool(&mut self, tool: Tool) -> Result<&mut Self> {
+        self.request.tools.add(tool)?;
+        Ok(self)
+    }
+
+    /// Lets the session's code call every tool of `tools` (see [`SessionBuilder::tool`]).
+    pub fn tools(&mut self, tools: &ToolSet) -> Result<&mut Self> {
+        self.request.tools.extend(tools)?;
+        Ok(self)
+    }
+
     /// The container image to run in, instead of the configured one (`[images]` in
     /// sandlot.toml) or the language handler's default. `auto` then picks a backend
     /// that runs images.
@@ -814,6 +829,7 @@ impl SessionBuilder {
                 earlier_output: self.request.earlier_output,
                 preinstalled,
                 image,
+                tools: self.request.tools.clone(),
             },
         ))
     }

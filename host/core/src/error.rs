@@ -476,6 +476,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// A tool cannot be registered: its name, its schema, or a second tool of its name.
+    #[error("invalid tool `{name}`: {reason}")]
+    InvalidTool {
+        /// The tool's name, as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// A client's request to a server is malformed.
     #[error("invalid request: {reason}")]
     InvalidRequest {
@@ -767,6 +776,7 @@ impl Error {
             | Error::InvalidBackendName { .. }
             | Error::InvalidSecret { .. }
             | Error::InvalidRequest { .. }
+            | Error::InvalidTool { .. }
             | Error::InvalidPolicy { .. }
             | Error::InvalidPool { .. }
             // A handler refuses what it was given, e.g. a library name.

@@ -21,6 +21,7 @@
 //! | `findings` | array | the static analysis: `rule_id`, `severity`, `line`, `message` |
 //! | `policy` | object | the policy in force |
 //! | `unenforced` | array of strings | fields of the policy the backend could not apply (e.g. `workdir_size` on wasm) |
+//! | `tool_calls` | array | the tools the code called ([`crate::tool`]), in order: `name`, `duration_ms`, `argument_bytes`, `result_bytes`, `outcome` (`ok`, `tool_error`, `unknown_tool`, `invalid_arguments`, `timeout`, `too_large`, `budget_exceeded`, `protocol`), `message` when it failed |
 //! | `egress_denied` | array | under an allow-list, what the run was refused: `host`, `port` (null for a DNS lookup), `via` (`dns`, `http`, `connect`, `tls`), `reason` (`{"kind": "not-listed"}`, `"private-address"` with `addresses`, `"server-name-mismatch"` with `server_name`, `"no-server-name"`) |
 //!
 //! A later version only adds fields; one that changes or removes any is
@@ -31,6 +32,7 @@ use crate::backend::{millis, BackendName, EndReason, SessionState};
 use crate::egress::Denial;
 use crate::language::Finding;
 use crate::policy::{Policy, PolicyField};
+use crate::tool::ToolCall;
 use base64::Engine as _;
 use serde::ser::SerializeMap;
 use serde::Serialize;
@@ -86,6 +88,8 @@ pub struct Execution {
     /// Under [`Network::AllowList`](crate::Network::AllowList), the connections and
     /// lookups the run was refused, each once, in order.
     pub egress_denied: Vec<Denial>,
+    /// The tool calls the code made, in the order they were answered.
+    pub tool_calls: Vec<ToolCall>,
 }
 
 impl Execution {
@@ -215,6 +219,7 @@ impl Serialize for Execution {
         map.serialize_entry("policy", &self.policy)?;
         map.serialize_entry("unenforced", &self.unenforced)?;
         map.serialize_entry("egress_denied", &self.egress_denied)?;
+        map.serialize_entry("tool_calls", &self.tool_calls)?;
         map.end()
     }
 }
@@ -255,6 +260,14 @@ mod tests {
                 via: crate::egress::Via::Connect,
                 reason: crate::egress::DenyReason::NotListed,
             }],
+            tool_calls: vec![ToolCall {
+                name: "search".into(),
+                duration: Duration::from_millis(3),
+                argument_bytes: 40,
+                result_bytes: 0,
+                outcome: crate::tool::ToolOutcome::InvalidArguments,
+                message: Some("search: /q: 5 is not of type \"string\"".into()),
+            }],
         }
     }
 
@@ -282,6 +295,12 @@ mod tests {
         assert_eq!(
             json["egress_denied"],
             serde_json::json!([{"host": "evil.net", "port": 443, "via": "connect", "reason": {"kind": "not-listed"}}])
+        );
+        assert_eq!(
+            json["tool_calls"],
+            serde_json::json!([{"name": "search", "duration_ms": 3.0, "argument_bytes": 40,
+                "result_bytes": 0, "outcome": "invalid_arguments",
+                "message": "search: /q: 5 is not of type \"string\""}])
         );
     }
 

@@ -18,6 +18,7 @@ use crate::backend::{BackendName, Capability, Needs};
 use crate::policy::Policy;
 use crate::secret::Secret;
 use crate::session::Limits;
+use crate::tool::ToolSet;
 
 /// A session to open: its language, where it runs, what it needs and what it may do.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +48,8 @@ pub struct OpenRequest {
     pub one_shot: bool,
     /// What happens to the files earlier runs left in the output directory.
     pub earlier_output: EarlierOutput,
+    /// Functions of the host the code may call ([`crate::tool`]); none by default.
+    pub tools: ToolSet,
 }
 
 impl OpenRequest {
@@ -67,6 +70,7 @@ impl OpenRequest {
             .with_image(self.image.as_deref())
             .with_capabilities(&self.required)
             .with_network(self.policy.network)
+            .with_tools(!self.tools.is_empty())
     }
 }
 

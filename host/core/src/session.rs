@@ -32,6 +32,7 @@ use crate::plugin::LanguageHandler;
 use crate::policy::{Gate, Policy};
 use crate::sandbox_path::{ListEntry, Listing, SandboxPath};
 use crate::secret::Secrets;
+use crate::tool::{ToolCall, ToolCalls, ToolLimits, ToolSet};
 use crate::toolchain::Toolchain;
 use crate::transfer::Copied;
 use std::path::Path;
@@ -51,6 +52,8 @@ pub struct Limits {
     pub max_output: usize,
     /// Bounds on the files handed back per run.
     pub artifacts: ArtifactLimits,
+    /// Bounds on the tool calls of a run.
+    pub tools: ToolLimits,
 }
 
 impl Default for Limits {
@@ -60,13 +63,15 @@ impl Default for Limits {
             memory: 1 << 30,
             max_output: 1 << 20,
             artifacts: ArtifactLimits::default(),
+            tools: ToolLimits::default(),
         }
     }
 }
 
 impl Limits {
     /// The limits in which these allow more than `base`, named as `timeout`,
-    /// `memory`, `max_output`, `artifacts.max_files`, `artifacts.max_bytes`: empty when
+    /// `memory`, `max_output`, `artifacts.max_files`, `artifacts.max_bytes`,
+    /// `tools.max_calls` and the other fields of `tools`: empty when
     /// they are as tight or tighter everywhere. A memory limit of 0 is none at all, the
     /// loosest.
     ///
@@ -77,6 +82,11 @@ impl Limits {
     /// assert!(shorter.looser_than(&server).is_empty());
     /// let unlimited = Limits { memory: 0, ..server };
     /// assert_eq!(unlimited.looser_than(&server), ["memory"]);
+    /// let chatty = Limits {
+    ///     tools: sandlot::tool::ToolLimits { max_calls: 1_000_000, ..server.tools },
+    ///     ..server
+    /// };
+    /// assert_eq!(chatty.looser_than(&server), ["tools.max_calls"]);
     /// ```
     pub fn looser_than(&self, base: &Limits) -> Vec<&'static str> {
         let more_memory = base.memory != 0 && (self.memory == 0 || self.memory > base.memory);
@@ -91,6 +101,26 @@ impl Limits {
             (
                 "artifacts.max_bytes",
                 self.artifacts.max_bytes > base.artifacts.max_bytes,
+            ),
+            (
+                "tools.max_calls",
+                self.tools.max_calls > base.tools.max_calls,
+            ),
+            (
+                "tools.max_concurrent",
+                self.tools.max_concurrent > base.tools.max_concurrent,
+            ),
+            (
+                "tools.max_argument_bytes",
+                self.tools.max_argument_bytes > base.tools.max_argument_bytes,
+            ),
+            (
+                "tools.max_result_bytes",
+                self.tools.max_result_bytes > base.tools.max_result_bytes,
+            ),
+            (
+                "tools.call_timeout",
+                self.tools.call_timeout > base.tools.call_timeout,
             ),
         ]
         .into_iter()
@@ -149,6 +179,8 @@ pub(crate) struct Settings {
     pub(crate) preinstalled: Vec<String>,
     /// The image the sandbox was made from, where the backend runs images.
     pub(crate) image: String,
+    /// The tools the code may call.
+    pub(crate) tools: ToolSet,
 }
 
 /// A sandbox for one language. State (files, and variables where the backend keeps
@@ -168,6 +200,8 @@ pub struct Session {
     capabilities: Capabilities,
     handler: LanguageHandler,
     limits: Limits,
+    /// The tools the code may call; each run gets its own [`ToolCalls`].
+    tools: ToolSet,
     policy: Policy,
     /// The policy's restricted modules and calls of the session's language, handed
     /// to every analysis.
@@ -228,6 +262,7 @@ impl Session {
             earlier_output,
             preinstalled,
             image,
+            tools,
         } = settings;
         let capabilities =
             crate::backend::effective(&backend.capabilities(&handler.info().id), kernel);
@@ -253,6 +288,7 @@ impl Session {
             plot_flush: None,
             installed: preinstalled,
             image,
+            tools,
             toolchain: OnceLock::new(),
             ended: None,
             // Every backend opens a sandbox with an empty output directory.
@@ -478,7 +514,7 @@ impl Session {
             self.installed.extend(pending);
             return Ok(None);
         }
-        self.finish(outcome, &before, started.elapsed(), Vec::new())
+        self.finish(outcome, &before, started.elapsed(), Vec::new(), Vec::new())
             .map(Some)
     }
 
@@ -571,6 +607,15 @@ impl Session {
             true => LastValue::Hidden,
             false => LastValue::Shown,
         };
+        let timeout = options.timeout.unwrap_or(limits.timeout);
+        // The session's code calls tools; its installs and preludes do not come here.
+        let tools = (!self.tools.is_empty()).then(|| {
+            Arc::new(ToolCalls::new(
+                self.tools.clone(),
+                limits.tools,
+                Instant::now() + timeout,
+            ))
+        });
         let sandbox = self.sandbox()?;
         let started = Instant::now();
         let outcome = sandbox.run(RunRequest {
@@ -579,7 +624,7 @@ impl Session {
             env,
             secret_names: &secret_names,
             workdir: &workdir,
-            timeout: options.timeout.unwrap_or(limits.timeout),
+            timeout,
             max_output: options.max_output.unwrap_or(limits.max_output),
             on_stdout,
             on_stderr,
@@ -589,7 +634,10 @@ impl Session {
                 false => &[],
             },
             interrupt: options.interrupt.as_ref(),
+            tools: tools.clone(),
         });
+        // No call of this run is answered after it, whatever the sandbox left running.
+        let tool_calls = tools.map(|calls| calls.finish()).unwrap_or_default();
         if let Ok(outcome) = &outcome {
             if let Some(flush) = stdout_flush {
                 flush.flush(outcome.stdout_truncated);
@@ -606,7 +654,7 @@ impl Session {
             SessionState::Restarted { .. } => self.plot_capture = false,
             _ => {}
         }
-        self.finish(outcome, &before, duration, findings)
+        self.finish(outcome, &before, duration, findings, tool_calls)
     }
 
     /// Collects the artifacts of a run and makes its [`Execution`].
@@ -616,6 +664,7 @@ impl Session {
         before: &Snapshot,
         duration: Duration,
         findings: Vec<Finding>,
+        tool_calls: Vec<ToolCall>,
     ) -> Result<Execution> {
         let limits = self.limits.artifacts;
         let collected = match (&outcome.session, self.sandbox.as_mut()) {
@@ -680,6 +729,14 @@ impl Session {
                 .egress_denied
                 .into_iter()
                 .map(|denial| denial.masked(|name| secrets.mask_folded(name)))
+                .collect(),
+            // A handler's message may quote the arguments, and they the secrets.
+            tool_calls: tool_calls
+                .into_iter()
+                .map(|mut call| {
+                    call.message = call.message.map(|m| secrets.mask_text(&m));
+                    call
+                })
                 .collect(),
         })
     }

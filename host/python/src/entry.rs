@@ -183,11 +183,12 @@ impl Sandlot {
     /// ``network="allow-list"``); ``secrets`` are variables whose values are masked in
     /// everything that comes back; ``env`` are plain variables; ``one_shot`` runs each
     /// program in a fresh process instead of the language's kernel; ``clear_output``
-    /// empties ``output/`` before each run.
+    /// empties ``output/`` before each run; ``tools`` are functions of this program
+    /// the code may call (``sandlot.Tool``s, or plain functions: see ``sandlot.tools``).
     ///
     /// The first session on wasm for a language installs its runtime, saying so on
     /// ``sys.stderr``.
-    #[pyo3(signature = (language, *, backend="auto", image=None, libraries=None, policy=None, timeout=None, memory=None, max_output=None, network=None, allow=None, secrets=None, env=None, one_shot=false, clear_output=false, shell=false))]
+    #[pyo3(signature = (language, *, backend="auto", image=None, libraries=None, policy=None, timeout=None, memory=None, max_output=None, network=None, allow=None, secrets=None, env=None, one_shot=false, clear_output=false, shell=false, tools=None))]
     #[allow(clippy::too_many_arguments)]
     fn session(
         slf: &Bound<'_, Self>,
@@ -206,6 +207,7 @@ impl Sandlot {
         one_shot: bool,
         clear_output: bool,
         shell: bool,
+        tools: Option<Vec<Bound<'_, PyAny>>>,
     ) -> PyResult<Session> {
         let py = slf.py();
         let this = slf.get();
@@ -265,6 +267,12 @@ impl Sandlot {
         }
         if shell {
             request.required.push(sandlot::Capability::Shell);
+        }
+        for tool in tools.unwrap_or_default() {
+            request
+                .tools
+                .add(crate::tools::from_py(&tool)?)
+                .or_raise(py)?;
         }
         let builder = this.inner.session_for(request);
         let opened = detached(

@@ -161,6 +161,15 @@ impl Execution {
         self.inner.findings.iter().map(Finding::from).collect()
     }
 
+    /// The tool calls the code made, in order: a dict each, with ``name``,
+    /// ``duration_ms``, ``argument_bytes``, ``result_bytes``, ``outcome`` (``"ok"``,
+    /// ``"tool_error"``, ``"invalid_arguments"``, ``"timeout"``...) and ``message``
+    /// when it failed.
+    #[getter]
+    fn tool_calls<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py_value(py, &self.inner.tool_calls)
+    }
+
     /// The policy's restrictions the backend could not apply (``"workdir_size"`` on
     /// wasm, say): what the sandbox did *not* enforce.
     #[getter]

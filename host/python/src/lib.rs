@@ -14,6 +14,7 @@ mod execution;
 mod options;
 mod policy;
 mod session;
+mod tools;
 
 use pyo3::prelude::*;
 

@@ -54,6 +54,8 @@ use std::sync::Arc;
 
 /// The backend providers of the enabled features, in the order `auto` tries them:
 /// `wasm`, `docker`, `podman`, `kubernetes`.
+// With one feature only, clippy sees a lone push after `new`.
+#[allow(clippy::vec_init_then_push)]
 pub fn providers() -> Vec<Arc<dyn BackendProvider>> {
     #[allow(unused_mut)]
     let mut providers: Vec<Arc<dyn BackendProvider>> = Vec::new();
@@ -105,6 +107,11 @@ pub struct ReadmeDoctests;
 #[cfg(all(doctest, feature = "full"))]
 #[doc = include_str!("../../../docs/embedding.md")]
 pub struct EmbeddingDoctests;
+
+/// The Rust example of `docs/tools.md`, compiled and run as a doc test.
+#[cfg(all(doctest, feature = "full"))]
+#[doc = include_str!("../../../docs/tools.md")]
+pub struct ToolsDoctests;
 
 /// The Rust examples of `docs/containers.md`, compiled and run as doc tests.
 #[cfg(all(doctest, feature = "full"))]

@@ -70,6 +70,9 @@ pub struct RuntimeDescription {
     pub bundled_versions: BTreeMap<String, String>,
     /// Module or component.
     pub kind: RuntimeKind,
+    /// Whether code in it can call the session's tools: it has a door for them, and
+    /// sandlot knows its bindings.
+    pub tools: bool,
 }
 
 impl RuntimeDescription {
@@ -127,6 +130,7 @@ impl Entry {
                     kind: RuntimeKind::Module {
                         protocol: m.protocol,
                     },
+                    tools: m.tool_door() && crate::door::bindings(&m.id).is_some(),
                 },
                 sha256: None,
             }),
@@ -325,6 +329,8 @@ impl Catalog {
                 kind: RuntimeKind::Component {
                     api_version: info.api_version,
                 },
+                // The runtime world has no tool import yet.
+                tools: false,
             },
             sha256: Some(sha256),
         })

@@ -15,6 +15,7 @@
 mod capture;
 mod catalog;
 mod component;
+mod door;
 mod input;
 pub mod module;
 mod preview1;
@@ -223,12 +224,14 @@ trait Interpreter: Send {
     }
 }
 
-/// A sandbox's standard streams, shared by every interpreter it starts.
+/// A sandbox's standard streams, and the door its tool calls leave by: shared by
+/// every interpreter it starts.
 #[derive(Clone)]
 struct Stdio {
     stdin: Feed,
     stdout: Capture,
     stderr: Capture,
+    door: door::Door,
 }
 
 impl Stdio {
@@ -237,6 +240,7 @@ impl Stdio {
             stdin: Feed::default(),
             stdout: Capture::new(),
             stderr: Capture::new(),
+            door: door::Door::default(),
         }
     }
 
@@ -344,6 +348,9 @@ impl Backend for WasmBackend {
         let mut capabilities = vec![Capability::MemoryLimit];
         if persistent {
             capabilities.push(Capability::PersistentState);
+        }
+        if self.runtime_for(language).is_some_and(|d| d.tools) {
+            capabilities.push(Capability::Tools);
         }
         Capabilities::new(capabilities)
     }
@@ -563,6 +570,8 @@ impl Backend for WasmBackend {
         Ok(Box::new(WasmSandbox {
             name: format!("wasm-{}", owner::sandbox_id()),
             form: program::form(&id),
+            tool_bindings: door::bindings(&id).filter(|_| description.tools),
+            tools_bound: false,
             runtime: id,
             one_shot,
             templates,
@@ -597,6 +606,10 @@ struct WasmSandbox {
     one_shot: bool,
     /// How the runtime runs code as a program, where sandlot knows.
     form: Option<&'static program::ProgramForm>,
+    /// Code that makes `sandlot_tools` importable, where the runtime can call tools.
+    tool_bindings: Option<&'static str>,
+    /// Whether the interpreter running now has run `tool_bindings`.
+    tools_bound: bool,
     templates: Templates,
     workspace: Workspace,
     stdio: Stdio,
@@ -724,6 +737,22 @@ impl WasmSandbox {
         Ok(())
     }
 
+    /// Makes `sandlot_tools` importable in the interpreter, once per interpreter. A
+    /// command module's instance lives for one run, so it is bound before each.
+    fn bind_tools(&mut self) -> Result<()> {
+        if self.tools_bound && !self.one_shot {
+            return Ok(());
+        }
+        let Some(bindings) = self.tool_bindings else {
+            return Err(self.failed(
+                "this runtime cannot call tools (sandlot knows no tool bindings for it)".into(),
+            ));
+        };
+        self.hook(bindings, "making the session's tools importable")?;
+        self.tools_bound = true;
+        Ok(())
+    }
+
     /// Runs host code (a manifest hook) in the interpreter, its output discarded.
     fn hook(&mut self, code: &str, what: &str) -> Result<()> {
         let Some(interpreter) = self.interpreter.as_mut() else {
@@ -759,6 +788,7 @@ impl WasmSandbox {
     /// there is no interpreter, and the next run says the session ended.
     fn start_fresh(&mut self) -> Result<()> {
         self.interpreter = None;
+        self.tools_bound = false;
         self.env.clear();
         self.cwd.clear();
         self.args.clear();
@@ -781,6 +811,9 @@ impl Sandbox for WasmSandbox {
         self.apply_env(request.env)?;
         self.apply_cwd(request.workdir)?;
         self.apply_args(request.args)?;
+        if request.tools.is_some() {
+            self.bind_tools()?;
+        }
         let program;
         let code = match (request.last_value, self.form) {
             // A command module runs a file, which shows no value anyway.
@@ -802,10 +835,13 @@ impl Sandbox for WasmSandbox {
         self.stdio
             .stderr
             .start(request.max_output, request.on_stderr);
+        // The door is open for this run only: code it leaves behind calls into nothing.
+        self.stdio.door.set(request.tools.clone());
         let ran = match self.interpreter.as_mut() {
             Some(interpreter) => interpreter.run(code, request.timeout, request.interrupt),
             None => Ran::Gone,
         };
+        self.stdio.door.set(None);
         let (stdout, stderr) = self.stdio.finish();
         let mut outcome = Outcome {
             stdout: stdout.bytes,

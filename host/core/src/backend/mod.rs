@@ -65,6 +65,7 @@ use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 use crate::language::{KernelSpec, Plan};
 use crate::policy::{Network, Policy, PolicyField};
+use crate::tool::ToolCalls;
 use crate::toolchain::Toolchain;
 use serde::Serialize;
 use std::borrow::Cow;
@@ -174,6 +175,9 @@ pub struct Needs<'a> {
     /// What the policy lets the code reach: a backend that has no network to give
     /// cannot serve `on` or `allow-list`, whatever else it can do.
     pub network: Network,
+    /// Whether the session has tools its code may call: the backend then needs
+    /// [`Capability::Tools`].
+    pub tools: bool,
 }
 
 impl<'a> Needs<'a> {
@@ -214,6 +218,11 @@ impl<'a> Needs<'a> {
         Needs { network, ..self }
     }
 
+    /// The same needs, for a session with (or without) tools.
+    pub fn with_tools(self, tools: bool) -> Needs<'a> {
+        Needs { tools, ..self }
+    }
+
     /// Whether the code itself may reach the network (`on`, `allow-list`); installs
     /// alone (`install-only`) are a backend's business, not the code's.
     pub fn code_reaches_network(&self) -> bool {
@@ -250,9 +259,11 @@ pub fn check_capabilities(
     capabilities: &Capabilities,
 ) -> std::result::Result<(), Unsuitable> {
     let capabilities = effective(capabilities, needs.kernel);
+    let tools = needs.tools.then_some(&Capability::Tools);
     let missing: Vec<String> = needs
         .capabilities
         .iter()
+        .chain(tools)
         .filter(|c| !capabilities.has(**c))
         .map(|c| c.to_string())
         .collect();
@@ -370,6 +381,11 @@ pub struct RunRequest<'a> {
     /// Stops the run when set, as its time limit would; it then ends with
     /// [`EndReason::Interrupted`].
     pub interrupt: Option<&'a Interrupt>,
+    /// The tools the code may call during this run, on a backend with
+    /// [`Capability::Tools`]: it hands every request frame that comes out of the
+    /// sandbox to [`ToolCalls::answer`] and sends the answer back in. `None`: the
+    /// session has no tools, and a call finds none.
+    pub tools: Option<std::sync::Arc<ToolCalls>>,
 }
 
 /// Whether a run of [`Workload::Code`] shows the value of the code's last expression.
@@ -391,7 +407,7 @@ pub enum LastValue {
 impl<'a> RunRequest<'a> {
     /// A request for `workload` with no input, no environment, in the workspace, with
     /// the default time limit (30 s) and output cap (1 MiB), no streaming, no
-    /// arguments, and the last value shown.
+    /// arguments, no tools, and the last value shown.
     pub fn new(workload: Workload<'a>) -> RunRequest<'a> {
         RunRequest {
             workload,
@@ -406,6 +422,7 @@ impl<'a> RunRequest<'a> {
             last_value: LastValue::Shown,
             args: &[],
             interrupt: None,
+            tools: None,
         }
     }
 }

@@ -26,6 +26,7 @@ from ._native import (
     _close_all,
 )
 from .aio import AsyncSandlot, AsyncSession
+from .tools import Tool, tool
 from .errors import *  # noqa: F401,F403  (the exception classes, as sandlot.X)
 
 # Pools keep warmed sandboxes (containers) until closed; a program that exits
@@ -42,7 +43,9 @@ __all__ = [
     "Policy",
     "Sandlot",
     "Session",
+    "Tool",
     "__version__",
     "errors",
+    "tool",
     *errors.__all__,
 ]

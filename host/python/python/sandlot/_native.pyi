@@ -6,6 +6,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Literal
 
+from .tools import Tool
+
 __version__: str
 
 EndReason = Literal[
@@ -105,6 +107,8 @@ class Execution:
     @property
     def unenforced(self) -> list[str]: ...
     @property
+    def tool_calls(self) -> list[dict[str, Any]]: ...
+    @property
     def policy(self) -> Policy: ...
     @property
     def stdout_truncated(self) -> bool: ...
@@ -201,6 +205,7 @@ class Sandlot:
         one_shot: bool = False,
         clear_output: bool = False,
         shell: bool = False,
+        tools: Sequence[Tool | Callable[..., Any]] | None = None,
     ) -> Session: ...
     def languages(self) -> list[dict[str, Any]]: ...
     def backends(self) -> list[str]: ...

