@@ -205,9 +205,12 @@ pub(crate) fn interruptible<T: Send + 'static>(
     if !on_main_thread(py) {
         return Ok(py.detach(work));
     }
-    let Some(wakeup) = wakeup() else {
+    let hand_off = |work| {
         let interrupt = interrupt.clone();
-        return detached(py, move || interrupt.interrupt(), work);
+        detached(py, move || interrupt.interrupt(), work)
+    };
+    let Some(wakeup) = wakeup() else {
+        return hand_off(work);
     };
     // The run is named before the descriptor is handed over, so a signal the watcher
     // reads always finds it.
@@ -224,8 +227,7 @@ pub(crate) fn interruptible<T: Send + 'static>(
         // Someone else's descriptor: give it back and wait the slower way.
         forget();
         set_wakeup_fd(py, previous)?;
-        let interrupt = interrupt.clone();
-        return detached(py, move || interrupt.interrupt(), work);
+        return hand_off(work);
     }
     // Put back even if `work` panics; the panic then reaches Python as pyo3 reports it.
     let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| py.detach(work)));

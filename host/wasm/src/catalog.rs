@@ -130,7 +130,11 @@ impl Entry {
                     kind: RuntimeKind::Module {
                         protocol: m.protocol,
                     },
-                    tools: m.tool_door() && crate::door::bindings(&m.id).is_some(),
+                    // The bindings are installed into a live interpreter: a command
+                    // module's instance lives for one run, and would lose them.
+                    tools: m.tool_door()
+                        && m.protocol == crate::module::Protocol::Turn
+                        && crate::door::bindings(&m.id).is_some(),
                 },
                 sha256: None,
             }),

@@ -62,9 +62,10 @@ pub(crate) fn link<T: Send + 'static>(
                 let [request, request_len, ptr_slot, len_slot] =
                     [request, request_len, ptr_slot, len_slot].map(|v| v as u32 as usize);
                 let size = memory.data_size(&caller);
-                let within =
-                    |at: usize, len: usize| at.checked_add(len).is_some_and(|end| end <= size);
-                if !within(request, request_len) || !within(ptr_slot, 4) || !within(len_slot, 4) {
+                if !within(size, request, request_len)
+                    || !within(size, ptr_slot, 4)
+                    || !within(size, len_slot, 4)
+                {
                     return Ok(FAULT);
                 }
                 // An oversized request is refused from its length, before any copy.
@@ -89,9 +90,7 @@ pub(crate) fn link<T: Send + 'static>(
                 // A trap in the guest's allocator is the guest's, and ends the run.
                 let at = alloc.call_async(&mut caller, answer_len).await? as u32 as usize;
                 // The guest's memory may have grown meanwhile.
-                let size = memory.data_size(&caller);
-                let fits = at.checked_add(answer.len()).is_some_and(|end| end <= size);
-                if at == 0 || !fits {
+                if at == 0 || !within(memory.data_size(&caller), at, answer.len()) {
                     return Ok(FAULT);
                 }
                 memory.write(&mut caller, at, &answer)?;
@@ -102,6 +101,11 @@ pub(crate) fn link<T: Send + 'static>(
         },
     )?;
     Ok(())
+}
+
+/// Whether `len` bytes at `at` lie inside a memory of `size` bytes.
+fn within(size: usize, at: usize, len: usize) -> bool {
+    at.checked_add(len).is_some_and(|end| end <= size)
 }
 
 /// Code that makes `sandlot_tools` importable in the runtime `id`, over its own tool

@@ -737,10 +737,10 @@ impl WasmSandbox {
         Ok(())
     }
 
-    /// Makes `sandlot_tools` importable in the interpreter, once per interpreter. A
-    /// command module's instance lives for one run, so it is bound before each.
+    /// Makes `sandlot_tools` importable in the interpreter, once per interpreter (only
+    /// runtimes that keep theirs across runs offer tools).
     fn bind_tools(&mut self) -> Result<()> {
-        if self.tools_bound && !self.one_shot {
+        if self.tools_bound {
             return Ok(());
         }
         let Some(bindings) = self.tool_bindings else {

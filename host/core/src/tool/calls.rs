@@ -116,14 +116,15 @@ impl ToolCalls {
                 message,
             );
         }
-        match &request {
-            Request::List { id, .. } => protocol::listing(id, self.tools.iter()),
+        match request {
+            Request::List { id, .. } => protocol::listing(&id, self.tools.iter()),
             Request::Call { id, tool, args, .. } => {
-                let name = protocol::cut(tool, 64);
+                let id = &id;
+                let name = protocol::cut(&tool, 64);
                 if let Err(Failed(outcome, message)) = self.admit() {
                     return protocol::failure(id, outcome, &message);
                 }
-                match self.call(tool, args.clone()).await {
+                match self.call(&tool, args).await {
                     Ok(value) => {
                         self.note(
                             name,
