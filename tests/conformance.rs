@@ -1057,7 +1057,15 @@ fn tools() -> sandlot::ToolSet {
 }
 
 fn open_with_tools(backend: &str, limits: Limits) -> Result<Session, Error> {
-    let mut builder = sandlot().session("python");
+    open_language_with_tools(backend, "python", limits)
+}
+
+fn open_language_with_tools(
+    backend: &str,
+    language: &str,
+    limits: Limits,
+) -> Result<Session, Error> {
+    let mut builder = sandlot().session(language);
     builder
         .backend(backend)
         .limits(limits)
@@ -1088,11 +1096,14 @@ fn tools_are_called_from_the_code(backend: &str) {
     let mut session = match open_with_tools(backend, limits) {
         Ok(session) => session,
         Err(error) => {
-            assert!(!sandlot()
-                .backend(backend)
-                .unwrap()
-                .capabilities("python")
-                .has(Capability::Tools));
+            assert!(
+                !sandlot()
+                    .backend(backend)
+                    .unwrap()
+                    .capabilities("python")
+                    .has(Capability::Tools),
+                "{error}"
+            );
             assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
             assert!(error.to_string().contains("tools"), "{error}");
             return;
@@ -1168,6 +1179,32 @@ print(sorted(d["name"] for d in t.tools()))
     );
     assert_eq!(limited.tool_calls[0].message.as_deref(), Some("no fruit"));
 
+    // The coroutines, side by side where the backend has threads. CPython for WASI
+    // makes no event loop (it has no socketpair): there they are driven by hand.
+    let gathered = session
+        .run(
+            "import asyncio
+from sandlot_tools import aio
+async def main():
+    return await asyncio.gather(*(aio.add(a=i, b=0) for i in range(20)))
+try:
+    total = sum(asyncio.run(main()))
+except OSError:
+    total = 0
+    for i in range(20):
+        try:
+            aio.add(a=i, b=0).send(None)
+        except StopIteration as done:
+            total += done.value
+print(total)
+help(aio.add)",
+        )
+        .unwrap();
+    let out = gathered.stdout_text();
+    assert!(out.starts_with("190\n"), "{out}{}", gathered.stderr_text());
+    assert!(out.contains("The sum of a and b."), "{out}");
+    assert_eq!(gathered.tool_calls.len(), 20);
+
     // A handler that hangs past the run's own limit does not hold the run.
     let started = Instant::now();
     let hung = session
@@ -1214,6 +1251,57 @@ print(t.add(a=2, b=2))",
         )
         .unwrap();
     assert_eq!(again.stdout_text(), "4\n", "{}", again.stderr_text());
+}
+
+/// Code in any language calls tools through the `sandlot-tool` command, where the
+/// backend offers tools for that language: the value on stdout, a failed call's kind
+/// and message on stderr with exit status 1.
+fn every_language_calls_tools_by_command(backend: &str) {
+    let programs = [
+        (
+            "bash",
+            "sandlot-tool add '{\"a\": 2, \"b\": 3}'\nsandlot-tool fails '{\"why\": \"sh\"}'\necho \"status $?\"",
+        ),
+        (
+            "ruby",
+            "puts `sandlot-tool add '{\"a\": 2, \"b\": 3}'`\nsystem(\"sandlot-tool\", \"fails\", '{\"why\": \"sh\"}')\nputs \"status #{$?.exitstatus}\"",
+        ),
+        (
+            "go",
+            "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n\t\"os/exec\"\n)\n\nfunc main() {\n\tout, _ := exec.Command(\"sandlot-tool\", \"add\", `{\"a\": 2, \"b\": 3}`).Output()\n\tfmt.Print(string(out))\n\tfailed := exec.Command(\"sandlot-tool\", \"fails\", `{\"why\": \"sh\"}`)\n\tfailed.Stderr = os.Stderr\n\terr := failed.Run()\n\tfmt.Println(\"status\", failed.ProcessState.ExitCode(), err != nil)\n}\n",
+        ),
+    ];
+    for (language, code) in programs {
+        let offered = sandlot()
+            .backend(backend)
+            .unwrap()
+            .capabilities(language)
+            .has(Capability::Tools);
+        let mut session = match open_language_with_tools(backend, language, Limits::default()) {
+            Ok(session) => session,
+            Err(error) => {
+                assert!(!offered, "{language}: {error}");
+                assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
+                continue;
+            }
+        };
+        let run = session.run(code).unwrap();
+        let out = run.stdout_text();
+        assert!(
+            out.starts_with("5\n"),
+            "{language}: {out}\n{}",
+            run.stderr_text()
+        );
+        assert!(out.contains("status 1"), "{language}: {out}");
+        assert!(
+            run.stderr_text()
+                .contains("sandlot-tool: tool_error: no sh"),
+            "{language}: {}",
+            run.stderr_text()
+        );
+        let outcomes: Vec<&str> = run.tool_calls.iter().map(|c| c.outcome.as_str()).collect();
+        assert_eq!(outcomes, ["ok", "tool_error"], "{language}");
+    }
 }
 
 /// After close, nothing of the sandbox is left: no container, no workspace.
@@ -1533,6 +1621,7 @@ macro_rules! conformance {
             #[test] fn earlier_output_is_kept_or_cleared() { super::earlier_output_is_kept_or_cleared($backend) }
             #[test] fn nothing_is_left_after_close() { super::nothing_is_left_after_close($backend) }
             #[test] fn tools_are_called_from_the_code() { super::tools_are_called_from_the_code($backend) }
+            #[test] fn every_language_calls_tools_by_command() { super::every_language_calls_tools_by_command($backend) }
             #[test] fn pooled_sessions_share_nothing() { super::pooled_sessions_share_nothing($backend) }
             #[test] fn twenty_tasks_over_a_pool_of_four() { super::twenty_tasks_over_a_pool_of_four($backend) }
             #[test] fn a_pool_closed_while_sessions_run() { super::a_pool_closed_while_sessions_run($backend) }

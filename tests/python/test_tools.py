@@ -1,6 +1,6 @@
 """Tools from Python: functions of the test process that sandboxed code calls, on the
-wasm backend (the container backends refuse a session with tools, as the Rust
-conformance suite checks)."""
+wasm backend and, through the agent's endpoint, in a Docker container (the Rust
+conformance suite covers every backend)."""
 
 import threading
 from typing import List, Optional
@@ -37,8 +37,9 @@ def test_a_schema_comes_from_the_signature_and_the_docstring():
     assert schema["required"] == ["items", "flag"]
 
 
-def test_code_calls_python_functions_and_each_call_is_recorded(host):
-    with host.session("python", backend="wasm", tools=[add, shout]) as session:
+@pytest.mark.parametrize("backend", ["wasm", "docker"])
+def test_code_calls_python_functions_and_each_call_is_recorded(host, backend):
+    with host.session("python", backend=backend, tools=[add, shout]) as session:
         run = session.run(
             "from sandlot_tools import add, shout\n"
             "print(sum(add(a=i) for i in range(100)), shout(text='hi', times=2))"
@@ -52,12 +53,13 @@ def test_code_calls_python_functions_and_each_call_is_recorded(host):
         assert "TEXT, upper-cased." in described and "text" in described
 
 
-def test_an_exception_in_a_tool_reaches_the_code_as_a_tool_error(host):
+@pytest.mark.parametrize("backend", ["wasm", "docker"])
+def test_an_exception_in_a_tool_reaches_the_code_as_a_tool_error(host, backend):
     def fails(why: str) -> None:
         """Always fails."""
         raise LookupError(f"no {why}")
 
-    with host.session("python", backend="wasm", tools=[fails]) as session:
+    with host.session("python", backend=backend, tools=[fails]) as session:
         run = session.run(
             "import sandlot_tools as t\n"
             "try:\n    t.fails(why='fruit')\nexcept t.ToolError as e:\n    print('caught', e)"

@@ -2,13 +2,14 @@
 //! says is untrusted input: the code in the sandbox runs as the agent's user.
 
 use super::transport::{Reader, Transport};
-use sandlot_agent::{read_frame, Entry, ExitReport, Reply, Request, PROTOCOL_VERSION};
+use sandlot_agent::{read_frame, Entry, ExitReport, Reply, Request, ToolChannel, PROTOCOL_VERSION};
 use sandlot_core::backend::Sink;
 use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;
-use std::io::{self, BufRead, BufReader, ErrorKind};
+use sandlot_core::tool::{ToolCalls, ToolOutcome};
+use std::io::{self, BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a file request may take before the agent counts as gone.
@@ -19,6 +20,28 @@ const COPY_DEADLINE: Duration = Duration::from_secs(300);
 const RUN_GRACE: Duration = Duration::from_secs(5);
 /// How often a run with an [`Interrupt`] checks it while it waits for the agent.
 const INTERRUPT_POLL: Duration = Duration::from_millis(50);
+/// Most connections code may hold open to a run's tool endpoint at once: more than a
+/// program's thread pool opens (Python's `sandlot_tools` keeps 32), and a cap on the
+/// agent's threads for a sandbox that opens them without end.
+const MAX_TOOL_CONNECTIONS: u32 = 64;
+
+/// The tools code may call during one run, and the runtime their handlers run on.
+#[derive(Debug, Clone, Copy)]
+pub struct RunTools<'a> {
+    /// The run's calls, answered under its limits and recorded.
+    pub calls: &'a Arc<ToolCalls>,
+    /// Where each call is answered, while the run's replies go on being read.
+    pub runtime: &'a tokio::runtime::Handle,
+}
+
+impl RunTools<'_> {
+    fn channel(&self) -> ToolChannel {
+        ToolChannel {
+            max_request: self.calls.limits().max_argument_bytes as u64,
+            max_connections: MAX_TOOL_CONNECTIONS,
+        }
+    }
+}
 
 fn broken(reason: impl std::fmt::Display) -> Error {
     Error::Agent {
@@ -45,6 +68,8 @@ pub struct RunCommand<'a> {
     pub stop_after: u64,
     /// Stops the command when set.
     pub interrupt: Option<&'a Interrupt>,
+    /// The tools its code may call, if any.
+    pub tools: Option<RunTools<'a>>,
 }
 
 /// One cell for the kernel to run.
@@ -68,6 +93,8 @@ pub struct RunCell<'a> {
     pub grace: Duration,
     /// Interrupts the cell when set, as its time limit would.
     pub interrupt: Option<&'a Interrupt>,
+    /// The tools its code may call, if any.
+    pub tools: Option<RunTools<'a>>,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -91,10 +118,14 @@ enum Replies {
     Threaded(mpsc::Receiver<io::Result<Reply>>),
 }
 
+/// Where requests go: shared with the tasks that answer tool calls while a run's
+/// replies are read, each frame written whole under the lock.
+type Writer = Arc<Mutex<Box<dyn io::Write + Send>>>;
+
 /// A connected agent.
 pub struct AgentClient {
     replies: Replies,
-    writer: Box<dyn io::Write + Send>,
+    writer: Writer,
     close: Box<dyn FnMut() + Send>,
 }
 
@@ -145,7 +176,7 @@ impl AgentClient {
         };
         let mut client = AgentClient {
             replies,
-            writer,
+            writer: Arc::new(Mutex::new(writer)),
             close,
         };
         match client.receive(Instant::now() + within)? {
@@ -162,9 +193,7 @@ impl AgentClient {
     }
 
     fn send(&mut self, request: &Request) -> Result<()> {
-        request
-            .write_to(&mut self.writer)
-            .map_err(|e| broken(format!("cannot send a request: {e}")))
+        send(&self.writer, request).map_err(|e| broken(format!("cannot send a request: {e}")))
     }
 
     fn receive(&mut self, deadline: Instant) -> Result<Reply> {
@@ -245,6 +274,7 @@ impl AgentClient {
             timeout_ms: millis(command.timeout),
             max_output: command.max_output as u64,
             stop_after: command.stop_after,
+            tools: command.tools.map(|t| t.channel()),
         })?;
         // The agent enforces the limit; this deadline is for an agent that stopped
         // working. It bounds the whole run, not each frame.
@@ -256,6 +286,7 @@ impl AgentClient {
         self.stream(
             deadline,
             command.interrupt,
+            command.tools,
             command.max_output,
             command.cwd,
             on_stdout,
@@ -301,6 +332,7 @@ impl AgentClient {
             max_output: cell.max_output as u64,
             stop_after: cell.stop_after,
             grace_ms: millis(cell.grace),
+            tools: cell.tools.map(|t| t.channel()),
         })?;
         let deadline = Instant::now()
             + cell
@@ -311,6 +343,7 @@ impl AgentClient {
         self.stream(
             deadline,
             cell.interrupt,
+            cell.tools,
             cell.max_output,
             cell.cwd,
             on_stdout,
@@ -344,11 +377,13 @@ impl AgentClient {
     }
 
     /// Output frames until the exit report of a run or a cell; passes `interrupt` on
-    /// to the agent once it is set.
+    /// to the agent once it is set, and has the run's tool calls answered.
+    #[allow(clippy::too_many_arguments)]
     fn stream(
         &mut self,
         deadline: Instant,
         mut interrupt: Option<&Interrupt>,
+        tools: Option<RunTools<'_>>,
         max: usize,
         cwd: &str,
         on_stdout: &mut Option<Sink>,
@@ -374,12 +409,46 @@ impl AgentClient {
                 Reply::Stdout(bytes) => forward(&mut output.stdout, &bytes, max, on_stdout),
                 Reply::Stderr(bytes) => forward(&mut output.stderr, &bytes, max, on_stderr),
                 Reply::Exit(report) => return Ok((report, output)),
+                Reply::ToolCall { call, frame } => match tools {
+                    Some(tools) => self.answer(tools, call, frame),
+                    None => return Err(broken("it relayed a tool call in a run without tools")),
+                },
+                Reply::ToolCallTooLarge { call, size } => match tools {
+                    Some(tools) => {
+                        let size = usize::try_from(size).unwrap_or(usize::MAX);
+                        let answer = tools.calls.refuse_oversized(size).unwrap_or_else(|| {
+                            sandlot_core::tool::protocol::failure(
+                                &serde_json::Value::Null,
+                                ToolOutcome::Protocol,
+                                "the agent refused a request within the limit",
+                            )
+                        });
+                        self.send(&Request::ToolAnswer {
+                            call,
+                            frame: answer,
+                        })?;
+                    }
+                    None => return Err(broken("it relayed a tool call in a run without tools")),
+                },
                 // The agent refuses a run for its working directory, or a cell when no
                 // kernel runs.
                 Reply::Error(message) => return Err(path_error(cwd, message)),
                 other => return Err(broken(format!("unexpected {other:?} during a run"))),
             }
         }
+    }
+
+    /// Answers tool call `call` on the run's runtime, so that the run's output goes on
+    /// being read (and other calls answered) while its handler works. The answer is
+    /// sent whenever it is ready: one that comes after its run is dropped by the agent.
+    fn answer(&self, tools: RunTools<'_>, call: u64, frame: Vec<u8>) {
+        let calls = tools.calls.clone();
+        let writer = self.writer.clone();
+        tools.runtime.spawn(async move {
+            let frame = calls.answer(&frame).await;
+            // A failed write is a gone agent, which the run's own reads report.
+            let _ = send(&writer, &Request::ToolAnswer { call, frame });
+        });
     }
 
     /// Writes a file relative to the workspace.
@@ -473,6 +542,12 @@ impl AgentClient {
     }
 }
 
+fn send(writer: &Writer, request: &Request) -> io::Result<()> {
+    let mut writer = writer.lock().unwrap_or_else(|e| e.into_inner());
+    request.write_to(&mut *writer)?;
+    writer.flush()
+}
+
 fn path_error(path: &str, reason: String) -> Error {
     Error::InvalidPath {
         path: path.into(),
@@ -547,6 +622,7 @@ mod tests {
             max_output: 5,
             stop_after: 0,
             interrupt: None,
+            tools: None,
         };
         let (_, output) = client.run(&command, &mut sink, &mut None).unwrap();
         assert_eq!(output.stdout, b"abcde");
@@ -606,6 +682,7 @@ mod tests {
             max_output: 1 << 20,
             stop_after: 0,
             interrupt: Some(&interrupt),
+            tools: None,
         };
         let (report, output) = client.run(&command, &mut None, &mut None).unwrap();
         played.join().unwrap();

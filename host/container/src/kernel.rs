@@ -39,6 +39,8 @@ impl AgentSandbox {
             self.kernel_running = true;
         }
         self.make_workdir(request.workdir)?;
+        let runtime = self.tool_runtime(&request)?;
+        let calls = request.tools.clone();
         let cell = RunCell {
             code: code.as_bytes(),
             stdin: request.stdin,
@@ -49,6 +51,7 @@ impl AgentSandbox {
             stop_after: stop_threshold(request.max_output),
             grace: GRACE,
             interrupt: request.interrupt,
+            tools: super::sandbox::run_tools(calls.as_ref(), runtime.as_ref()),
         };
         let on_stdout = &mut request.on_stdout;
         let on_stderr = &mut request.on_stderr;

@@ -17,7 +17,7 @@ mod sandbox;
 pub mod toolchain;
 mod transport;
 
-pub use client::{AgentClient, Output, RunCell, RunCommand};
+pub use client::{AgentClient, Output, RunCell, RunCommand, RunTools};
 pub use recipe::Recipe;
 pub use sandbox::{AgentSandbox, SandboxHandle};
 pub use transport::{accept_unix, Transport};

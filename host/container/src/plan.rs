@@ -102,6 +102,7 @@ impl AgentSandbox {
                     max_output: INSTALL_OUTPUT,
                     stop_after: 0,
                     interrupt: request.interrupt,
+                    tools: None,
                 };
                 let result = self.with_agent(|agent| agent.run(&run, &mut None, &mut None));
                 if online {
@@ -120,6 +121,9 @@ impl AgentSandbox {
                 env.extend(command.env.iter().cloned());
                 let is_run = command.phase == Phase::Run;
                 let stdin = if is_run { request.stdin } else { b"" };
+                // The program calls tools; its build does not.
+                let runtime = self.tool_runtime(&request)?.filter(|_| is_run);
+                let calls = request.tools.clone();
                 let run = RunCommand {
                     argv: &command.argv,
                     env: &env,
@@ -129,6 +133,7 @@ impl AgentSandbox {
                     max_output: request.max_output,
                     stop_after: stop_threshold(request.max_output),
                     interrupt: request.interrupt,
+                    tools: super::sandbox::run_tools(calls.as_ref(), runtime.as_ref()),
                 };
                 // A build's output is diagnostics: it streams as stderr.
                 self.command(&run, &mut request, is_run)?

@@ -1,6 +1,6 @@
 //! A sandbox driven by its agent, whatever engine made it.
 
-use super::client::{AgentClient, Output, RunCommand};
+use super::client::{AgentClient, Output, RunCommand, RunTools};
 use sandlot_agent::ExitReport;
 use sandlot_core::artifact::{FileStat, Snapshot};
 use sandlot_core::backend::{
@@ -47,6 +47,8 @@ pub struct AgentSandbox {
     /// Whether the kernel runs now (it starts with the first code that needs it, and
     /// again after it was lost).
     pub(super) kernel_running: bool,
+    /// Where tool calls are answered; without it the sandbox offers no tools.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for AgentSandbox {
@@ -75,6 +77,31 @@ impl AgentSandbox {
             lost: None,
             kernel: None,
             kernel_running: false,
+            runtime: None,
+        }
+    }
+
+    /// The same sandbox, answering its code's tool calls on `runtime` (the engine's
+    /// client runtime: a multi-threaded one, which runs tasks without being driven).
+    pub fn with_tool_runtime(mut self, runtime: tokio::runtime::Handle) -> AgentSandbox {
+        self.runtime = Some(runtime);
+        self
+    }
+
+    /// The runtime that answers tool calls of `request`, if it has tools: a run with
+    /// tools in a sandbox without a runtime is refused.
+    pub(super) fn tool_runtime(
+        &self,
+        request: &RunRequest<'_>,
+    ) -> Result<Option<tokio::runtime::Handle>> {
+        match (&request.tools, &self.runtime) {
+            (None, _) => Ok(None),
+            (Some(_), Some(runtime)) => Ok(Some(runtime.clone())),
+            (Some(_), None) => Err(Error::BackendCannot {
+                backend: self.handle.name(),
+                capability: sandlot_core::capability::Capability::Tools,
+                hint: "it was made without a runtime to answer tool calls on".into(),
+            }),
         }
     }
 
@@ -173,6 +200,8 @@ impl AgentSandbox {
         self.network(false)?;
         self.make_workdir(request.workdir)?;
         let argv = ["sh".to_string(), "-c".to_string(), command_line.to_string()];
+        let runtime = self.tool_runtime(&request)?;
+        let calls = request.tools.clone();
         let command = RunCommand {
             argv: &argv,
             env: request.env,
@@ -182,6 +211,7 @@ impl AgentSandbox {
             max_output: request.max_output,
             stop_after: stop_threshold(request.max_output),
             interrupt: request.interrupt,
+            tools: run_tools(calls.as_ref(), runtime.as_ref()),
         };
         let (report, output) = self.command(&command, &mut request, true)?;
         let mut outcome = outcome_of(&report, request.timeout);
@@ -189,6 +219,17 @@ impl AgentSandbox {
         outcome.stderr = output.stderr;
         Ok(outcome)
     }
+}
+
+/// The tools of a run, where it has them and a runtime to answer them.
+pub(super) fn run_tools<'a>(
+    calls: Option<&'a std::sync::Arc<sandlot_core::tool::ToolCalls>>,
+    runtime: Option<&'a tokio::runtime::Handle>,
+) -> Option<RunTools<'a>> {
+    Some(RunTools {
+        calls: calls?,
+        runtime: runtime?,
+    })
 }
 
 /// The outcome of a command as the agent reported it, without its output.

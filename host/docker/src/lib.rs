@@ -586,6 +586,8 @@ impl Backend for ContainerBackend {
             Capability::NetworkControl,
             Capability::Images,
             Capability::MemoryLimit,
+            // In every language: Python has `sandlot_tools`, the rest `sandlot-tool`.
+            Capability::Tools,
         ])
     }
 

@@ -291,7 +291,8 @@ pub(super) fn open(backend: &ContainerBackend, spec: &SandboxSpec<'_>) -> Result
     let online = policy.network == Network::On;
     Ok(
         AgentSandbox::new(agent, Box::new(container), policy, online)
-            .with_kernel(spec.kernel.cloned()),
+            .with_kernel(spec.kernel.cloned())
+            .with_tool_runtime(handle),
     )
 }
 

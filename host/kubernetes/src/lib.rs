@@ -654,6 +654,8 @@ impl Backend for KubernetesBackend {
             Capability::InstallLibraries,
             Capability::Images,
             Capability::MemoryLimit,
+            // In every language: Python has `sandlot_tools`, the rest `sandlot-tool`.
+            Capability::Tools,
         ];
         if self.enforces_network {
             capabilities.push(Capability::NetworkControl);

@@ -219,7 +219,8 @@ pub(super) fn open(backend: &KubernetesBackend, spec: &SandboxSpec<'_>) -> Resul
     let online = spec.policy.network == Network::On;
     Ok(
         AgentSandbox::new(agent, Box::new(handle), spec.policy.clone(), online)
-            .with_kernel(spec.kernel.cloned()),
+            .with_kernel(spec.kernel.cloned())
+            .with_tool_runtime(backend.runtime.handle().clone()),
     )
 }
 

@@ -1,9 +1,11 @@
-//! Tool calls from sandboxed code: the round trip of one no-op call from Python on the
-//! wasm backend (a run of 1,000 calls against the same loop without them, per call),
-//! with a blocking and with an async handler, and 1,000 calls made by one program
-//! against the same work as 1,000 separate runs (the speed-up of calling tools from a
-//! program). Needs the Python runtime installed (`sandlot runtimes install python`).
-//! Run with `cargo bench --bench tools`; prints medians of its own timed rounds.
+//! Tool calls from sandboxed code: the round trip of one no-op call from Python (a run
+//! of 1,000 calls against the same loop without them, per call), with a blocking and
+//! with an async handler, and 1,000 calls made by one program against the same work
+//! as 1,000 separate runs (the speed-up of calling tools from a program), on each
+//! backend named in `SANDLOT_BENCH_BACKENDS` (default `wasm,docker`). Needs the Python
+//! runtime installed (`sandlot runtimes install python`) and, for a container backend,
+//! its engine and images. Run with `cargo bench --bench tools`; prints medians of its
+//! own timed rounds.
 
 use sandlot::tool::Tool;
 use serde_json::json;
@@ -29,10 +31,19 @@ fn micros(d: Duration) -> String {
 
 fn main() {
     let sandlot = sandlot::from_environment().unwrap();
-    assert!(
-        sandlot::wasm::WasmBackend::of(&sandlot).serves("python"),
-        "install the runtime first: sandlot runtimes install python"
-    );
+    let backends = std::env::var("SANDLOT_BENCH_BACKENDS").unwrap_or_else(|_| "wasm,docker".into());
+    for backend in backends.split(',') {
+        measure(&sandlot, backend);
+    }
+}
+
+fn measure(sandlot: &sandlot::Sandlot, backend: &str) {
+    if backend == "wasm" {
+        assert!(
+            sandlot::wasm::WasmBackend::of(sandlot).serves("python"),
+            "install the runtime first: sandlot runtimes install python"
+        );
+    }
     let schema = json!({"type": "object"});
     let noop = Tool::new("noop", "Does nothing.", schema.clone(), |_| Ok(json!(null))).unwrap();
     let noop_async = Tool::new_async("noop_async", "Does nothing (async).", schema, |_| {
@@ -40,7 +51,12 @@ fn main() {
     })
     .unwrap();
     let mut session = sandlot.session("python");
-    session.tool(noop).unwrap().tool(noop_async).unwrap();
+    session
+        .backend(backend)
+        .tool(noop)
+        .unwrap()
+        .tool(noop_async)
+        .unwrap();
     let mut session = session.open().unwrap();
     session.run("import sandlot_tools as t").unwrap();
 
@@ -61,7 +77,7 @@ fn main() {
         let loop_time = median(15, || run(&mut session, &code, calls));
         let per_call = loop_time.saturating_sub(baseline) / calls as u32;
         println!(
-            "python (wasm)/no-op tool call round trip, {handler}: {} (a run of {calls}: {:.2} ms; the loop without calls: {:.2} ms)",
+            "python ({backend})/no-op tool call round trip, {handler}: {} (a run of {calls}: {:.2} ms; the loop without calls: {:.2} ms)",
             micros(per_call),
             loop_time.as_secs_f64() * 1e3,
             baseline.as_secs_f64() * 1e3
@@ -83,7 +99,7 @@ fn main() {
         }
     });
     println!(
-        "python (wasm)/1000 calls in one program: {:.2} ms; as 1000 separate runs: {:.2} ms ({:.1}x)",
+        "python ({backend})/1000 calls in one program: {:.2} ms; as 1000 separate runs: {:.2} ms ({:.1}x)",
         program.as_secs_f64() * 1e3,
         separate.as_secs_f64() * 1e3,
         separate.as_secs_f64() / program.as_secs_f64()

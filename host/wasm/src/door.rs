@@ -158,11 +158,34 @@ def _sl_make_tools_module():
                 listed.append(dict(descriptor))
         return listed
 
+    # The same functions as coroutines, for code written for asyncio.gather; without
+    # threads in WebAssembly, each runs to its end when awaited.
+    aio = types.ModuleType("sandlot_tools.aio", "The tools as coroutines.")
+
+    def coroutine(name):
+        function = getattr(functions(), name)
+
+        async def call(*args, **kwargs):
+            return function(*args, **kwargs)
+
+        call.__name__ = call.__qualname__ = name
+        call.__doc__ = function.__doc__
+        call.__signature__ = getattr(function, "__signature__", None)
+        return call
+
+    def aio_getattr(name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return coroutine(name)
+
+    aio.__getattr__ = aio_getattr
     module.__getattr__ = __getattr__
     module.__dir__ = __dir__
     module.tools = tools
-    module.__all__ = names + ["tools"]
+    module.aio = aio
+    module.__all__ = names + ["tools", "aio"]
     sys.modules["sandlot_tools"] = module
+    sys.modules["sandlot_tools.aio"] = aio
 
 _sl_make_tools_module()
 del _sl_make_tools_module

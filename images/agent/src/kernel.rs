@@ -467,7 +467,7 @@ impl<'a> Streams<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use sandlot_agent::read_frame;
     use std::sync::{Arc, Mutex};
@@ -514,8 +514,9 @@ while True:
     done.write(b"%d\n" % status)
 "#;
 
+    /// What the agent sends, kept for a test to read.
     #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<u8>>>);
+    pub(crate) struct Capture(pub(crate) Arc<Mutex<Vec<u8>>>);
 
     impl Write for Capture {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {

@@ -41,7 +41,27 @@ use std::io::{self, Read, Write};
 ///
 /// 7: [`Request::Interrupt`], sent while a command or a cell runs, and
 /// [`ExitReport::on_request`].
-pub const PROTOCOL_VERSION: u32 = 7;
+///
+/// 8: tool calls (see [`Request`]): `tools` on [`Request::Run`] and
+/// [`Request::Cell`], [`Reply::ToolCall`], [`Reply::ToolCallTooLarge`] and
+/// [`Request::ToolAnswer`].
+pub const PROTOCOL_VERSION: u32 = 8;
+
+/// The environment variable that tells code in the sandbox where its run's tool
+/// endpoint is: an abstract Unix socket, written `@NAME`. Set only while a run with
+/// tools goes on.
+pub const TOOLS_VARIABLE: &str = "SANDLOT_TOOLS";
+
+/// A run's tool endpoint: how much a call may send, and how many calls may wait at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolChannel {
+    /// Largest request frame the agent takes from the code, in bytes; a larger one is
+    /// read, dropped, and reported as [`Reply::ToolCallTooLarge`].
+    pub max_request: u64,
+    /// Most connections to the endpoint open at once (each carries one call at a
+    /// time); more are closed as they come.
+    pub max_connections: u32,
+}
 
 /// The environment variable that, set to `unconfined` in the agent's environment,
 /// turns off the system-call filter it installs on everything it runs (see the
@@ -81,6 +101,19 @@ pub const MAX_FRAME: usize = 256 << 20;
 /// back within the grace period). The run's [`ExitReport`] then has `on_request`. An
 /// interrupt that arrives once the run is over (it crossed the exit report on the
 /// wire) is dropped: it is never answered.
+///
+/// # Tools
+///
+/// A [`Request::Run`] or [`Request::Cell`] with `tools` opens a tool endpoint for that
+/// run only: an abstract Unix socket, named in [`TOOLS_VARIABLE`] in the run's
+/// environment, that code in the sandbox connects to and sends request frames of the
+/// host's tool protocol (a little-endian `u32` length, then a JSON object), one at a
+/// time per connection. The agent relays each as [`Reply::ToolCall`] with a number of
+/// its own; the host answers with [`Request::ToolAnswer`] under that number, which the
+/// agent writes back to the connection the same way. The endpoint closes, and every
+/// connection to it, before the run's [`Reply::Exit`]: no call is relayed after it. An
+/// answer that arrives after its run, or for a number never given, is dropped. The
+/// host may send answers while the run goes on, between runs, or at any time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     /// Runs one command to completion. Replies: any number of [`Reply::Stdout`] and
@@ -101,6 +134,8 @@ pub enum Request {
         /// Stop the command once either stream has written this many bytes (0: never),
         /// so a program that floods its output cannot keep the sandbox busy.
         stop_after: u64,
+        /// A tool endpoint for this run (see [above](Request#tools)), or none.
+        tools: Option<ToolChannel>,
     },
     /// Writes a file below the root, creating parent directories. Reply: [`Reply::Done`].
     Write {
@@ -189,6 +224,8 @@ pub enum Request {
         /// How long an interrupted kernel has to report before it is killed, in
         /// milliseconds.
         grace_ms: u64,
+        /// A tool endpoint for this cell (see [above](Request#tools)), or none.
+        tools: Option<ToolChannel>,
     },
     /// Stops the kernel and everything it started. Reply: [`Reply::Done`].
     StopKernel,
@@ -196,6 +233,14 @@ pub enum Request {
     /// [above](Request#interrupts)). No reply of its own: the run's replies go on, and
     /// its [`Reply::Exit`] says what the interrupt did.
     Interrupt,
+    /// The answer to the [`Reply::ToolCall`] (or [`Reply::ToolCallTooLarge`]) numbered
+    /// `call` (see [above](Request#tools)). No reply.
+    ToolAnswer {
+        /// The number of the call.
+        call: u64,
+        /// The answer frame of the tool protocol.
+        frame: Vec<u8>,
+    },
 }
 
 /// What the agent answers.
@@ -223,6 +268,22 @@ pub enum Reply {
     /// The request's path names nothing (no such file or directory); the message
     /// says which.
     Missing(String),
+    /// Code of the run called a tool (see [`Request`'s tools](Request#tools)); the
+    /// host answers with [`Request::ToolAnswer`] under `call`.
+    ToolCall {
+        /// The agent's number for the call, unique in the sandbox's life.
+        call: u64,
+        /// The request frame of the tool protocol, as the code sent it.
+        frame: Vec<u8>,
+    },
+    /// Code of the run sent a request frame larger than the run's `max_request`; it
+    /// was dropped, and the host answers it as it answers a call.
+    ToolCallTooLarge {
+        /// The agent's number for the call.
+        call: u64,
+        /// How many bytes the frame said it had.
+        size: u64,
+    },
 }
 
 /// How a command ended.
@@ -388,6 +449,12 @@ impl Encoder {
         }
         self
     }
+    fn tools(&mut self, v: &Option<ToolChannel>) -> &mut Self {
+        match v {
+            None => self.u8(0),
+            Some(t) => self.u8(1).u64(t.max_request).u32(t.max_connections),
+        }
+    }
     fn write_to(&mut self, writer: &mut impl Write) -> io::Result<()> {
         let len = self.0.len() - 4;
         if len > MAX_FRAME {
@@ -454,6 +521,16 @@ impl<'a> Decoder<'a> {
             .map(|_| Ok((self.string()?, self.string()?)))
             .collect()
     }
+    fn tools(&mut self) -> io::Result<Option<ToolChannel>> {
+        Ok(match self.u8()? {
+            0 => None,
+            1 => Some(ToolChannel {
+                max_request: self.u64()?,
+                max_connections: self.u32()?,
+            }),
+            _ => return Err(malformed("tools is neither absent nor present")),
+        })
+    }
     fn end(&self) -> io::Result<()> {
         if self.0.is_empty() {
             Ok(())
@@ -462,6 +539,10 @@ impl<'a> Decoder<'a> {
         }
     }
 }
+
+/// The tag of [`Request::ToolAnswer`]: the agent's reader picks these frames out of
+/// the stream without decoding any other.
+pub const TOOL_ANSWER: u8 = 15;
 
 impl Request {
     /// Encodes and writes the request as one frame.
@@ -475,6 +556,7 @@ impl Request {
                 timeout_ms,
                 max_output,
                 stop_after,
+                tools,
             } => {
                 let mut e = Encoder::new(1);
                 e.strings(argv).pairs(env);
@@ -483,6 +565,7 @@ impl Request {
                     .u64(*timeout_ms)
                     .u64(*max_output)
                     .u64(*stop_after)
+                    .tools(tools)
                     .write_to(writer)
             }
             Request::Write { path, data } => Encoder::new(2)
@@ -522,6 +605,7 @@ impl Request {
                 max_output,
                 stop_after,
                 grace_ms,
+                tools,
             } => {
                 let mut e = Encoder::new(9);
                 e.bytes(code).bytes(stdin).pairs(env);
@@ -530,6 +614,7 @@ impl Request {
                     .u64(*max_output)
                     .u64(*stop_after)
                     .u64(*grace_ms)
+                    .tools(tools)
                     .write_to(writer)
             }
             Request::StopKernel => Encoder::new(10).write_to(writer),
@@ -537,6 +622,10 @@ impl Request {
             Request::Freeze => Encoder::new(12).write_to(writer),
             Request::Thaw => Encoder::new(13).write_to(writer),
             Request::Interrupt => Encoder::new(14).write_to(writer),
+            Request::ToolAnswer { call, frame } => Encoder::new(TOOL_ANSWER)
+                .u64(*call)
+                .bytes(frame)
+                .write_to(writer),
         }
     }
 
@@ -552,6 +641,7 @@ impl Request {
                 timeout_ms: d.u64()?,
                 max_output: d.u64()?,
                 stop_after: d.u64()?,
+                tools: d.tools()?,
             },
             2 => Request::Write {
                 path: d.string()?,
@@ -586,12 +676,17 @@ impl Request {
                 max_output: d.u64()?,
                 stop_after: d.u64()?,
                 grace_ms: d.u64()?,
+                tools: d.tools()?,
             },
             10 => Request::StopKernel,
             11 => Request::Clear { path: d.string()? },
             12 => Request::Freeze,
             13 => Request::Thaw,
             14 => Request::Interrupt,
+            TOOL_ANSWER => Request::ToolAnswer {
+                call: d.u64()?,
+                frame: d.bytes()?,
+            },
             _ => return Err(malformed("unknown request")),
         };
         d.end()?;
@@ -637,6 +732,12 @@ impl Reply {
             Reply::Missing(message) => Encoder::new(0x88)
                 .bytes(message.as_bytes())
                 .write_to(writer),
+            Reply::ToolCall { call, frame } => {
+                Encoder::new(0x89).u64(*call).bytes(frame).write_to(writer)
+            }
+            Reply::ToolCallTooLarge { call, size } => {
+                Encoder::new(0x8a).u64(*call).u64(*size).write_to(writer)
+            }
         }
     }
 
@@ -677,6 +778,14 @@ impl Reply {
             }
             0x87 => Reply::Error(d.string()?),
             0x88 => Reply::Missing(d.string()?),
+            0x89 => Reply::ToolCall {
+                call: d.u64()?,
+                frame: d.bytes()?,
+            },
+            0x8a => Reply::ToolCallTooLarge {
+                call: d.u64()?,
+                size: d.u64()?,
+            },
             _ => return Err(malformed("unknown reply")),
         };
         d.end()?;
@@ -712,6 +821,24 @@ mod tests {
             timeout_ms: 1500,
             max_output: 1 << 20,
             stop_after: 2 << 20,
+            tools: None,
+        });
+        round_trip_request(Request::Run {
+            argv: vec!["sh".into()],
+            env: vec![],
+            cwd: "".into(),
+            stdin: vec![],
+            timeout_ms: 1,
+            max_output: 2,
+            stop_after: 3,
+            tools: Some(ToolChannel {
+                max_request: 1 << 20,
+                max_connections: 64,
+            }),
+        });
+        round_trip_request(Request::ToolAnswer {
+            call: u64::MAX,
+            frame: br#"{"v":1,"id":1,"ok":true,"value":2}"#.to_vec(),
         });
         round_trip_request(Request::Write {
             path: "a/b.txt".into(),
@@ -748,6 +875,10 @@ mod tests {
             max_output: 1 << 20,
             stop_after: 2 << 20,
             grace_ms: 1000,
+            tools: Some(ToolChannel {
+                max_request: 7,
+                max_connections: 1,
+            }),
         });
         round_trip_request(Request::StopKernel);
         round_trip_request(Request::Freeze);
@@ -781,6 +912,14 @@ mod tests {
         }]));
         round_trip_reply(Reply::Error("no".into()));
         round_trip_reply(Reply::Missing("cannot read `x`: gone".into()));
+        round_trip_reply(Reply::ToolCall {
+            call: 3,
+            frame: br#"{"v":1,"id":1,"op":"list"}"#.to_vec(),
+        });
+        round_trip_reply(Reply::ToolCallTooLarge {
+            call: 4,
+            size: u64::MAX,
+        });
     }
 
     #[test]

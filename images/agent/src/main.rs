@@ -20,13 +20,15 @@ mod host;
 mod kernel;
 mod process;
 mod seccomp;
+mod tool_command;
+mod tools;
 
 use beneath::Root;
 use command::Output;
 use files::refused;
 use host::HostInput;
 use kernel::Kernel;
-use sandlot_agent::{Reply, Request, PROTOCOL_VERSION};
+use sandlot_agent::{Reply, Request, ToolChannel, PROTOCOL_VERSION};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -36,6 +38,13 @@ use std::time::Duration;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    // Run as `sandlot-tool` (a link to the agent on the run's PATH): a tool call.
+    if args
+        .first()
+        .is_some_and(|a| Path::new(a).file_name() == Some(tools::COMMAND.as_ref()))
+    {
+        std::process::exit(tool_command::main(&args[1..]));
+    }
     let served = match args.get(1).map(String::as_str) {
         Some("serve") if args.len() == 4 => {
             serve_socket(Path::new(&args[2]), PathBuf::from(&args[3]))
@@ -107,8 +116,8 @@ fn serve_socket(socket: &Path, root: PathBuf) -> io::Result<()> {
 /// [`HOST_WAIT`] instead of leaving it waiting for its whole life.
 fn serve_stdio(root: PathBuf, await_host: bool) -> io::Result<()> {
     forbid_inspection();
-    // Unbuffered, unlike `io::stdin()`: a frame waiting in a buffer of its own would be
-    // invisible to the check for an interrupt (see `HostInput`).
+    // Unbuffered, unlike `io::stdin()`: the byte that announces the host must be the
+    // only one taken before `HostInput` reads the stream.
     let mut input = std::fs::File::from(io::stdin().as_fd().try_clone_to_owned()?);
     if await_host {
         let mut poll = libc::pollfd {
@@ -128,6 +137,10 @@ fn serve_stdio(root: PathBuf, await_host: bool) -> io::Result<()> {
     }
     serve(OwnedFd::from(input), Box::new(io::stdout()), root)
 }
+
+/// Where the tool bindings are kept in the sandbox: a directory every sandbox can
+/// write (a tmpfs in every engine's sandbox), outside the workspace.
+const BINDINGS_DIR: &str = "/tmp/.sandlot/tools";
 
 /// How long `serve-attach` waits for its host: longer than any host waits for a pod to
 /// start.
@@ -176,6 +189,17 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
         },
     )?;
     let mut input = HostInput::new(reader);
+    let bindings = tools::Bindings::at(Path::new(BINDINGS_DIR));
+    // A run's tool endpoint, open while it goes on.
+    let endpoint = |input: &HostInput, channel: Option<ToolChannel>| match channel {
+        None => Ok(None),
+        Some(channel) => {
+            bindings.make();
+            tools::Endpoint::open(&writer, input.answers(), channel)
+                .map(Some)
+                .map_err(|e| format!("cannot open the run's tool endpoint: {e}"))
+        }
+    };
     loop {
         // End of stream or a broken one: either way the host is gone. While a command
         // runs, `run` watches for the same (see `HostInput::heard`).
@@ -187,6 +211,8 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
             // It crossed the exit report of the run it was meant for: nothing runs to
             // interrupt, and it has no reply.
             Ok(Request::Interrupt) => continue,
+            // The reader hands these to their calls; a malformed one is refused above.
+            Ok(Request::ToolAnswer { .. }) => continue,
             Ok(Request::Run {
                 argv,
                 env,
@@ -195,21 +221,32 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
                 timeout_ms,
                 max_output,
                 stop_after,
-            }) => match root.dir(&cwd) {
-                Ok(dir) => Reply::Exit(command::run(
-                    &writer,
-                    &mut input,
-                    &argv,
-                    &env,
-                    &dir,
-                    stdin,
-                    Duration::from_millis(timeout_ms),
-                    Output {
-                        keep: max_output,
-                        stop_after,
-                    },
-                )),
-                Err(e) => Reply::Error(refused("run in", &cwd)(e)),
+                tools,
+            }) => match (root.dir(&cwd), endpoint(&input, tools)) {
+                (Err(e), _) => Reply::Error(refused("run in", &cwd)(e)),
+                (_, Err(e)) => Reply::Error(e),
+                (Ok(dir), Ok(endpoint)) => {
+                    let env = match &endpoint {
+                        Some(endpoint) => endpoint.add_to(bindings.env(&env)),
+                        None => env,
+                    };
+                    let report = command::run(
+                        &writer,
+                        &mut input,
+                        &argv,
+                        &env,
+                        &dir,
+                        stdin,
+                        Duration::from_millis(timeout_ms),
+                        Output {
+                            keep: max_output,
+                            stop_after,
+                        },
+                    );
+                    // Closed before the exit report: no call is relayed after it.
+                    drop(endpoint);
+                    Reply::Exit(report)
+                }
             },
             Ok(Request::Write { path, data }) => files::write_file(&root, &path, &data, None)
                 .map_or_else(Reply::Error, |()| Reply::Done),
@@ -237,6 +274,10 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
                 if let Some(old) = kernel.take() {
                     old.stop();
                 }
+                // Any cell may be given tools: the kernel finds the bindings from the
+                // start.
+                bindings.make();
+                let env = bindings.env(&env);
                 let started = root.dir(&cwd).map_err(refused("start the kernel in", &cwd));
                 match started.and_then(|dir| {
                     Kernel::start(&argv, &env, &dir, Duration::from_millis(timeout_ms))
@@ -257,11 +298,17 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
                 max_output,
                 stop_after,
                 grace_ms,
-            }) => match (&mut kernel, root.dir(&cwd)) {
-                (None, _) => Reply::Error("no kernel runs in this sandbox; start one".into()),
-                (Some(_), Err(e)) => Reply::Error(refused("run in", &cwd)(e)),
-                (Some(running), Ok(_)) => {
+                tools,
+            }) => match (&mut kernel, root.dir(&cwd), endpoint(&input, tools)) {
+                (None, _, _) => Reply::Error("no kernel runs in this sandbox; start one".into()),
+                (Some(_), Err(e), _) => Reply::Error(refused("run in", &cwd)(e)),
+                (Some(_), _, Err(e)) => Reply::Error(e),
+                (Some(running), Ok(_), Ok(endpoint)) => {
                     let cwd = root_path.join(&cwd);
+                    let env = match &endpoint {
+                        Some(endpoint) => endpoint.add_to(env),
+                        None => env,
+                    };
                     let cell = kernel::Cell {
                         code: &code,
                         stdin: &stdin,
@@ -275,6 +322,7 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
                         grace: Duration::from_millis(grace_ms),
                     };
                     let (report, alive) = running.run(&writer, &mut input, &cell);
+                    drop(endpoint);
                     if !alive {
                         kernel = None;
                     }
