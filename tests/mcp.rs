@@ -372,6 +372,86 @@ async fn an_mcp_client_over_streamable_http_does_the_same() {
 }
 
 /// Starts `sandlot mcp --http` on a free loopback port; returns it and its URL.
+/// Code mode: the tools of two upstream servers no one here wrote, `mcp-server-time`
+/// (PyPI) and `@modelcontextprotocol/server-everything` (npm), become functions in the
+/// sandbox; `execute_code` lists them, and one program calls them a dozen times and
+/// prints the combined result. The time server over stdio; the other over streamable
+/// HTTP (code on wasm), then over stdio (code in Docker).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_mode_calls_upstream_servers_from_one_program() {
+    let (time, everything) = support::upstream_mcp_servers();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut http = std::process::Command::new("node")
+        .args([everything.as_str(), "streamableHttp"])
+        .env("PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("node runs server-everything");
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "server-everything never listened"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let program = r#"
+from sandlot_tools import time_convert_time, everything_get_sum, everything_echo
+total = 0
+for n in range(1, 11):
+    said = everything_get_sum(a=total, b=n)
+    total = int(said.rstrip(".").split()[-1])
+tokyo = time_convert_time(source_timezone="UTC", time="12:00", target_timezone="Asia/Tokyo")
+print(total, tokyo["target"]["datetime"][11:16], everything_echo(message="done"))
+"#;
+    let passes = [
+        (format!("everything=http://127.0.0.1:{port}/mcp"), "wasm"),
+        (format!("everything=node {everything} stdio"), "docker"),
+    ];
+    for (everything, backend) in passes {
+        let mut command = sandlot();
+        command.args([
+            "mcp",
+            "--upstream",
+            &format!("time={time} --local-timezone UTC"),
+            "--upstream",
+            &everything,
+        ]);
+        let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+        let listed = client.list_all_tools().await.unwrap();
+        let execute = listed.iter().find(|t| t.name == "execute_code").unwrap();
+        let description = execute.description.as_deref().unwrap_or_default();
+        for signature in [
+            "time_convert_time(",
+            "everything_get_sum(a: number, b: number)",
+            "from sandlot_tools import",
+        ] {
+            assert!(
+                description.contains(signature),
+                "{signature}: {description}"
+            );
+        }
+        let run = json_of(
+            &call(
+                &client,
+                "execute_code",
+                json!({ "language": "python", "code": program, "backend": backend }),
+            )
+            .await,
+        );
+        assert_eq!(run["stdout"], "55 21:00 Echo: done\n", "{backend}: {run}");
+        client.cancel().await.unwrap();
+    }
+    let _ = http.kill();
+    let _ = http.wait();
+}
+
 fn start_http_server() -> (std::process::Child, String) {
     let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
         .args(["mcp", "--http", "127.0.0.1:0"])

@@ -64,6 +64,23 @@ if ! "$mcp_venv/bin/python" -c 'import mcp, selenium' 2>/dev/null; then
   "$mcp_venv/bin/python" -m pip install --quiet --disable-pip-version-check 'mcp==2.3.0' 'selenium==4.27.1'
 fi
 export SANDLOT_TEST_MCP_PYTHON="$mcp_venv/bin/python"
+# Code mode is tested against upstream MCP servers no one here wrote, pinned: the
+# reference time server (PyPI) and server-everything (npm), each in a folder of its own.
+upstream_venv="${SANDLOT_MCP_UPSTREAM_VENV:-/var/tmp/sandlot-ci/mcp-upstream-venv}"
+if ! "$upstream_venv/bin/python" -c 'import mcp_server_time' 2>/dev/null; then
+  step "installing mcp-server-time for the code-mode test"
+  python3 -m venv "$upstream_venv"
+  "$upstream_venv/bin/python" -m pip install --quiet --disable-pip-version-check 'mcp-server-time==2026.10.19'
+fi
+export SANDLOT_TEST_MCP_TIME="$upstream_venv/bin/mcp-server-time"
+upstream_npm="${SANDLOT_MCP_UPSTREAM_NPM:-/var/tmp/sandlot-ci/mcp-npm}"
+everything="$upstream_npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+if [ ! -f "$everything" ]; then
+  step "installing @modelcontextprotocol/server-everything for the code-mode test"
+  mkdir -p "$upstream_npm"
+  npm install --silent --no-audit --no-fund --prefix "$upstream_npm" '@modelcontextprotocol/server-everything@2026.8.31'
+fi
+export SANDLOT_TEST_MCP_EVERYTHING="$everything"
 
 step "guest components match their sources"
 guests/build.sh --check

@@ -404,21 +404,12 @@ async fn output_streams_as_server_sent_events_while_the_code_runs() {
     let mut events: Vec<(String, Value, Instant)> = Vec::new();
     while let Some(chunk) = stream.next().await {
         buffer.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            let mut name = String::new();
-            let mut data = String::new();
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("event: ") {
-                    name = v.to_string();
-                } else if let Some(v) = line.strip_prefix("data: ") {
-                    data.push_str(v);
-                }
-            }
-            if !name.is_empty() {
-                events.push((name, serde_json::from_str(&data).unwrap(), Instant::now()));
-            }
-        }
+        let now = Instant::now();
+        events.extend(
+            take_events(&mut buffer)
+                .into_iter()
+                .map(|(name, data)| (name, data, now)),
+        );
         if events.iter().any(|(n, _, _)| n == "result" || n == "error") {
             break;
         }
@@ -441,6 +432,133 @@ async fn output_streams_as_server_sent_events_while_the_code_runs() {
     assert!(
         finished.duration_since(events[0].2) > Duration::from_secs(1),
         "the output came all at once"
+    );
+}
+
+/// The server-sent events complete in `buffer` (taken out of it): name and data.
+fn take_events(buffer: &mut String) -> Vec<(String, Value)> {
+    let mut events = Vec::new();
+    while let Some(end) = buffer.find("\n\n") {
+        let block: String = buffer.drain(..end + 2).collect();
+        let mut name = String::new();
+        let mut data = String::new();
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("event: ") {
+                name = v.to_string();
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data.push_str(v);
+            }
+        }
+        if !name.is_empty() {
+            events.push((name, serde_json::from_str(&data).unwrap()));
+        }
+    }
+    events
+}
+
+/// Client-side tools: Alice declares a tool when she opens a session; each call of it
+/// comes as a `tool_call` event of the streamed run, she posts the result and the code
+/// goes on with it. Bob cannot answer for her; a call nobody answers ends at the tool
+/// timeout, and the code gets `ToolTimeout`; a run that is not streamed is told how.
+#[tokio::test]
+async fn client_tools_are_called_through_the_stream_and_answered_by_their_client() {
+    let server = Server::start(&["--tool-timeout", "2"]);
+    let (status, opened) = post(
+        &server.at("/v1/sessions"),
+        ALICE,
+        json!({
+            "language": "python",
+            "backend": "wasm",
+            "tools": [{
+                "name": "lookup",
+                "description": "The word for a key.",
+                "input_schema": {"type": "object", "properties": {"key": {"type": "string"}},
+                                 "required": ["key"]}
+            }]
+        }),
+    )
+    .await;
+    assert_eq!(status, 201, "{opened}");
+    let id = opened["id"].as_str().unwrap().to_string();
+    let code = "import sandlot_tools as t\nfor key in ['a', 'b', 'c', 'silent']:\n    try:\n        print(key, t.lookup(key=key))\n    except t.ToolError as e:\n        print(key, type(e).__name__)\n";
+    let response = client()
+        .post(server.at(&format!("/v1/sessions/{id}/run")))
+        .bearer_auth(ALICE)
+        .header("accept", "text/event-stream")
+        .json(&json!({ "code": code }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream();
+    let mut buffer = String::new();
+    let mut result = Value::Null;
+    let mut calls = Vec::new();
+    'reading: while let Some(chunk) = stream.next().await {
+        buffer.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        for (name, data) in take_events(&mut buffer) {
+            match name.as_str() {
+                "tool_call" => {
+                    assert_eq!(data["name"], "lookup", "{data}");
+                    let call = data["id"].as_str().unwrap().to_string();
+                    let key = data["arguments"]["key"].as_str().unwrap().to_string();
+                    calls.push(key.clone());
+                    let answer_at = server.at(&format!("/v1/sessions/{id}/tool_calls/{call}"));
+                    if key == "silent" {
+                        continue;
+                    }
+                    let (stolen, _) = post(&answer_at, BOB, json!({ "value": "bob's" })).await;
+                    assert_eq!(stolen, 404, "Bob answered Alice's call");
+                    let answer = match key.as_str() {
+                        "c" => json!({ "error": "no word for c" }),
+                        _ => json!({ "value": key.to_uppercase() }),
+                    };
+                    let (status, body) = post(&answer_at, ALICE, answer).await;
+                    assert_eq!(status, 204, "{body}");
+                }
+                "result" | "error" => {
+                    result = data;
+                    break 'reading;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(calls, ["a", "b", "c", "silent"]);
+    assert_eq!(
+        result["stdout"], "a A\nb B\nc ToolError\nsilent ToolTimeout\n",
+        "{result}"
+    );
+    let outcomes: Vec<&str> = result["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["ok", "ok", "tool_error", "timeout"]);
+    assert_eq!(result["tool_calls"][2]["message"], "no word for c");
+
+    // The run is over: no call of it waits any more.
+    let (late, body) = post(
+        &server.at(&format!("/v1/sessions/{id}/tool_calls/call_1")),
+        ALICE,
+        json!({ "value": 1 }),
+    )
+    .await;
+    assert_eq!(late, 404, "{body}");
+    // Not streamed, a call has nobody to go to, and the code is told so.
+    let (_, plain) = post(
+        &server.at(&format!("/v1/sessions/{id}/run")),
+        ALICE,
+        json!({ "code": "import sandlot_tools as t\ntry:\n    t.lookup(key='a')\nexcept t.ToolError as e:\n    print(e)" }),
+    )
+    .await;
+    assert!(
+        plain["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("text/event-stream"),
+        "{plain}"
     );
 }
 
@@ -694,7 +812,8 @@ async fn the_openapi_document_describes_the_routes_the_server_has() {
     assert_eq!(document["openapi"], "3.1.0");
     let schemas = &document["components"]["schemas"];
     for name in [
-        "Ask",
+        "OpenSession",
+        "ToolResult",
         "RunOnce",
         "SessionRun",
         "SessionInfo",
@@ -709,13 +828,21 @@ async fn the_openapi_document_describes_the_routes_the_server_has() {
         "generated from the type: {}",
         schemas["RunOnce"]
     );
+    assert!(
+        schemas["OpenSession"]["properties"]["tools"].is_object(),
+        "the tools a client answers: {}",
+        schemas["OpenSession"]
+    );
     let paths = document["paths"].as_object().unwrap();
     assert!(paths.len() >= 10, "{paths:?}");
     let mut operations = 0;
     for (path, item) in paths {
         for (method, operation) in item.as_object().unwrap() {
             operations += 1;
-            let url = server.at(&path.replace("{id}", "s-none").replace("{path}", "x.txt"));
+            let url = server.at(&path
+                .replace("{id}", "s-none")
+                .replace("{path}", "x.txt")
+                .replace("{call}", "call_1"));
             let public = operation["security"] == json!([]);
             let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
             let mut request = client().request(method.clone(), &url);

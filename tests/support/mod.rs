@@ -212,6 +212,30 @@ pub fn client_python() -> String {
     python
 }
 
+/// Upstream MCP servers no one here wrote, which `tests/run.sh` installs for code
+/// mode: `mcp-server-time` (PyPI; the program) and `@modelcontextprotocol/server-everything`
+/// (npm; its `dist/index.js`, run with node). `$SANDLOT_TEST_MCP_TIME` and
+/// `$SANDLOT_TEST_MCP_EVERYTHING`, or where `run.sh` puts them.
+#[allow(
+    dead_code,
+    reason = "used by some of the test binaries that share this module"
+)]
+pub fn upstream_mcp_servers() -> (String, String) {
+    let time = std::env::var("SANDLOT_TEST_MCP_TIME")
+        .unwrap_or_else(|_| "/var/tmp/sandlot-ci/mcp-upstream-venv/bin/mcp-server-time".into());
+    let everything = std::env::var("SANDLOT_TEST_MCP_EVERYTHING").unwrap_or_else(|_| {
+        "/var/tmp/sandlot-ci/mcp-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+            .into()
+    });
+    for path in [&time, &everything] {
+        assert!(
+            Path::new(path).exists(),
+            "no upstream MCP server at {path}: run tests/run.sh, which installs them"
+        );
+    }
+    (time, everything)
+}
+
 /// What `tests/SCRIPT ARGS` printed (standard output, then standard error), run by
 /// [`client_python`]; fails with that text unless the script succeeded.
 pub fn run_client_script(script: &str, args: &[&str]) -> String {

@@ -43,6 +43,13 @@
 //! health_check = true
 //! acquire_timeout = 30
 //! when_exhausted = "wait"   # or "fail-fast", "overflow"
+//!
+//! # `sandlot mcp`'s code mode: upstream MCP servers whose tools the sandboxed code
+//! # calls as functions (`time_get_current_time`). A command, or a loopback URL.
+//! [mcp.upstream.time]
+//! command = ["mcp-server-time", "--local-timezone", "UTC"]
+//! [mcp.upstream.docs]
+//! url = "http://127.0.0.1:3001/mcp"
 //! ```
 
 use crate::error::{Error, Result};
@@ -79,6 +86,31 @@ pub struct Config {
     pub kubernetes: KubernetesConfig,
     /// `sandlot serve`'s settings (`[serve]`).
     pub serve: ServeConfig,
+    /// `sandlot mcp`'s settings (`[mcp]`).
+    pub mcp: McpConfig,
+}
+
+/// The `[mcp]` section: settings of `sandlot mcp`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct McpConfig {
+    /// Upstream MCP servers by name (`[mcp.upstream.NAME]`), whose tools become
+    /// functions inside the sandbox; `--upstream` adds to them.
+    #[serde(default)]
+    pub upstream: std::collections::BTreeMap<String, UpstreamConfig>,
+}
+
+/// An `[mcp.upstream.NAME]` section: where one upstream MCP server is, a command or
+/// a URL.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct UpstreamConfig {
+    /// A program and its arguments, spoken to over its standard input and output.
+    pub command: Option<Vec<String>>,
+    /// A streamable-HTTP endpoint on a loopback address.
+    pub url: Option<String>,
 }
 
 /// The `[serve]` section: settings of the HTTP API.
@@ -176,6 +208,8 @@ struct File {
     kubernetes: KubernetesConfig,
     #[serde(default)]
     serve: ServeConfig,
+    #[serde(default)]
+    mcp: McpConfig,
 }
 
 impl Config {
@@ -254,6 +288,7 @@ impl Config {
             serve: ServeConfig {
                 tokens_file: file.serve.tokens_file.map(|f| base.join(f)),
             },
+            mcp: file.mcp,
         })
     }
 }

@@ -111,7 +111,7 @@ impl From<String> for SessionId {
 }
 
 /// How a [`SessionManager`] treats sessions.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ManagerSettings {
     /// A session nobody has used for this long is closed (default 10 min).
@@ -134,6 +134,10 @@ pub struct ManagerSettings {
     /// whose backend cannot apply any other field is refused: the server's policy
     /// would be a label nobody enforces (default: none).
     pub accept_unenforced: Vec<sandlot_core::PolicyField>,
+    /// Tools every session gets: functions of the server (or of the upstream MCP
+    /// servers of `sandlot mcp`'s code mode) that its code may call, under the
+    /// limits' `tools` (default: none).
+    pub tools: sandlot_core::tool::ToolSet,
 }
 
 impl Default for ManagerSettings {
@@ -147,6 +151,7 @@ impl Default for ManagerSettings {
             limits: Limits::default(),
             secrets: Vec::new(),
             accept_unenforced: Vec::new(),
+            tools: sandlot_core::tool::ToolSet::new(),
         }
     }
 }
@@ -201,6 +206,12 @@ impl ManagerSettings {
         fields: impl IntoIterator<Item = sandlot_core::PolicyField>,
     ) -> Self {
         self.accept_unenforced = fields.into_iter().collect();
+        self
+    }
+
+    /// Every session gets `tools`.
+    pub fn tools(mut self, tools: sandlot_core::tool::ToolSet) -> Self {
+        self.tools = tools;
         self
     }
 }
@@ -513,6 +524,7 @@ impl SessionManager {
         request.policy = self.inner.policy.clone();
         request.limits = self.inner.settings.limits;
         request.secrets = self.inner.settings.secrets.clone();
+        request.tools = self.inner.settings.tools.clone();
         request
     }
 

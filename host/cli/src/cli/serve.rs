@@ -20,7 +20,9 @@ pub(super) struct ServeArgs {
 pub(super) fn command(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     let tokens = tokens(global)?;
     init_logging();
-    let manager = args.sessions.manager(global)?;
+    let manager = args
+        .sessions
+        .manager(global, sandlot::tool::ToolSet::new())?;
     let runtime = runtime()?;
     let served = runtime.block_on(async {
         let api = HttpApi::bind(manager.clone(), ServeOptions::new(args.listen, tokens)).await?;

@@ -30,6 +30,10 @@ pub(super) struct SessionArgs {
     /// Memory cap of a sandbox, in MiB; a client may ask for less.
     #[arg(long, default_value_t = 1024, value_name = "MIB")]
     memory: u64,
+    /// How long one tool call from sandboxed code may take, in seconds (an upstream
+    /// server's, or a client's answer to a call of its own tools).
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    tool_timeout: f64,
     /// The policy every session gets, which a client may only tighten: a preset
     /// (`strict`, `standard`, `permissive`) or a policy file. Default: the
     /// configuration's `[policy]`, else `standard`.
@@ -54,7 +58,12 @@ pub(super) struct SessionArgs {
 
 impl SessionArgs {
     /// The session manager these settings describe, over the configured service.
-    pub(super) fn manager(&self, global: &Global) -> Result<SessionManager> {
+    /// The manager of the server's sessions, every one of which gets `tools`.
+    pub(super) fn manager(
+        &self,
+        global: &Global,
+        tools: sandlot::tool::ToolSet,
+    ) -> Result<SessionManager> {
         let service =
             Service::from_config(global.config()?, &global.overrides(), sandlot::providers())?;
         let mut settings = ManagerSettings::default()
@@ -66,9 +75,22 @@ impl SessionArgs {
                 timeout: Duration::from_secs(self.timeout.max(1)),
                 memory: usize::try_from(self.memory.max(1).saturating_mul(1 << 20))
                     .unwrap_or(usize::MAX),
+                tools: sandlot::tool::ToolLimits {
+                    call_timeout: Duration::try_from_secs_f64(self.tool_timeout)
+                        .ok()
+                        .filter(|t| !t.is_zero())
+                        .with_context(|| {
+                            format!(
+                                "--tool-timeout {}: a positive number of seconds",
+                                self.tool_timeout
+                            )
+                        })?,
+                    ..sandlot::tool::ToolLimits::default()
+                },
                 ..sandlot::Limits::default()
             })
             .secrets(super::run::secrets_from_environment(&self.secrets)?)
+            .tools(tools)
             .accept_unenforced(
                 self.accept_unenforced
                     .iter()

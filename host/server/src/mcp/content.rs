@@ -45,6 +45,7 @@ fn summary(run: &Execution) -> serde_json::Value {
         "stdout_truncated": stdout_cut,
         "stderr_truncated": stderr_cut,
         "duration_ms": run.duration.as_secs_f64() * 1000.0,
+        "tool_calls": run.tool_calls.len(),
         "files": run.artifacts.iter().map(|a| json!({
             "path": a.path, "size": a.size, "mime": a.mime, "plot": a.is_plot,
         })).collect::<Vec<_>>(),

@@ -17,6 +17,7 @@
 
 mod content;
 mod stdio;
+pub mod upstream;
 
 use crate::manager::{Ask, ClientId, SessionId, SessionManager};
 use crate::service::Service;
@@ -218,13 +219,26 @@ impl McpServer {
     /// A server for one connection, a client of `manager` of its own.
     pub fn new(manager: SessionManager) -> McpServer {
         let client = ClientId::unique("mcp");
+        let mut tool_router = Self::tool_router();
+        // Code mode: the code can call the sessions' tools, so the model is told
+        // which, where it decides what code to write.
+        let tools = &manager.settings().tools;
+        if !tools.is_empty() {
+            let listed = upstream::describe(tools);
+            for name in ["execute_code", "run_in_session"] {
+                if let Some(route) = tool_router.map.get_mut(name) {
+                    let base = route.attr.description.clone().unwrap_or_default();
+                    route.attr.description = Some(format!("{base}{listed}").into());
+                }
+            }
+        }
         McpServer {
             guard: Arc::new(ClientGuard {
                 manager: manager.clone(),
                 client,
             }),
             manager,
-            tool_router: Self::tool_router(),
+            tool_router,
         }
     }
 

@@ -11,14 +11,16 @@
 //! | `GET /metrics` | Prometheus text: sessions, runs, failures |
 //! | `GET /v1/languages` | the languages and backends |
 //! | `POST /v1/run` | one program in a fresh sandbox (an [`Ask`](crate::manager::Ask) plus `code`) |
-//! | `POST /v1/sessions` / `GET /v1/sessions` | open a session (an [`Ask`](crate::manager::Ask)) / list yours |
+//! | `POST /v1/sessions` / `GET /v1/sessions` | open a session (an [`Ask`](crate::manager::Ask), and `tools` the client answers) / list yours |
 //! | `DELETE /v1/sessions/{id}` | close it |
 //! | `POST /v1/sessions/{id}/run` | run `code`; with `Accept: text/event-stream`, output streams as server-sent events |
 //! | `POST /v1/sessions/{id}/shell` | run a shell `command` |
+//! | `POST /v1/sessions/{id}/tool_calls/{call}` | the `value` (or `error`) of a call of the tools the client declared when it opened the session |
 //! | `PUT` / `GET /v1/sessions/{id}/files/{path}` | a file in, as the raw body / out |
 //!
 //! Runs answer with the `sandlot.execution/1` JSON of [`sandlot_core::execution`].
 
+mod client_tools;
 mod openapi;
 mod requests;
 mod routes;

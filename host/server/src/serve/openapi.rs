@@ -2,8 +2,8 @@
 //! schemas generated from the types the handlers take and give (schemars), the
 //! operations listed next to the router. Built in the process, from nothing but code.
 
-use super::requests::{RunOnce, SessionRun, Shell};
-use crate::manager::{Ask, SessionInfo};
+use super::requests::{OpenSession, RunOnce, SessionRun, Shell, ToolResult};
+use crate::manager::SessionInfo;
 use schemars::generate::SchemaSettings;
 use serde_json::{json, Map, Value};
 
@@ -27,7 +27,8 @@ pub(super) fn document() -> Value {
     settings.meta_schema = None;
     let mut generator = settings.into_generator();
     let schema = |reference: schemars::Schema| reference.to_value();
-    let ask = schema(generator.subschema_for::<Ask>());
+    let open_session = schema(generator.subschema_for::<OpenSession>());
+    let tool_result = schema(generator.subschema_for::<ToolResult>());
     let run_once = schema(generator.subschema_for::<RunOnce>());
     let session_run = schema(generator.subschema_for::<SessionRun>());
     let shell = schema(generator.subschema_for::<Shell>());
@@ -82,7 +83,7 @@ pub(super) fn document() -> Value {
             method: "post",
             path: "/v1/sessions",
             summary: "Opens a session; variables and files stay between its runs",
-            body: Some(ask),
+            body: Some(open_session),
             answer: ("201", json_body(session.clone())),
             public: false,
         },
@@ -129,6 +130,15 @@ pub(super) fn document() -> Value {
             summary: "Runs a shell command line in a container session",
             body: Some(shell),
             answer: ("200", json_body(execution)),
+            public: false,
+        },
+        Operation {
+            method: "post",
+            path: "/v1/sessions/{id}/tool_calls/{call}",
+            summary: "Answers a call of the tools the client declared (a `tool_call` event \
+                      of the streamed run), with its `value` or an `error`",
+            body: Some(tool_result),
+            answer: ("204", Value::Null),
             public: false,
         },
         Operation {
@@ -181,7 +191,7 @@ pub(super) fn document() -> Value {
         if operation.public {
             entry["security"] = json!([]);
         }
-        let parameters: Vec<Value> = ["id", "path"]
+        let parameters: Vec<Value> = ["id", "path", "call"]
             .iter()
             .filter(|name| operation.path.contains(&format!("{{{name}}}")))
             .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }))

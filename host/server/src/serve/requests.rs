@@ -52,3 +52,62 @@ pub(super) struct Shell {
     /// A shell command line.
     pub(super) command: String,
 }
+
+/// `POST /v1/sessions`: what the session is asked, and the tools its client answers.
+#[derive(schemars::JsonSchema)]
+pub(super) struct OpenSession {
+    #[serde(flatten)]
+    pub(super) ask: Ask,
+    /// Tools the session's code may call, answered by this client: each call comes as
+    /// a `tool_call` event (`id`, `name`, `arguments`) of the streamed run that made
+    /// it, and the client posts the result to `/v1/sessions/{id}/tool_calls/{call}`
+    /// within the server's tool call timeout.
+    #[serde(default)]
+    pub(super) tools: Vec<DeclaredTool>,
+}
+
+/// By hand, as [`RunOnce`]: `tools` is taken out, and the rest must be an [`Ask`].
+impl<'de> Deserialize<'de> for OpenSession {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut fields = serde_json::Map::<String, Value>::deserialize(deserializer)?;
+        let tools = match fields.remove("tools") {
+            None => Vec::new(),
+            Some(tools) => Vec::<DeclaredTool>::deserialize(tools)
+                .map_err(|e| D::Error::custom(format!("tools: {e}")))?,
+        };
+        let ask = Ask::deserialize(Value::Object(fields)).map_err(D::Error::custom)?;
+        Ok(OpenSession { ask, tools })
+    }
+}
+
+/// A tool a client declares when it opens a session, and answers itself.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DeclaredTool {
+    /// An identifier: a letter, then letters, digits or `_`, at most 64.
+    pub(super) name: String,
+    /// What it does, for the code (and the model that writes it).
+    #[serde(default)]
+    pub(super) description: String,
+    /// JSON Schema of its arguments, of `"type": "object"` (default: any object).
+    #[serde(default = "any_object", alias = "inputSchema")]
+    pub(super) input_schema: Value,
+}
+
+fn any_object() -> Value {
+    serde_json::json!({ "type": "object" })
+}
+
+/// `POST /v1/sessions/{id}/tool_calls/{call}`: the answer to one call of a client's
+/// tool, its `value` or its `error`.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ToolResult {
+    /// What the tool returns to the code (any JSON; absent: null).
+    #[serde(default)]
+    pub(super) value: Option<Value>,
+    /// Instead of a value: the message of the `ToolError` the code gets.
+    #[serde(default)]
+    pub(super) error: Option<String>,
+}

@@ -1,8 +1,9 @@
 //! The routes of the HTTP API, its authentication and its errors.
 
-use super::requests::{RunOnce, SessionRun, Shell};
+use super::client_tools::{Hubs, ToolHub};
+use super::requests::{OpenSession, RunOnce, SessionRun, Shell, ToolResult};
 use super::Token;
-use crate::manager::{seconds, Ask, ClientId, SessionId, SessionManager};
+use crate::manager::{seconds, ClientId, SessionId, SessionManager};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, JsonRejection};
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
@@ -23,6 +24,8 @@ use std::sync::Arc;
 struct Api {
     manager: SessionManager,
     tokens: Arc<Vec<Token>>,
+    /// The client tools of the sessions that declared some.
+    hubs: Arc<Hubs>,
 }
 
 /// The client of a request without tokens configured (loopback only).
@@ -32,6 +35,7 @@ pub(super) fn router(manager: SessionManager, tokens: Vec<Token>, max_body: usiz
     let api = Api {
         manager,
         tokens: Arc::new(tokens),
+        hubs: Arc::new(Hubs::default()),
     };
     let protected = Router::new()
         .route("/metrics", get(metrics))
@@ -41,6 +45,7 @@ pub(super) fn router(manager: SessionManager, tokens: Vec<Token>, max_body: usiz
         .route("/v1/sessions/{id}", axum::routing::delete(close))
         .route("/v1/sessions/{id}/run", post(run))
         .route("/v1/sessions/{id}/shell", post(shell))
+        .route("/v1/sessions/{id}/tool_calls/{call}", post(tool_result))
         .route(
             "/v1/sessions/{id}/files/{*path}",
             axum::routing::put(upload).get(download),
@@ -452,13 +457,67 @@ async fn run_once(
 async fn open(
     State(api): State<Api>,
     Extension(client): Extension<ClientId>,
-    parsed: Result<Json<Ask>, JsonRejection>,
+    parsed: Result<Json<OpenSession>, JsonRejection>,
 ) -> Answer<(StatusCode, Json<Value>)> {
-    let ask = body(parsed)?;
-    let request = api.manager.request_for(&ask)?;
+    let OpenSession { ask, tools } = body(parsed)?;
+    let mut request = api.manager.request_for(&ask)?;
+    let hub = if tools.is_empty() {
+        None
+    } else {
+        let (hub, declared) = ToolHub::new(client.clone(), tools)?;
+        request.tools.extend(&declared)?;
+        Some(hub)
+    };
     let manager = api.manager.clone();
-    let info = blocking(move || manager.open(&client, request)).await?;
+    let owner = client.clone();
+    let info = blocking(move || manager.open(&owner, request)).await?;
+    if let Some(hub) = hub {
+        // The hubs of sessions that expired since go with this one's arrival.
+        let open: Vec<SessionId> = api
+            .manager
+            .list(&client)
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        api.hubs.keep_open(&client, &open);
+        api.hubs.insert(info.id.clone(), hub);
+    }
     Ok((StatusCode::CREATED, Json(json!(info))))
+}
+
+/// The answer of the client to one call of its tools.
+async fn tool_result(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path((id, call)): Path<(String, String)>,
+    parsed: Result<Json<ToolResult>, JsonRejection>,
+) -> Answer<StatusCode> {
+    let ToolResult { value, error } = body(parsed)?;
+    let id = SessionId::from(id);
+    // Another client's session is as missing as one that never was.
+    let Some(hub) = api.hubs.get(&id).filter(|hub| hub.owned_by(&client)) else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("you have no session {id} with tools of its client"),
+        ));
+    };
+    let answer = match error {
+        Some(message) => Err(sandlot_core::tool::ToolError::new(message)),
+        None => Ok(value.unwrap_or(Value::Null)),
+    };
+    if hub.answer(&call, answer) {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!(
+                "no call {call} waits in session {id}: it was answered already, it timed \
+                 out, or its run ended"
+            ),
+        ))
+    }
 }
 
 async fn list(State(api): State<Api>, Extension(client): Extension<ClientId>) -> Json<Value> {
@@ -472,7 +531,9 @@ async fn close(
 ) -> Answer<StatusCode> {
     let manager = api.manager.clone();
     let id = SessionId::from(id);
-    blocking(move || manager.close(&client, &id)).await?;
+    let closing = id.clone();
+    blocking(move || manager.close(&client, &closing)).await?;
+    api.hubs.remove(&id);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -503,19 +564,24 @@ async fn run(
         let run = blocking(move || manager.run(&client, &id, &code, options)).await?;
         return Ok(Json(run.to_json()).into_response());
     }
+    // Only the session's own client hears its tool calls.
+    let hub = api.hubs.get(&id).filter(|hub| hub.owned_by(&client));
     Ok(streamed(
         move |options| manager.run(&client, &id, &code, options),
         options,
+        hub,
     )
     .into_response())
 }
 
 /// A run whose output goes out as server-sent events while it runs: `stdout` and
-/// `stderr` events (`{"text": ...}`), then one `result` (the execution's JSON) or
-/// `error` (as the API's errors).
+/// `stderr` events (`{"text": ...}`), a `tool_call` event for each call of the
+/// client's tools (see [`super::client_tools`]), then one `result` (the execution's
+/// JSON) or `error` (as the API's errors).
 fn streamed(
     work: impl FnOnce(RunOptions) -> Result<Execution, Error> + Send + 'static,
     mut options: RunOptions,
+    hub: Option<Arc<ToolHub>>,
 ) -> impl IntoResponse {
     let (events, received) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let sink = |name: &'static str| {
@@ -532,8 +598,12 @@ fn streamed(
     };
     options.on_stdout = Some(sink("stdout"));
     options.on_stderr = Some(sink("stderr"));
+    let listening = hub.map(|hub| hub.listen(events.clone()));
     tokio::task::spawn_blocking(move || {
-        let last = match work(options) {
+        let ran = work(options);
+        // No call of the client's tools goes out after the run.
+        drop(listening);
+        let last = match ran {
             Ok(run) => Event::default().event("result").json_data(run.to_json()),
             Err(e) => {
                 let e = ApiError::from(e);
