@@ -131,6 +131,19 @@ async fn post(url: &str, token: &str, body: Value) -> (u16, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// What `/metrics` says now.
+async fn metrics(server: &Server) -> String {
+    client()
+        .get(server.at("/metrics"))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// The container of a Docker session: its hostname is the container id's start.
 async fn container_of(server: &Server, token: &str, id: &str) -> String {
     let (status, run) = post(
@@ -560,6 +573,16 @@ async fn client_tools_are_called_through_the_stream_and_answered_by_their_client
             .contains("text/event-stream"),
         "{plain}"
     );
+    // Every call is counted, and so is every failed one.
+    let metrics = metrics(&server).await;
+    assert!(
+        metrics.contains("sandlot_tool_calls_total 5\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sandlot_tool_call_failures_total 3\n"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
@@ -614,15 +637,7 @@ async fn fifty_concurrent_clients_all_get_their_answer_and_nothing_stays_open() 
         assert_eq!(status, 200, "client {i}: {run}");
         assert_eq!(run["stdout"], format!("{}\n", i * 2), "client {i}");
     }
-    let metrics = client()
-        .get(server.at("/metrics"))
-        .bearer_auth(ALICE)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&server).await;
     assert!(metrics.contains("sandlot_sessions_open 0\n"), "{metrics}");
     assert!(metrics.contains("sandlot_runs_total 50\n"), "{metrics}");
     assert!(

@@ -442,13 +442,22 @@ impl AgentClient {
     /// being read (and other calls answered) while its handler works. The answer is
     /// sent whenever it is ready: one that comes after its run is dropped by the agent.
     fn answer(&self, tools: RunTools<'_>, call: u64, frame: Vec<u8>) {
+        use std::future::Future as _;
         let calls = tools.calls.clone();
         let writer = self.writer.clone();
-        tools.runtime.spawn(async move {
+        let mut answering = Box::pin(async move {
             let frame = calls.answer(&frame).await;
             // A failed write is a gone agent, which the run's own reads report.
             let _ = send(&writer, &Request::ToolAnswer { call, frame });
         });
+        // A call answered at once (an async handler that does not wait, a refusal) is
+        // answered here, without a hop to the runtime's thread; one that waits goes on
+        // there, where its first poll there registers the wakers it waits on.
+        let _entered = tools.runtime.enter();
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        if answering.as_mut().poll(&mut context).is_pending() {
+            tools.runtime.spawn(answering);
+        }
     }
 
     /// Writes a file relative to the workspace.

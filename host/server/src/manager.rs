@@ -339,6 +339,10 @@ pub struct ManagerStats {
     pub run_failures: u64,
     /// Seconds spent running code, over every run that came back.
     pub run_seconds: f64,
+    /// Tool calls the code of those runs made.
+    pub tool_calls: u64,
+    /// Tool calls that failed: the tool's error, a limit, a timeout, a bad request.
+    pub tool_call_failures: u64,
 }
 
 /// Named sessions shared by a server's connections. Cheap to clone; every clone is
@@ -423,6 +427,8 @@ struct Counters {
     runs: AtomicU64,
     run_failures: AtomicU64,
     run_micros: AtomicU64,
+    tool_calls: AtomicU64,
+    tool_call_failures: AtomicU64,
 }
 
 struct Entry {
@@ -885,12 +891,25 @@ impl SessionManager {
     fn count_run(&self, run: Result<Execution>) -> Result<Execution> {
         match &run {
             // At debug: a busy server runs thousands a second.
-            Ok(execution) => tracing::debug!(
-                exit_code = execution.exit_code,
-                end = ?execution.end,
-                ms = execution.duration.as_millis() as u64,
-                "run finished"
-            ),
+            Ok(execution) => {
+                tracing::debug!(
+                    exit_code = execution.exit_code,
+                    end = ?execution.end,
+                    ms = execution.duration.as_millis() as u64,
+                    tool_calls = execution.tool_calls.len(),
+                    "run finished"
+                );
+                for call in &execution.tool_calls {
+                    tracing::debug!(
+                        tool = %call.name,
+                        outcome = call.outcome.as_str(),
+                        us = call.duration.as_micros() as u64,
+                        argument_bytes = call.argument_bytes,
+                        result_bytes = call.result_bytes,
+                        "tool call"
+                    );
+                }
+            }
             Err(error) => tracing::warn!(%error, "run failed"),
         }
         let counters = &self.inner.counters;
@@ -899,6 +918,17 @@ impl SessionManager {
             Ok(execution) => {
                 let micros = u64::try_from(execution.duration.as_micros()).unwrap_or(u64::MAX);
                 counters.run_micros.fetch_add(micros, Ordering::Relaxed);
+                let calls = &execution.tool_calls;
+                let failed = calls
+                    .iter()
+                    .filter(|c| c.outcome != sandlot_core::tool::ToolOutcome::Ok)
+                    .count();
+                counters
+                    .tool_calls
+                    .fetch_add(calls.len() as u64, Ordering::Relaxed);
+                counters
+                    .tool_call_failures
+                    .fetch_add(failed as u64, Ordering::Relaxed);
             }
             Err(_) => {
                 counters.run_failures.fetch_add(1, Ordering::Relaxed);
@@ -965,6 +995,8 @@ impl SessionManager {
             runs: c.runs.load(Ordering::Relaxed),
             run_failures: c.run_failures.load(Ordering::Relaxed),
             run_seconds: c.run_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            tool_calls: c.tool_calls.load(Ordering::Relaxed),
+            tool_call_failures: c.tool_call_failures.load(Ordering::Relaxed),
         }
     }
 

@@ -8,7 +8,8 @@ use sandlot_agent::{read_frame, Request, TOOL_ANSWER};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::sync::{mpsc, Arc, Mutex};
 
 /// What the host said while a run went on.
@@ -87,27 +88,44 @@ impl HostInput {
     }
 }
 
-/// Tool calls relayed to the host and not yet answered: each waits on a channel of
-/// its own, under the number the agent gave it.
+/// Tool calls relayed to the host and not yet answered, under the numbers the agent
+/// gave them.
 #[derive(Default)]
 pub struct Answers {
-    waiting: Mutex<HashMap<u64, mpsc::SyncSender<Vec<u8>>>>,
+    waiting: Mutex<HashMap<u64, Waiting>>,
+}
+
+/// A call waiting for its answer: the connection it goes to, and the thread that
+/// serves that connection.
+struct Waiting {
+    to: UnixStream,
+    rest: mpsc::SyncSender<Vec<u8>>,
 }
 
 impl Answers {
-    /// Registers call `call`; its answer arrives on the receiver.
-    pub fn expect(&self, call: u64) -> mpsc::Receiver<Vec<u8>> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.lock().insert(call, tx);
+    /// Registers call `call`, made on connection `to`. Its answer is written there
+    /// (the length, then the frame) as it arrives, as far as the connection takes it
+    /// without waiting; the receiver then gets what is left to write (nothing, mostly).
+    pub fn expect(&self, call: u64, to: UnixStream) -> mpsc::Receiver<Vec<u8>> {
+        let (rest, rx) = mpsc::sync_channel(1);
+        self.lock().insert(call, Waiting { to, rest });
         rx
     }
 
-    /// Hands `frame` to whoever waits for call `call`; dropped if nobody does (its
-    /// run is over, or the number is not one the agent gave).
+    /// Writes `frame` to the connection that waits for call `call`; dropped if none
+    /// does (its run is over, or the number is not one the agent gave). Written here,
+    /// on the reader's thread, the answer reaches the code without waiting for its
+    /// connection's thread to wake; but never with a blocking write, which a sandbox
+    /// that does not read would hold, and with it every request of the host.
     fn deliver(&self, call: u64, frame: Vec<u8>) {
-        if let Some(waiting) = self.lock().remove(&call) {
-            let _ = waiting.try_send(frame);
-        }
+        let Some(waiting) = self.lock().remove(&call) else {
+            return;
+        };
+        let mut out = Vec::with_capacity(frame.len() + 4);
+        out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        out.extend_from_slice(&frame);
+        let written = send_now(&waiting.to, &out);
+        let _ = waiting.rest.try_send(out.split_off(written));
     }
 
     /// Gives up on every call still waiting: their receivers see the channel closed.
@@ -118,16 +136,39 @@ impl Answers {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::SyncSender<Vec<u8>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Waiting>> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// How much of `bytes` the socket takes without waiting.
+fn send_now(to: &UnixStream, bytes: &[u8]) -> usize {
+    let mut sent = 0;
+    while sent < bytes.len() {
+        let rest = &bytes[sent..];
+        // SAFETY: send(2) reads `rest`, which outlives the call, on a descriptor `to`
+        // owns.
+        let n = unsafe {
+            libc::send(
+                to.as_raw_fd(),
+                rest.as_ptr().cast(),
+                rest.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        match n {
+            n if n > 0 => sent += n as usize,
+            _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+            _ => break,
+        }
+    }
+    sent
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-    use std::os::unix::net::UnixStream;
+    use std::io::{Read, Write};
     use std::time::{Duration, Instant};
 
     /// Polls `heard` until it hears something, a few seconds at most.
@@ -165,8 +206,9 @@ mod tests {
     fn answers_reach_their_call_and_nothing_else() {
         let (host, agent) = UnixStream::pair().unwrap();
         let mut input = HostInput::new(OwnedFd::from(agent));
-        let first = input.answers().expect(1);
-        let second = input.answers().expect(2);
+        let (code, to) = UnixStream::pair().unwrap();
+        let first = input.answers().expect(1, to.try_clone().unwrap());
+        let second = input.answers().expect(2, to);
         input.answers().abandon([2]);
         let mut wire = Vec::new();
         for call in [9, 2, 1] {
@@ -179,10 +221,14 @@ mod tests {
         }
         Request::StopKernel.write_to(&mut wire).unwrap();
         (&host).write_all(&wire).unwrap();
-        assert_eq!(
-            first.recv_timeout(Duration::from_secs(5)).unwrap(),
-            b"answer 1"
-        );
+        // Written to the connection whole: nothing is left for its thread.
+        assert!(first
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap()
+            .is_empty());
+        let mut answer = [0u8; 12];
+        (&code).read_exact(&mut answer).unwrap();
+        assert_eq!(&answer, b"\x08\0\0\0answer 1");
         assert!(second.recv_timeout(Duration::from_millis(50)).is_err());
         // The answers never reach the main thread; the request behind them does.
         let (tag, body) = input.next_frame().unwrap();

@@ -48,8 +48,8 @@ use std::io::{self, Read, Write};
 pub const PROTOCOL_VERSION: u32 = 8;
 
 /// The environment variable that tells code in the sandbox where its run's tool
-/// endpoint is: an abstract Unix socket, written `@NAME`. Set only while a run with
-/// tools goes on.
+/// endpoint is: the path of a Unix socket, or `@NAME` for an abstract one (where no
+/// directory could be written). Set only while a run with tools goes on.
 pub const TOOLS_VARIABLE: &str = "SANDLOT_TOOLS";
 
 /// A run's tool endpoint: how much a call may send, and how many calls may wait at once.
@@ -105,7 +105,7 @@ pub const MAX_FRAME: usize = 256 << 20;
 /// # Tools
 ///
 /// A [`Request::Run`] or [`Request::Cell`] with `tools` opens a tool endpoint for that
-/// run only: an abstract Unix socket, named in [`TOOLS_VARIABLE`] in the run's
+/// run only: a Unix socket, named in [`TOOLS_VARIABLE`] in the run's
 /// environment, that code in the sandbox connects to and sends request frames of the
 /// host's tool protocol (a little-endian `u32` length, then a JSON object), one at a
 /// time per connection. The agent relays each as [`Reply::ToolCall`] with a number of

@@ -195,7 +195,7 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
         None => Ok(None),
         Some(channel) => {
             bindings.make();
-            tools::Endpoint::open(&writer, input.answers(), channel)
+            tools::Endpoint::open(&writer, input.answers(), channel, bindings.sockets())
                 .map(Some)
                 .map_err(|e| format!("cannot open the run's tool endpoint: {e}"))
         }

@@ -117,18 +117,23 @@ fn call(name: &str, arguments: &str) -> Result<Value, Failure> {
 /// Sends one request frame to the run's endpoint and returns the answer.
 fn exchange(request: &Value) -> Result<Value, Failure> {
     let address = std::env::var(TOOLS_VARIABLE).unwrap_or_default();
-    let Some(name) = address.strip_prefix('@') else {
+    if address.is_empty() {
         return Err(Failure::Unreachable(format!(
             "this run has no tools ({TOOLS_VARIABLE} is not set): open the session with tools"
         )));
-    };
+    }
     let unreachable = |e: io::Error| {
         Failure::Unreachable(format!(
             "cannot reach the tool endpoint ({e}): the run that offered the tools is over"
         ))
     };
-    let addr = SocketAddr::from_abstract_name(name.as_bytes()).map_err(unreachable)?;
-    let mut connection = UnixStream::connect_addr(&addr).map_err(unreachable)?;
+    // A socket's path, or `@NAME` for an abstract socket.
+    let mut connection = match address.strip_prefix('@') {
+        Some(name) => SocketAddr::from_abstract_name(name.as_bytes())
+            .and_then(|addr| UnixStream::connect_addr(&addr)),
+        None => UnixStream::connect(&address),
+    }
+    .map_err(unreachable)?;
     let mut frame = json!({"v": 1, "id": 1});
     if let (Some(frame), Some(request)) = (frame.as_object_mut(), request.as_object()) {
         frame.extend(request.clone());

@@ -1,17 +1,19 @@
-//! A run's tool endpoint: an abstract Unix socket that code of the run connects to,
-//! and that relays each request frame to the host and the host's answer back (see
+//! A run's tool endpoint: a Unix socket that code of the run connects to, and that
+//! relays each request frame to the host and the host's answer back (see
 //! `sandlot_agent::Request`'s tools).
 //!
-//! The socket is abstract, so it needs no file system (a read-only root, a full
-//! `/tmp`) and no network (`network = off`), and it is reachable only from the
-//! sandbox's own network namespace. Its name is new for every run and gone once the
-//! run ends: the endpoint and every connection to it are shut before the run's exit
-//! report, so what the run left behind (a forked process, a kernel's thread) finds
-//! nothing to call.
+//! The socket is made for each run, under a name no one in the sandbox can guess
+//! ahead, in the bindings' directory (a tmpfs in every engine's sandbox), or under an
+//! abstract name where that directory cannot be written. It needs no network
+//! (`network = off`), and nothing outside the sandbox can reach it. It is gone once
+//! the run ends: the endpoint and every connection to it are shut before the run's
+//! exit report, so what the run left behind (a forked process, a kernel's thread)
+//! finds nothing to call.
 //!
 //! The agent also keeps what code needs to call tools where code finds it:
-//! `sandlot_tools` for Python (on `PYTHONPATH`) and `sandlot-tool`, the agent itself
-//! under another name (on `PATH`), for every other language ([`Bindings`]).
+//! `sandlot_tools` for Python (on `PYTHONPATH`) and for Node (on `NODE_PATH`), and
+//! `sandlot-tool`, the agent itself under another name (on `PATH`), for every other
+//! language ([`Bindings`]).
 
 use crate::host::Answers;
 use crate::Writer;
@@ -32,7 +34,7 @@ static NEXT_ENDPOINT: AtomicU64 = AtomicU64::new(1);
 
 /// One run's open endpoint; dropping it closes the endpoint and every connection.
 pub struct Endpoint {
-    name: String,
+    address: Address,
     listener: UnixListener,
     shared: Arc<Shared>,
     accepting: Option<std::thread::JoinHandle<()>>,
@@ -52,13 +54,24 @@ struct Shared {
     waiting: Mutex<Vec<u64>>,
 }
 
+/// Where an endpoint listens.
+enum Address {
+    /// A socket file, which every language's runtime can connect to (Node 18's
+    /// cannot reach an abstract name).
+    Path(PathBuf),
+    /// An abstract name, where no directory can be written.
+    Abstract(String),
+}
+
 impl Endpoint {
     /// Opens an endpoint that relays calls to the host through `writer` and takes
-    /// their answers from `answers`.
+    /// their answers from `answers`: a socket in `dir`, or under an abstract name if
+    /// none can be made there.
     pub fn open(
         writer: &Writer,
         answers: &Arc<Answers>,
         limits: ToolChannel,
+        dir: &Path,
     ) -> io::Result<Endpoint> {
         let name = format!(
             "sandlot-tools-{}-{}-{:x}",
@@ -66,7 +79,14 @@ impl Endpoint {
             NEXT_ENDPOINT.fetch_add(1, Ordering::Relaxed),
             random()
         );
-        let listener = UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes())?)?;
+        let path = dir.join(&name);
+        let (address, listener) = match UnixListener::bind(&path) {
+            Ok(listener) => (Address::Path(path), listener),
+            Err(_) => (
+                Address::Abstract(name.clone()),
+                UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes())?)?,
+            ),
+        };
         let shared = Arc::new(Shared {
             writer: writer.clone(),
             answers: answers.clone(),
@@ -82,7 +102,7 @@ impl Endpoint {
             std::thread::spawn(move || accept(listener, shared))
         };
         Ok(Endpoint {
-            name,
+            address,
             listener,
             shared,
             accepting: Some(accepting),
@@ -92,7 +112,11 @@ impl Endpoint {
     /// `env` with the variable that names this endpoint.
     pub fn add_to(&self, mut env: Vec<(String, String)>) -> Vec<(String, String)> {
         env.retain(|(k, _)| k != TOOLS_VARIABLE);
-        env.push((TOOLS_VARIABLE.to_string(), format!("@{}", self.name)));
+        let value = match &self.address {
+            Address::Path(path) => path.display().to_string(),
+            Address::Abstract(name) => format!("@{name}"),
+        };
+        env.push((TOOLS_VARIABLE.to_string(), value));
         env
     }
 }
@@ -119,6 +143,9 @@ impl Drop for Endpoint {
         }
         let waiting: Vec<u64> = lock(&self.shared.waiting).drain(..).collect();
         self.shared.answers.abandon(waiting);
+        if let Address::Path(path) = &self.address {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -192,7 +219,10 @@ fn serve(mut connection: UnixStream, shared: &Shared) {
             }
             Reply::ToolCall { call, frame }
         };
-        let answer = shared.answers.expect(call);
+        let Ok(to) = connection.try_clone() else {
+            return;
+        };
+        let answer = shared.answers.expect(call, to);
         lock(&shared.waiting).push(call);
         {
             let mut writer = shared.writer.lock().unwrap_or_else(|e| e.into_inner());
@@ -200,14 +230,13 @@ fn serve(mut connection: UnixStream, shared: &Shared) {
                 return;
             }
         }
-        let Ok(frame) = answer.recv() else {
+        // The answer is written as it arrives (see `Answers::deliver`); what the
+        // connection did not take then is written here.
+        let Ok(rest) = answer.recv() else {
             return;
         };
         lock(&shared.waiting).retain(|&c| c != call);
-        let mut out = Vec::with_capacity(frame.len() + 4);
-        out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-        out.extend_from_slice(&frame);
-        if connection.write_all(&out).is_err() {
+        if connection.write_all(&rest).is_err() {
             return;
         }
     }
@@ -216,11 +245,16 @@ fn serve(mut connection: UnixStream, shared: &Shared) {
 /// Where the bindings live in the sandbox, and the environment that finds them.
 pub struct Bindings {
     python: PathBuf,
+    node: PathBuf,
     bin: PathBuf,
+    sockets: PathBuf,
 }
 
 /// `sandlot_tools` for Python: the functions of the run's tools, over the endpoint.
 const PYTHON_MODULE: &str = include_str!("bindings/sandlot_tools.py");
+
+/// `sandlot_tools` for Node: the run's tools as async functions, over the endpoint.
+const NODE_MODULE: &str = include_str!("bindings/sandlot_tools.js");
 
 /// The name the agent answers to as the tool command.
 pub const COMMAND: &str = "sandlot-tool";
@@ -232,7 +266,9 @@ impl Bindings {
     pub fn at(dir: &Path) -> Bindings {
         Bindings {
             python: dir.join("python"),
+            node: dir.join("node"),
             bin: dir.join("bin"),
+            sockets: dir.join("run"),
         }
     }
 
@@ -242,14 +278,15 @@ impl Bindings {
         let _ = self.try_make();
     }
 
+    /// Where runs' endpoints are made.
+    pub fn sockets(&self) -> &Path {
+        &self.sockets
+    }
+
     fn try_make(&self) -> io::Result<()> {
-        std::fs::create_dir_all(&self.python)?;
-        let module = self.python.join("sandlot_tools.py");
-        if std::fs::read(&module).ok().as_deref() != Some(PYTHON_MODULE.as_bytes()) {
-            let staged = self.python.join(".sandlot_tools.py.partial");
-            std::fs::write(&staged, PYTHON_MODULE)?;
-            std::fs::rename(&staged, &module)?;
-        }
+        std::fs::create_dir_all(&self.sockets)?;
+        keep(&self.python, "sandlot_tools.py", PYTHON_MODULE)?;
+        keep(&self.node, "sandlot_tools.js", NODE_MODULE)?;
         std::fs::create_dir_all(&self.bin)?;
         let command = self.bin.join(COMMAND);
         let agent = std::env::current_exe()?;
@@ -260,8 +297,9 @@ impl Bindings {
         Ok(())
     }
 
-    /// `env` with the bindings found first: their directory ahead on `PATH` and
-    /// `PYTHONPATH` (after what `env` or the agent's own environment has there).
+    /// `env` with the bindings found: their directory ahead on `PATH`, and on
+    /// `PYTHONPATH` and `NODE_PATH` after what `env` or the agent's own environment
+    /// has there.
     pub fn env(&self, env: &[(String, String)]) -> Vec<(String, String)> {
         let inherited = |key: &str| {
             env.iter()
@@ -277,19 +315,35 @@ impl Bindings {
                 self.bin.display()
             ),
         };
-        let python_path = match inherited("PYTHONPATH") {
-            Some(p) if !p.is_empty() => format!("{p}:{}", self.python.display()),
-            _ => self.python.display().to_string(),
+        let after = |key: &str, dir: &Path| match inherited(key) {
+            Some(p) if !p.is_empty() => format!("{p}:{}", dir.display()),
+            _ => dir.display().to_string(),
         };
+        let python_path = after("PYTHONPATH", &self.python);
+        let node_path = after("NODE_PATH", &self.node);
         let mut env: Vec<(String, String)> = env
             .iter()
-            .filter(|(k, _)| k != "PATH" && k != "PYTHONPATH")
+            .filter(|(k, _)| !["PATH", "PYTHONPATH", "NODE_PATH"].contains(&k.as_str()))
             .cloned()
             .collect();
         env.push(("PATH".into(), path));
         env.push(("PYTHONPATH".into(), python_path));
+        env.push(("NODE_PATH".into(), node_path));
         env
     }
+}
+
+/// Writes `contents` to `dir/name` unless it holds them already (whole: staged, then
+/// renamed over).
+fn keep(dir: &Path, name: &str, contents: &str) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let file = dir.join(name);
+    if std::fs::read(&file).ok().as_deref() != Some(contents.as_bytes()) {
+        let staged = dir.join(format!(".{name}.partial"));
+        std::fs::write(&staged, contents)?;
+        std::fs::rename(&staged, &file)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -300,9 +354,13 @@ mod tests {
     use std::os::fd::OwnedFd;
     use std::time::Duration;
 
-    fn connect(endpoint: &Endpoint) -> UnixStream {
-        let addr = SocketAddr::from_abstract_name(endpoint.name.as_bytes()).unwrap();
-        UnixStream::connect_addr(&addr).unwrap()
+    fn connect(endpoint: &Endpoint) -> io::Result<UnixStream> {
+        match &endpoint.address {
+            Address::Path(path) => UnixStream::connect(path),
+            Address::Abstract(name) => {
+                UnixStream::connect_addr(&SocketAddr::from_abstract_name(name.as_bytes())?)
+            }
+        }
     }
 
     fn frame(bytes: &[u8]) -> Vec<u8> {
@@ -330,48 +388,66 @@ mod tests {
 
     #[test]
     fn calls_go_out_and_answers_come_back_until_the_run_ends() {
-        let captured = Arc::new(Mutex::new(Vec::new()));
-        let writer: Writer = Arc::new(Mutex::new(Box::new(Capture(captured.clone()))));
-        let (host, agent) = UnixStream::pair().unwrap();
-        let input = crate::host::HostInput::new(OwnedFd::from(agent));
-        let limits = ToolChannel {
-            max_request: 100,
-            max_connections: 2,
-        };
-        let endpoint = Endpoint::open(&writer, input.answers(), limits).unwrap();
-        let mut code = connect(&endpoint);
-        code.write_all(&frame(br#"{"op":"list"}"#)).unwrap();
-        let Reply::ToolCall { call, frame: sent } = relayed(&captured, 1).remove(0) else {
-            panic!("no call relayed");
-        };
-        assert_eq!(sent, br#"{"op":"list"}"#);
-        Request::ToolAnswer {
-            call,
-            frame: b"{}".to_vec(),
+        let dir =
+            std::env::temp_dir().join(format!("sandlot-endpoint-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // In a directory, and where none can be made, under an abstract name.
+        for dir in [dir.as_path(), Path::new("/nonexistent/sandlot")] {
+            let captured = Arc::new(Mutex::new(Vec::new()));
+            let writer: Writer = Arc::new(Mutex::new(Box::new(Capture(captured.clone()))));
+            let (host, agent) = UnixStream::pair().unwrap();
+            let input = crate::host::HostInput::new(OwnedFd::from(agent));
+            let limits = ToolChannel {
+                max_request: 100,
+                max_connections: 2,
+            };
+            let endpoint = Endpoint::open(&writer, input.answers(), limits, dir).unwrap();
+            let mut code = connect(&endpoint).unwrap();
+            code.write_all(&frame(br#"{"op":"list"}"#)).unwrap();
+            let Reply::ToolCall { call, frame: sent } = relayed(&captured, 1).remove(0) else {
+                panic!("no call relayed");
+            };
+            assert_eq!(sent, br#"{"op":"list"}"#);
+            Request::ToolAnswer {
+                call,
+                frame: b"{}".to_vec(),
+            }
+            .write_to(&mut &host)
+            .unwrap();
+            let mut answer = [0u8; 6];
+            code.read_exact(&mut answer).unwrap();
+            assert_eq!(&answer, b"\x02\0\0\0{}");
+
+            // Too large: dropped, reported by size, and the connection goes on.
+            code.write_all(&frame(&[b'x'; 101])).unwrap();
+            code.write_all(&frame(b"next")).unwrap();
+            let replies = relayed(&captured, 2);
+            assert!(
+                matches!(replies[1], Reply::ToolCallTooLarge { size: 101, .. }),
+                "{replies:?}"
+            );
+
+            // The run ends: the call waiting is abandoned and the endpoint is gone.
+            let address = match &endpoint.address {
+                Address::Path(path) => Address::Path(path.clone()),
+                Address::Abstract(name) => Address::Abstract(name.clone()),
+            };
+            drop(endpoint);
+            let mut rest = Vec::new();
+            code.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            assert_eq!(code.read_to_end(&mut rest).unwrap_or(0), 0);
+            let gone = match address {
+                Address::Path(path) => {
+                    assert!(!path.exists(), "{} left behind", path.display());
+                    UnixStream::connect(path)
+                }
+                Address::Abstract(name) => UnixStream::connect_addr(
+                    &SocketAddr::from_abstract_name(name.as_bytes()).unwrap(),
+                ),
+            };
+            assert!(gone.is_err());
         }
-        .write_to(&mut &host)
-        .unwrap();
-        let mut answer = [0u8; 6];
-        code.read_exact(&mut answer).unwrap();
-        assert_eq!(&answer, b"\x02\0\0\0{}");
-
-        // Too large: dropped, reported by size, and the connection goes on.
-        code.write_all(&frame(&[b'x'; 101])).unwrap();
-        code.write_all(&frame(b"next")).unwrap();
-        let replies = relayed(&captured, 2);
-        assert!(
-            matches!(replies[1], Reply::ToolCallTooLarge { size: 101, .. }),
-            "{replies:?}"
-        );
-
-        // The run ends: the call waiting is abandoned and the name is gone.
-        let name = endpoint.name.clone();
-        drop(endpoint);
-        let mut rest = Vec::new();
-        code.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        assert_eq!(code.read_to_end(&mut rest).unwrap_or(0), 0);
-        let gone = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
-        assert!(UnixStream::connect_addr(&gone).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -388,5 +464,8 @@ mod tests {
             "/w/.sandlot/install:/tmp/.sandlot/tools/python".into()
         )));
         assert!(env.contains(&("A".into(), "1".into())));
+        assert!(env
+            .iter()
+            .any(|(k, v)| k == "NODE_PATH" && v.ends_with("/tools/node")));
     }
 }

@@ -429,6 +429,18 @@ async fn metrics(State(api): State<Api>) -> Response {
         "Seconds spent running code.",
         stats.run_seconds,
     );
+    metric(
+        "tool_calls_total",
+        "counter",
+        "Tool calls made by sandboxed code.",
+        stats.tool_calls as f64,
+    );
+    metric(
+        "tool_call_failures_total",
+        "counter",
+        "Tool calls that failed: the tool's error, a limit, a timeout, a bad request.",
+        stats.tool_call_failures as f64,
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

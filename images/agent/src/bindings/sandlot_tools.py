@@ -116,7 +116,7 @@ class _Pool:
             self.open += 1
         try:
             connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-            connection.connect("\0" + self.address[1:])
+            connection.connect(_socket_address(self.address))
             return connection
         except OSError as error:
             self.lost(None)
@@ -144,13 +144,18 @@ class _Pool:
             self.free.notify()
 
 
+def _socket_address(address):
+    """A socket's path, or `@NAME` for an abstract socket."""
+    return "\0" + address[1:] if address.startswith("@") else address
+
+
 _pools = {}
 _pools_lock = _threading.Lock()
 
 
 def _pool():
     address = _os.environ.get(_VARIABLE, "")
-    if not address.startswith("@"):
+    if not address:
         raise ToolProtocolError(
             "this run has no tools: open the session with tools (SANDLOT_TOOLS is not set)"
         )
