@@ -284,7 +284,7 @@ impl Sandlot {
             },
         )?
         .or_raise(py)?;
-        Ok(Session::new(opened, slf.clone().unbind()))
+        Ok(Session::new(opened, slf.clone().into_any().unbind()))
     }
 
     /// The languages there are handlers for: a dict each (``id``, ``aliases``,

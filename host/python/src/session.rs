@@ -2,7 +2,6 @@
 //! [`Interrupt`] that stops its run from elsewhere.
 
 use crate::blocking::{detached, interruptible};
-use crate::entry::Sandlot;
 use crate::errors::{Failure, OrRaise};
 use crate::execution::Execution;
 use crate::options::RunArgs;
@@ -57,8 +56,9 @@ impl Interrupt {
 pub(crate) struct Session {
     /// `None` once closed. Shared with the thread a run happens on.
     inner: Arc<Mutex<Option<sandlot::Session>>>,
-    /// Keeps the pools the session may draw from open while it lives.
-    _owner: Py<Sandlot>,
+    /// Keeps the pools the session may draw from open while it lives: the
+    /// `Sandlot` that opened it, held as any object so this module needs no more.
+    _owner: Py<PyAny>,
     language: String,
     backend: String,
     sandbox_name: Option<String>,
@@ -67,7 +67,7 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub(crate) fn new(session: sandlot::Session, owner: Py<Sandlot>) -> Session {
+    pub(crate) fn new(session: sandlot::Session, owner: Py<PyAny>) -> Session {
         Session {
             language: session.language().to_string(),
             backend: session.backend().to_string(),

@@ -18,10 +18,11 @@ from typing import Any
 from .. import errors as _errors
 from .._native import Sandlot
 from ._hosts import _config_file
-from .const import SandboxBackend, SupportedLanguage
+from .const import PLOT_LANGUAGES, SandboxBackend, SupportedLanguage
 from .core.session_base import BaseSession, Container, translate
 from .exceptions import (
     DuplicateClientError,
+    LanguageNotSupportPlotError,
     PoolClosedError,
     PoolExhaustedError,
     PoolHealthCheckError,
@@ -156,6 +157,11 @@ class ContainerPoolManager:
                 raise PoolExhaustedError(self.config.max_pool_size, self.config.acquisition_timeout) from err
             raise translate(err) from err
 
+    def _session(self, **kwargs: Any) -> PooledSandboxSession:
+        """A session on one of the pool's sandboxes: what ``SandboxSession(pool=...)``
+        and ``ArtifactSandboxSession(pool=...)`` open."""
+        return PooledSandboxSession(self, **kwargs)
+
     def acquire(self) -> PooledContainer:
         """Borrows a ready sandbox (``PoolExhaustedError`` when none comes in time)."""
         session = BaseSession(self.backend, lang=self.lang, _pool=self)
@@ -269,9 +275,6 @@ class ArtifactPooledSandboxSession(ArtifactSandboxSession):
     """``ArtifactSandboxSession`` on a pooled sandbox."""
 
     def __init__(self, pool_manager: ContainerPoolManager, enable_plotting: bool = True, **kwargs: Any) -> None:
-        from .const import PLOT_LANGUAGES
-        from .exceptions import LanguageNotSupportPlotError
-
         if enable_plotting and pool_manager.lang not in PLOT_LANGUAGES:
             raise LanguageNotSupportPlotError(pool_manager.lang)
         self.enable_plotting = enable_plotting

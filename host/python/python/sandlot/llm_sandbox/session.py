@@ -18,9 +18,8 @@ def SandboxSession(backend: SandboxBackend | str = SandboxBackend.DOCKER, pool: 
     runs in this process with no daemon), or on a sandbox from ``pool``. A factory
     function, as in llm-sandbox: use the result as a context manager."""
     if pool is not None:
-        from .pool import PooledSandboxSession
-
-        return PooledSandboxSession(pool_manager=pool, **kwargs)
+        # The pool makes its own sessions: this module never names the pool's types.
+        return pool._session(**kwargs)
     return get_backend(backend).factory(*args, **kwargs)
 
 
@@ -56,9 +55,7 @@ class ArtifactSandboxSession:
         self.enable_plotting = enable_plotting
         self._plots: list[PlotOutput] = []
         if pool is not None:
-            from .pool import PooledSandboxSession
-
-            self._session: Any = PooledSandboxSession(pool, security_policy=security_policy, **kwargs)
+            self._session: Any = pool._session(security_policy=security_policy, **kwargs)
             lang = pool.lang
         else:
             self._session = create_session(
