@@ -67,6 +67,7 @@ declare -A outputs=(
   [sandlot_fixture_other_world]=dist/fixtures/other-world
   [sandlot_fixture_future_api]=dist/fixtures/future-api
   [sandlot_fixture_tally_runtime]=dist/fixtures/tally-runtime
+  [sandlot_fixture_tally_runtime_0_2]=dist/fixtures/tally-runtime-0-2
 )
 
 stale=()

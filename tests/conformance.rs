@@ -1056,10 +1056,6 @@ fn tools() -> sandlot::ToolSet {
     tools
 }
 
-fn open_with_tools(backend: &str, limits: Limits) -> Result<Session, Error> {
-    open_language_with_tools(backend, "python", limits)
-}
-
 fn open_language_with_tools(
     backend: &str,
     language: &str,
@@ -1078,13 +1074,23 @@ fn open_language_with_tools(
     builder.open()
 }
 
-/// Code calls the session's tools: a thousand calls aggregated in one run, the
-/// handler's error as an exception, an unlisted tool refused, each limit ending its
-/// call with an exception of its own while the run goes on, a hanging handler held to
-/// the run's time, all with the network off. A backend without tools refuses the
-/// session with a typed error.
-fn tools_are_called_from_the_code(backend: &str) {
-    let limits = Limits {
+/// How each tool call of `run` ended, in order.
+fn outcomes(run: &Execution) -> Vec<&'static str> {
+    run.tool_calls.iter().map(|c| c.outcome.as_str()).collect()
+}
+
+/// A budget of two calls a run.
+fn two_calls() -> sandlot::tool::ToolLimits {
+    sandlot::tool::ToolLimits {
+        max_calls: 2,
+        ..Default::default()
+    }
+}
+
+/// The tool limits the tool cases run under: room for a thousand calls, a small
+/// result, a short call timeout.
+fn tool_case_limits() -> Limits {
+    Limits {
         tools: sandlot::tool::ToolLimits {
             max_calls: 1_010,
             max_result_bytes: 10_000,
@@ -1092,24 +1098,67 @@ fn tools_are_called_from_the_code(backend: &str) {
             ..Default::default()
         },
         ..Limits::default()
-    };
-    let mut session = match open_with_tools(backend, limits) {
-        Ok(session) => session,
+    }
+}
+
+/// A session of `language` with the tools, or `None` where the backend offers no tools
+/// for it, which it must say with a typed error.
+fn open_tool_case(backend: &str, language: &str, limits: Limits) -> Option<Session> {
+    match open_language_with_tools(backend, language, limits) {
+        Ok(session) => {
+            assert!(session.capabilities().has(Capability::Tools));
+            Some(session)
+        }
         Err(error) => {
             assert!(
                 !sandlot()
                     .backend(backend)
                     .unwrap()
-                    .capabilities("python")
+                    .capabilities(language)
                     .has(Capability::Tools),
                 "{error}"
             );
             assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
             assert!(error.to_string().contains("tools"), "{error}");
-            return;
+            None
         }
+    }
+}
+
+/// `code` calls the tool that hangs, under a run timeout of 300 ms: the run ends soon
+/// after, and records the call as timed out.
+fn a_hanging_handler_is_held_to_the_run(session: &mut Session, code: &str) {
+    let started = Instant::now();
+    let hung = session
+        .run_with(
+            code,
+            RunOptions {
+                timeout: Some(Duration::from_millis(300)),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(hung.tool_calls.len(), 1);
+    assert_eq!(
+        hung.tool_calls[0].outcome,
+        sandlot::tool::ToolOutcome::Timeout
+    );
+}
+
+/// Code calls the session's tools: a thousand calls aggregated in one run, the
+/// handler's error as an exception, an unlisted tool refused, each limit ending its
+/// call with an exception of its own while the run goes on, a hanging handler held to
+/// the run's time, all with the network off. A backend without tools refuses the
+/// session with a typed error.
+fn tools_are_called_from_the_code(backend: &str) {
+    let Some(mut session) = open_tool_case(backend, "python", tool_case_limits()) else {
+        return;
     };
-    assert!(session.capabilities().has(Capability::Tools));
     let many = session
         .run("from sandlot_tools import add, twice\nprint(sum(add(a=i, b=1) for i in range(999)), twice(a=21, b=0))")
         .unwrap();
@@ -1162,11 +1211,7 @@ print(sorted(d["name"] for d in t.tools()))
         ],
         "{out}"
     );
-    let outcomes: Vec<&str> = limited
-        .tool_calls
-        .iter()
-        .map(|c| c.outcome.as_str())
-        .collect();
+    let outcomes = outcomes(&limited);
     assert_eq!(
         outcomes,
         [
@@ -1206,35 +1251,13 @@ help(aio.add)",
     assert_eq!(gathered.tool_calls.len(), 20);
 
     // A handler that hangs past the run's own limit does not hold the run.
-    let started = Instant::now();
-    let hung = session
-        .run_with(
-            "import sandlot_tools as t
-t.slow()",
-            RunOptions {
-                timeout: Some(Duration::from_millis(300)),
-                ..RunOptions::default()
-            },
-        )
-        .unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
-    assert_eq!(hung.tool_calls.len(), 1);
-    assert_eq!(
-        hung.tool_calls[0].outcome,
-        sandlot::tool::ToolOutcome::Timeout
-    );
+    a_hanging_handler_is_held_to_the_run(&mut session, "import sandlot_tools as t\nt.slow()");
 
-    let mut few = open_with_tools(
+    let mut few = open_language_with_tools(
         backend,
+        "python",
         Limits {
-            tools: sandlot::tool::ToolLimits {
-                max_calls: 2,
-                ..Default::default()
-            },
+            tools: two_calls(),
             ..Limits::default()
         },
     )
@@ -1251,6 +1274,115 @@ print(t.add(a=2, b=2))",
         )
         .unwrap();
     assert_eq!(again.stdout_text(), "4\n", "{}", again.stderr_text());
+}
+
+/// JavaScript calls tools as Python does, through `require("sandlot_tools")`: a
+/// thousand calls aggregated in one run, each failure a `ToolError` whose `kind` names
+/// it while the run goes on, an unlisted tool refused, the budget, a hanging handler
+/// held to the run's time, with the network off. A backend without tools for
+/// JavaScript refuses the session with a typed error.
+fn javascript_calls_tools(backend: &str) {
+    let Some(mut session) = open_tool_case(backend, "javascript", tool_case_limits()) else {
+        return;
+    };
+    let many = session
+        .run(
+            "const tools = require(\"sandlot_tools\");
+let total = 0;
+for (let i = 0; i < 999; i++) total += await tools.add({a: i, b: 1});
+console.log(total, await tools.twice({a: 21, b: 0}));",
+        )
+        .unwrap();
+    assert_eq!(many.stdout_text(), "499500 42\n", "{}", many.stderr_text());
+    assert_eq!(many.tool_calls.len(), 1000);
+    assert!(many
+        .tool_calls
+        .iter()
+        .all(|c| c.outcome == sandlot::tool::ToolOutcome::Ok));
+
+    let limited = session
+        .run(
+            r#"const t = require("sandlot_tools");
+async function attempt(what, call) {
+  try {
+    console.log(what, "gave", await call());
+  } catch (e) {
+    console.log(what, e.name, e.kind, e instanceof t.ToolError, e.message);
+  }
+}
+await attempt("fails", () => t.fails({why: "fruit"}));
+await attempt("bad arguments", () => t.add({a: "one", b: 2}));
+await attempt("big", () => t.big({}));
+await attempt("slow", () => t.slow({}));
+await attempt("unlisted", () => t.no_such_tool({}));
+console.log("still running", await t.add({a: 1, b: 1}));
+console.log((await t.tools()).map((d) => d.name).sort().join(","));"#,
+        )
+        .unwrap();
+    let out = limited.stdout_text();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some("fails ToolError tool_error true no fruit"),
+        "{out}\n{}",
+        limited.stderr_text()
+    );
+    let starts = [
+        "bad arguments ToolError invalid_arguments true add: the arguments",
+        "big ToolError too_large true",
+        "slow ToolError timeout true",
+        "unlisted ToolError unknown_tool true",
+    ];
+    for (line, start) in lines[1..].iter().zip(starts) {
+        assert!(line.starts_with(start), "{line:?} is not {start:?}…\n{out}");
+    }
+    assert_eq!(
+        lines[5..],
+        ["still running 2", "add,big,fails,slow,twice"],
+        "{out}"
+    );
+    let outcomes = outcomes(&limited);
+    assert_eq!(
+        outcomes,
+        [
+            "tool_error",
+            "invalid_arguments",
+            "too_large",
+            "timeout",
+            "unknown_tool",
+            "ok"
+        ]
+    );
+
+    // A handler that hangs past the run's own limit does not hold the run.
+    a_hanging_handler_is_held_to_the_run(
+        &mut session,
+        "await require(\"sandlot_tools\").slow({});",
+    );
+
+    let mut few = open_language_with_tools(
+        backend,
+        "javascript",
+        Limits {
+            tools: two_calls(),
+            ..Limits::default()
+        },
+    )
+    .unwrap();
+    let over = few
+        .run(
+            "const t = require(\"sandlot_tools\");
+for (let i = 0; i < 3; i++) {
+  try { await t.add({a: i, b: 0}); } catch (e) { console.log(e.kind, i); }
+}",
+        )
+        .unwrap();
+    assert_eq!(
+        over.stdout_text(),
+        "budget_exceeded 2\n",
+        "{}",
+        over.stderr_text()
+    );
 }
 
 /// Code in any language calls tools, where the backend offers tools for that
@@ -1305,7 +1437,7 @@ fn every_language_calls_tools(backend: &str) {
             "{language}: {}",
             run.stderr_text()
         );
-        let mut outcomes: Vec<&str> = run.tool_calls.iter().map(|c| c.outcome.as_str()).collect();
+        let mut outcomes = outcomes(&run);
         outcomes.sort();
         let expected: &[&str] = match language {
             "javascript" => &["ok", "ok", "tool_error"],
@@ -1633,6 +1765,7 @@ macro_rules! conformance {
             #[test] fn nothing_is_left_after_close() { super::nothing_is_left_after_close($backend) }
             #[test] fn tools_are_called_from_the_code() { super::tools_are_called_from_the_code($backend) }
             #[test] fn every_language_calls_tools() { super::every_language_calls_tools($backend) }
+            #[test] fn javascript_calls_tools() { super::javascript_calls_tools($backend) }
             #[test] fn pooled_sessions_share_nothing() { super::pooled_sessions_share_nothing($backend) }
             #[test] fn twenty_tasks_over_a_pool_of_four() { super::twenty_tasks_over_a_pool_of_four($backend) }
             #[test] fn a_pool_closed_while_sessions_run() { super::a_pool_closed_while_sessions_run($backend) }

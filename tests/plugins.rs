@@ -529,7 +529,7 @@ fn inspect_reports_what_a_component_declares() {
 }
 
 /// The JavaScript runtime `sandlot runtimes install javascript` built (tests/run.sh
-/// does it): a component of the runtime world, contract 0.2.
+/// does it): a component of the runtime world, contract 0.4.
 fn installed_quickjs() -> std::path::PathBuf {
     let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
     let path = dirs.runtimes_dir().join("quickjs.wasm");
@@ -576,7 +576,8 @@ fn a_runtime_component_dropped_into_a_plugin_directory_runs_code() {
     assert_eq!(session.run("let n = 20").unwrap().exit_code, 0);
     let out = session.run("n + 22").unwrap();
     assert_eq!(out.stdout_text(), "42\n", "{}", out.stderr_text());
-    // Contract 0.2's set-env and set-cwd carry a run's environment and directory.
+    // set-env and set-cwd (contract 0.2, kept in 0.4) carry a run's environment and
+    // directory.
     let out = session
         .run_with(
             "console.log(process.env.GREETING, process.cwd())",
@@ -599,9 +600,11 @@ fn a_runtime_component_dropped_into_a_plugin_directory_runs_code() {
     assert_eq!(
         description.kind,
         sandlot::wasm::RuntimeKind::Component {
-            api_version: "0.2.0".into()
+            api_version: "0.4.0".into()
         }
     );
+    // Contract 0.4's `tools` import: code in it can call a session's tools.
+    assert!(description.tools);
 
     // Another process finds what it serves in the cache, by content: no compile.
     let again = open();
@@ -614,10 +617,13 @@ fn a_runtime_component_dropped_into_a_plugin_directory_runs_code() {
 }
 
 #[test]
-fn runtime_components_of_both_contracts_run_and_a_handler_among_them_is_skipped_clearly() {
+fn runtime_components_of_every_contract_run_and_a_handler_among_them_is_skipped_clearly() {
     use sandlot::backend::{Backend, Needs, RunRequest, SandboxSpec, Workload};
     use sandlot::wasm::{RuntimeKind, WasmBackend};
-    let plugins = plugin_dir(&[("fixtures/tally-runtime", "tally.wasm")]);
+    let plugins = plugin_dir(&[
+        ("fixtures/tally-runtime", "tally.wasm"),
+        ("fixtures/tally-runtime-0-2", "tally2.wasm"),
+    ]);
     std::fs::copy(installed_quickjs(), plugins.path().join("quickjs.wasm")).unwrap();
     // Dropped into the runtimes directory by mistake: a language handler.
     let runtimes = tempfile::tempdir().unwrap();
@@ -627,6 +633,7 @@ fn runtime_components_of_both_contracts_run_and_a_handler_among_them_is_skipped_
         &[
             plugins.path().join("quickjs.wasm"),
             plugins.path().join("tally.wasm"),
+            plugins.path().join("tally2.wasm"),
         ],
         None,
     );
@@ -657,6 +664,30 @@ fn runtime_components_of_both_contracts_run_and_a_handler_among_them_is_skipped_
     );
     assert_eq!(run(&mut tally, "2"), 2);
 
+    // 0.2, beside 0.4: its own set-env and set-cwd, and what it bundles.
+    let mut tally2 = backend
+        .open(&SandboxSpec::new("tally2", "", &policy, 64 << 20))
+        .unwrap();
+    assert_eq!(run(&mut tally2, "5"), 5);
+    let env = [
+        ("A".to_string(), "1".to_string()),
+        ("B".to_string(), "2".to_string()),
+    ];
+    let mut request = RunRequest::new(Workload::Code("env"));
+    request.env = &env;
+    assert_eq!(tally2.run(request).unwrap().exit_code, 2);
+    let mut request = RunRequest::new(Workload::Code("cwd"));
+    request.workdir = "deep";
+    assert_eq!(
+        tally2.run(request).unwrap().exit_code,
+        "/workspace/deep".len() as i32
+    );
+    let mut request = RunRequest::new(Workload::Code("cwd"));
+    request.workdir = "nowhere";
+    let err = tally2.run(request).unwrap_err().to_string();
+    assert!(err.contains("tally2 will not go there"), "{err}");
+    assert_eq!(run(&mut tally2, "10"), 15);
+
     let kinds: Vec<_> = backend
         .runtimes()
         .into_iter()
@@ -680,7 +711,23 @@ fn runtime_components_of_both_contracts_run_and_a_handler_among_them_is_skipped_
             api_version: "0.1.0".into()
         }
     );
-    assert!(kind("quickjs.wasm").is_ok());
+    let tally2 = kind("tally2.wasm").unwrap();
+    assert_eq!(
+        (tally2.kind, tally2.bundled, tally2.tools),
+        (
+            RuntimeKind::Component {
+                api_version: "0.2.0".into()
+            },
+            vec!["abacus".to_string()],
+            false
+        )
+    );
+    assert_eq!(
+        kind("quickjs.wasm").unwrap().kind,
+        RuntimeKind::Component {
+            api_version: "0.4.0".into()
+        }
+    );
     let skipped = kind("lua.wasm").unwrap_err();
     assert!(
         skipped.contains("not a runtime component") && skipped.contains("handler@0.1.0"),

@@ -162,8 +162,15 @@ fn an_output_flood_is_truncated_and_flagged() {
 
 #[test]
 fn no_host_access() {
-    let probe = run("console.log(typeof require, typeof fetch, JSON.stringify(process.env))");
-    assert_eq!(probe.stdout_text(), "undefined undefined {}\n");
+    let probe = run("console.log(typeof fetch, JSON.stringify(process.env))");
+    assert_eq!(probe.stdout_text(), "undefined {}\n");
+    // `require` knows the session's tools and nothing else: no fs, no child_process.
+    for module in ["fs", "child_process", "net"] {
+        let required = run(&format!(
+            "try {{ require('{module}') }} catch (e) {{ console.log(e.code) }}"
+        ));
+        assert_eq!(required.stdout_text(), "MODULE_NOT_FOUND\n", "{module}");
+    }
     // A run's own environment reaches process.env, and only that.
     let mut session = sandlot().session("javascript").open().unwrap();
     let with_env = session

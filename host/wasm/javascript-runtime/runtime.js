@@ -1,5 +1,6 @@
-// sandlot JavaScript runtime: implements sandlot:plugin/interpreter@0.2.0 on QuickJS
-// (componentize-qjs 0.4.5, --sync runtime).
+// sandlot JavaScript runtime: implements sandlot:plugin/interpreter@0.4.0 on QuickJS
+// (componentize-qjs 0.4.5, --sync runtime), and gives code the session's tools through
+// sandlot:plugin/tools@0.4.0 (`require("sandlot_tools")`).
 //
 // Things worth knowing (see also README section of the build report):
 // * The module body runs once, at build time, inside Wizer; the snapshot is what every
@@ -17,6 +18,7 @@
 import stdoutApi from "wasi:cli/stdout@0.2.4";
 import stderrApi from "wasi:cli/stderr@0.2.4";
 import randomApi from "wasi:random/random@0.2.4";
+import toolsApi from "sandlot:plugin/tools@0.4.0";
 import { parse, Parser } from "acorn";
 
 // Replaced by `sandlot runtimes install javascript` with what it builds from.
@@ -890,6 +892,68 @@ function reportUncaught(e, prefix) {
     try { writeErr(`${prefix}(error could not be printed)\n`); } catch {}
   }
 }
+
+// ---------------------------------------------------------------- tools
+
+// `require("sandlot_tools")`: the session's tools as async functions, the same module
+// the container backends' Node binding is. A call goes to the host at once (the host
+// import blocks until it answers) and settles the promise it returns; calls made side
+// by side (Promise.all) therefore run one after another.
+class ToolError extends NativeError {
+  constructor(message, kind) {
+    super(message);
+    this.name = 'ToolError';
+    this.kind = kind || 'tool_error';
+  }
+}
+let nextToolId = 1;
+function toolExchange(request) {
+  request.v = 1;
+  request.id = nextToolId++;
+  let answer;
+  try {
+    answer = toolsApi.call(jsonStringify(request));
+  } catch (e) {
+    // The import's error: no run that offers tools is under way.
+    const why = typeof e === 'string' ? e : (e && (e.payload || e.message)) || String(e);
+    throw new ToolError(String(why), 'protocol');
+  }
+  let parsed;
+  try { parsed = JSON.parse(answer); } catch { throw new ToolError('the answer is not JSON', 'protocol'); }
+  if (parsed.ok) return parsed;
+  const error = parsed.error || {};
+  throw new ToolError(error.message || 'the call failed', error.kind);
+}
+function settled(work) {
+  return new Promise((resolve, reject) => {
+    try { resolve(work()); } catch (e) { reject(e); }
+  });
+}
+function callTool(name, args) {
+  return settled(() => toolExchange({ op: 'call', tool: String(name), args: args === undefined ? {} : args }).value);
+}
+function listTools() {
+  return settled(() => toolExchange({ op: 'list' }).tools);
+}
+// Any other name is a tool: the host says whether the session has it.
+const toolsModule = new Proxy(
+  { ToolError, call: callTool, tools: listTools },
+  {
+    get(target, name) {
+      if (typeof name !== 'string' || hasOwn.call(target, name) || name === 'then' || name.startsWith('__')) {
+        return target[name];
+      }
+      return (args) => callTool(name, args);
+    },
+  },
+);
+const builtinModules = { sandlot_tools: toolsModule };
+G.require = function require(name) {
+  if (hasOwn.call(builtinModules, name)) return builtinModules[name];
+  const error = new NativeError(`Cannot find module '${name}': this runtime has no module system; only "sandlot_tools" can be required`);
+  error.code = 'MODULE_NOT_FOUND';
+  throw error;
+};
 
 // ---------------------------------------------------------------- interpreter
 

@@ -323,6 +323,9 @@ impl Catalog {
                 info
             }
         };
+        // Contract 0.4 has the `tools` import; a runtime of it binds its language's
+        // `sandlot_tools` itself.
+        let tools = info.api_version == "0.4.0";
         Ok(Described {
             public: RuntimeDescription {
                 id: info.id,
@@ -333,8 +336,7 @@ impl Catalog {
                 kind: RuntimeKind::Component {
                     api_version: info.api_version,
                 },
-                // The runtime world has no tool import yet.
-                tools: false,
+                tools,
             },
             sha256: Some(sha256),
         })

@@ -1,8 +1,11 @@
 //! Runtimes that are components of the `sandlot:plugin/runtime` world (a JavaScript
-//! engine, ...), of contract 0.1 or 0.2. One instance per interpreter, holding one
-//! `session` resource, so no two sessions ever share one.
+//! engine, ...), of contract 0.1, 0.2 or 0.4. One instance per interpreter, holding one
+//! `session` resource, so no two sessions ever share one. A 0.4 runtime may import
+//! `tools`: its calls go through the sandbox's [`Door`], open only while a run that
+//! offers tools is under way.
 
 use super::{arm, call, disarm, exited, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
+use crate::door::Door;
 use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;
 use sandlot_core::layout::Layout;
@@ -16,6 +19,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 // Bindings of each supported contract version of the runtime world (sandlot-wit).
 use sandlot_wit::v0_1_0::runtime as v0_1_0;
 use sandlot_wit::v0_2_0::runtime as v0_2_0;
+use sandlot_wit::v0_4_0::runtime as v0_4_0;
 
 /// The same code on either contract version's bindings: the generated types differ,
 /// the calls do not.
@@ -24,6 +28,7 @@ macro_rules! either {
         match $value {
             $enum::V0_1($b) => $body,
             $enum::V0_2($b) => $body,
+            $enum::V0_4($b) => $body,
         }
     };
 }
@@ -44,11 +49,32 @@ pub(super) struct ComponentInfo {
     pub api_version: String,
 }
 
-/// A component's store: WASI preview 2 and the memory cap.
+/// A component's store: WASI preview 2, the memory cap, and the door tool calls
+/// leave by.
 pub(super) struct ComponentState {
     ctx: WasiCtx,
     table: ResourceTable,
     memory: MemoryCap,
+    door: Door,
+}
+
+impl v0_4_0::sandlot::plugin::tools::Host for ComponentState {
+    async fn call(&mut self, request: String) -> std::result::Result<String, String> {
+        let Some(calls) = self.door.current() else {
+            return Err(
+                "no run that offers tools is under way: tools are called only \
+                        by the run that was given them"
+                    .into(),
+            );
+        };
+        // The canonical ABI has already copied the request out of the guest (bounded
+        // by the guest's own memory cap); `answer` refuses an oversized one from its
+        // length before reading it.
+        let answer = calls.answer(request.as_bytes()).await;
+        // Frames are JSON the host encoded: always UTF-8.
+        Ok(String::from_utf8(answer)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+    }
 }
 
 impl WasiView for ComponentState {
@@ -61,13 +87,14 @@ impl WasiView for ComponentState {
 }
 
 impl ComponentState {
-    fn new(wasi: &mut WasiCtxBuilder, memory: usize) -> Store<ComponentState> {
+    fn new(wasi: &mut WasiCtxBuilder, memory: usize, door: Door) -> Store<ComponentState> {
         let mut store = Store::new(
             engine::shared(),
             ComponentState {
                 ctx: wasi.build(),
                 table: ResourceTable::new(),
                 memory: MemoryCap::new(memory),
+                door,
             },
         );
         store.limiter(|state| &mut state.memory);
@@ -80,10 +107,11 @@ impl ComponentState {
 pub(super) enum ComponentRuntime {
     V0_1(v0_1_0::RuntimePre<ComponentState>),
     V0_2(v0_2_0::RuntimePre<ComponentState>),
+    V0_4(v0_4_0::RuntimePre<ComponentState>),
 }
 
 /// The versions of the runtime world this host runs, oldest first.
-const API_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
+const API_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.4.0"];
 
 impl ComponentRuntime {
     /// Links WASI preview 2 (sockets are linked but the context grants none) and
@@ -111,14 +139,19 @@ impl ComponentRuntime {
         };
         let mut linker = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        v0_4_0::sandlot::plugin::tools::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )?;
         let pre = linker.instantiate_pre(component)?;
         Ok(match version {
             "0.1.0" => ComponentRuntime::V0_1(v0_1_0::RuntimePre::new(pre)?),
             "0.2.0" => ComponentRuntime::V0_2(v0_2_0::RuntimePre::new(pre)?),
+            "0.4.0" => ComponentRuntime::V0_4(v0_4_0::RuntimePre::new(pre)?),
             other => wasmtime::bail!(
                 "it was built for contract {other}; this sandlot runs runtimes of contract {} \
                  (a newer sandlot may run it)",
-                API_VERSIONS.join(" and ")
+                API_VERSIONS.join(", ")
             ),
         })
     }
@@ -127,31 +160,37 @@ impl ComponentRuntime {
         match self {
             ComponentRuntime::V0_1(_) => "0.1.0",
             ComponentRuntime::V0_2(_) => "0.2.0",
+            ComponentRuntime::V0_4(_) => "0.4.0",
         }
     }
 
     /// Calls `info` in an instance of its own, with nothing to read and a small budget.
     pub(super) fn describe(&self) -> wasmtime::Result<ComponentInfo> {
-        let mut store = ComponentState::new(&mut WasiCtxBuilder::new(), INFO_MEMORY);
+        let mut store =
+            ComponentState::new(&mut WasiCtxBuilder::new(), INFO_MEMORY, Door::default());
         store.set_epoch_deadline(engine::ticks(INFO_TIMEOUT));
         let described = call(INFO_TIMEOUT, None, async {
-            Ok(match self {
-                ComponentRuntime::V0_1(pre) => {
-                    let info = pre
-                        .instantiate_async(&mut store)
+            // The same calls on each version's bindings; 0.1's info has no `bundled`.
+            macro_rules! info {
+                ($pre:expr) => {
+                    $pre.instantiate_async(&mut store)
                         .await?
                         .sandlot_plugin_interpreter()
                         .call_info(&mut store)
-                        .await?;
+                        .await?
+                };
+            }
+            Ok(match self {
+                ComponentRuntime::V0_1(pre) => {
+                    let info = info!(pre);
                     (info.id, info.languages, info.version, Vec::new())
                 }
                 ComponentRuntime::V0_2(pre) => {
-                    let info = pre
-                        .instantiate_async(&mut store)
-                        .await?
-                        .sandlot_plugin_interpreter()
-                        .call_info(&mut store)
-                        .await?;
+                    let info = info!(pre);
+                    (info.id, info.languages, info.version, info.bundled)
+                }
+                ComponentRuntime::V0_4(pre) => {
+                    let info = info!(pre);
                     (info.id, info.languages, info.version, info.bundled)
                 }
             })
@@ -173,10 +212,11 @@ impl ComponentRuntime {
     }
 }
 
-/// An instance and its session, of either contract version.
+/// An instance and its session, of any contract version.
 enum Bound {
     V0_1(v0_1_0::Runtime),
     V0_2(v0_2_0::Runtime),
+    V0_4(v0_4_0::Runtime),
 }
 
 /// The interpreter of one sandbox, for a component runtime.
@@ -207,7 +247,7 @@ impl ComponentInterpreter {
             .allow_blocking_current_thread(true)
             .preopened_dir(workspace, Layout::WORKSPACE, FsPerms::ReadWrite)
             .map_err(|e| failed(format!("cannot mount the workspace: {e:#}")))?;
-        let mut store = ComponentState::new(&mut wasi, memory);
+        let mut store = ComponentState::new(&mut wasi, memory, stdio.door.clone());
         store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
         let made = call(SETUP_TIMEOUT, None, async {
             let bindings = match runtime {
@@ -216,6 +256,9 @@ impl ComponentInterpreter {
                 }
                 ComponentRuntime::V0_2(pre) => {
                     Bound::V0_2(pre.instantiate_async(&mut store).await?)
+                }
+                ComponentRuntime::V0_4(pre) => {
+                    Bound::V0_4(pre.instantiate_async(&mut store).await?)
                 }
             };
             let session = either!(&bindings, Bound, b => {
@@ -246,19 +289,29 @@ impl ComponentInterpreter {
     /// Calls a 0.2 session's `set-env` or `set-cwd`; `None` for a 0.1 runtime, which
     /// has neither.
     fn configure(&mut self, setting: Setting<'_>) -> Option<std::result::Result<(), String>> {
-        let Bound::V0_2(bindings) = &self.bindings else {
+        if matches!(self.bindings, Bound::V0_1(_)) {
             return None;
-        };
+        }
         let Some(store) = self.store.as_mut() else {
             return Some(Err("the interpreter is gone".into()));
         };
         store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
         let session = self.session;
         let result = call(SETUP_TIMEOUT, None, async {
-            let api = bindings.sandlot_plugin_interpreter().session();
-            match setting {
-                Setting::Env(vars) => api.call_set_env(&mut *store, session, vars).await,
-                Setting::Cwd(path) => api.call_set_cwd(&mut *store, session, path).await,
+            // 0.1 returned above; 0.2 and 0.4 share the interface.
+            macro_rules! set {
+                ($b:expr) => {{
+                    let api = $b.sandlot_plugin_interpreter().session();
+                    match setting {
+                        Setting::Env(vars) => api.call_set_env(&mut *store, session, vars).await,
+                        Setting::Cwd(path) => api.call_set_cwd(&mut *store, session, path).await,
+                    }
+                }};
+            }
+            match &self.bindings {
+                Bound::V0_1(_) => Ok(Ok(())),
+                Bound::V0_2(b) => set!(b),
+                Bound::V0_4(b) => set!(b),
             }
         });
         Some(match result {

