@@ -2,14 +2,16 @@
 chromium, driven over WebDriver by Selenium (from PyPI). tests/serve.rs runs it;
 tests/run.sh installs both.
 
-    playground_browser.py http://127.0.0.1:PORT/ [TOKEN]
+    playground_browser.py http://127.0.0.1:PORT/ [TOKEN | --tools]
 
 Without TOKEN (a server without tokens): loads the page, runs Python that prints and
 plots, and checks that the text and the image appear; runs again in the same session
 and checks the variable is still there. With TOKEN (a server that needs it): the page
 first says, as an error, that it cannot list the languages; once the token is entered
-the list fills in without a reload, and code indented with Tab runs. Prints one line
-per check and exits non-zero at the first that fails.
+the list fills in without a reload, and code indented with Tab runs. With --tools (a
+server given mcp-server-time as an upstream): code that calls its tool lists each call
+while it still runs, a refused one with its reason. Prints one line per check and exits
+non-zero at the first that fails.
 """
 
 import sys
@@ -32,23 +34,21 @@ def main():
     try:
         browser.get(sys.argv[1])
         wait = WebDriverWait(browser, 90)
+        if len(sys.argv) > 2 and sys.argv[2] == "--tools":
+            with_tools(browser, wait)
+            return
         if len(sys.argv) > 2:
             with_a_token(browser, wait, sys.argv[2])
             return
-        wait.until(lambda b: len(Select(b.find_element(By.ID, "language")).options) > 1)
-        check("the page lists the languages", True)
-        Select(browser.find_element(By.ID, "language")).select_by_value("python")
-        Select(browser.find_element(By.ID, "backend")).select_by_value("wasm")
-        code = browser.find_element(By.ID, "code")
-        code.clear()
-        code.send_keys(
+        code = run_python_on_wasm(
+            browser,
+            wait,
             "import matplotlib.pyplot as plt\n"
             "kept = 'from the first run'\n"
             "print('hello from the browser')\n"
             "plt.plot([1, 2, 3], [3, 1, 2])\n"
-            "plt.show()\n"
+            "plt.show()\n",
         )
-        browser.find_element(By.ID, "run").click()
         wait.until(lambda b: b.find_element(By.ID, "status").text.startswith(("exit", "error")))
         status = browser.find_element(By.ID, "status").text
         check("the run ends well", status.startswith("exit 0"), status)
@@ -73,6 +73,55 @@ def main():
         check("no error in the browser's console", not errors, errors)
     finally:
         browser.quit()
+
+
+def run_python_on_wasm(browser, wait, text):
+    """Once the page lists the languages, types `text` as Python for the wasm backend
+    and runs it; gives the editor."""
+    wait.until(lambda b: len(Select(b.find_element(By.ID, "language")).options) > 1)
+    check("the page lists the languages", True)
+    Select(browser.find_element(By.ID, "language")).select_by_value("python")
+    Select(browser.find_element(By.ID, "backend")).select_by_value("wasm")
+    code = browser.find_element(By.ID, "code")
+    code.clear()
+    code.send_keys(text)
+    browser.find_element(By.ID, "run").click()
+    return code
+
+
+def with_tools(browser, wait):
+    # Typed without indentation: the editor keeps the lines as they come.
+    run_python_on_wasm(
+        browser,
+        wait,
+        "import time\n"
+        "import sandlot_tools as t\n"
+        "print(t.time_get_current_time(timezone='UTC')['timezone'])\n"
+        "try: t.time_get_current_time(timezone=7)\n"
+        "except t.ToolError as e: print('refused', type(e).__name__)\n"
+        "end = time.time() + 6\n"
+        "while time.time() < end: pass\n"
+        "print('done')\n",
+    )
+    calls = lambda b: b.find_elements(By.CSS_SELECTOR, "#tools li")
+    wait.until(lambda b: len(calls(b)) == 2)
+    status = browser.find_element(By.ID, "status").text
+    check("the calls are listed while the run goes on", status.startswith("running"), status)
+    first, second = [item.text for item in calls(browser)]
+    check("the call that worked", first.startswith("time_get_current_time · ok · "), first)
+    check("a refused call says why",
+          second.startswith("time_get_current_time · invalid_arguments · ")
+          and calls(browser)[1].get_attribute("class") == "failed", second)
+    wait.until(lambda b: b.find_element(By.ID, "status").text.startswith(("exit", "error")))
+    status = browser.find_element(By.ID, "status").text
+    stdout = browser.find_element(By.ID, "stdout").text
+    check("the run ends well", status.startswith("exit 0") and "refused ToolArgumentError" in stdout
+          and "done" in stdout, status + " | " + stdout)
+    check("the list is the result's", len(calls(browser)) == 2
+          and browser.find_element(By.ID, "tools-title").text == "tool calls (2)",
+          [item.text for item in calls(browser)])
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    check("no error in the browser's console", not errors, errors)
 
 
 def with_a_token(browser, wait, token):

@@ -47,8 +47,14 @@ impl Server {
         }
         let mut child = command.spawn().unwrap();
         let mut said = std::io::BufReader::new(child.stderr.take().unwrap());
+        // What it says before its address (code mode's tools) is passed over.
         let mut line = String::new();
-        said.read_line(&mut line).unwrap();
+        while !line.contains("http://") {
+            line.clear();
+            if said.read_line(&mut line).unwrap() == 0 {
+                panic!("sandlot serve ended before it said where it listens");
+            }
+        }
         // The rest of what it says is kept, and read to the end so its writes never
         // fail.
         let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -772,7 +778,8 @@ async fn without_tokens_a_foreign_host_or_origin_is_refused() {
 }
 
 /// The playground page in a real headless browser (Debian's chromium, driven by
-/// Selenium from `tests/playground_browser.py`): prints, plots, keeps a session.
+/// Selenium from `tests/playground_browser.py`): prints, plots, keeps a session, and
+/// shows tool calls as they happen.
 #[test]
 fn the_playground_runs_python_in_a_real_browser() {
     assert!(
@@ -786,6 +793,19 @@ fn the_playground_runs_python_in_a_real_browser() {
     drop(server);
     assert!(said.contains("ok: the browser decoded the image"), "{said}");
     assert!(said.contains("ok: the session kept the variable"), "{said}");
+
+    // Code mode: the tools of an upstream MCP server no one here wrote; the page
+    // lists each call as it ends, while the run goes on.
+    let (time, _) = support::upstream_mcp_servers();
+    let upstream = format!("time={time} --local-timezone UTC");
+    let server = Server::spawn(&["--upstream", &upstream], false, &[]);
+    let said = browse(&[&server.at("/"), "--tools"]);
+    drop(server);
+    assert!(
+        said.contains("ok: the calls are listed while the run goes on"),
+        "{said}"
+    );
+    assert!(said.contains("ok: a refused call says why"), "{said}");
 
     // With tokens: the page is public, the API is not until the token is entered.
     let server = Server::spawn(&[], true, &[]);

@@ -160,6 +160,9 @@ pub struct RunOptions {
     /// Stops the run when set from elsewhere (Ctrl-C, a caller that gave up): see
     /// [`Interrupt`](crate::Interrupt) for what each backend keeps.
     pub interrupt: Option<crate::Interrupt>,
+    /// Sees each tool call as it ends, while the run goes on, as
+    /// [`Execution::tool_calls`] will hold it (secrets masked).
+    pub on_tool_call: Option<crate::tool::ToolCallSink>,
 }
 
 /// What a session keeps for all its runs, as its builder set it.
@@ -610,11 +613,19 @@ impl Session {
         let timeout = options.timeout.unwrap_or(limits.timeout);
         // The session's code calls tools; its installs and preludes do not come here.
         let tools = (!self.tools.is_empty()).then(|| {
-            Arc::new(ToolCalls::new(
-                self.tools.clone(),
-                limits.tools,
-                Instant::now() + timeout,
-            ))
+            let calls = ToolCalls::new(self.tools.clone(), limits.tools, Instant::now() + timeout);
+            Arc::new(match options.on_tool_call {
+                Some(sink) if self.secrets.is_empty() => calls.observed(sink),
+                Some(sink) => {
+                    let secrets = self.secrets.clone();
+                    calls.observed(Arc::new(move |call: &ToolCall| {
+                        let mut call = call.clone();
+                        call.message = call.message.map(|m| secrets.mask_text(&m));
+                        sink(&call)
+                    }))
+                }
+                None => calls,
+            })
         });
         let sandbox = self.sandbox()?;
         let started = Instant::now();

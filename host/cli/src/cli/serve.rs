@@ -20,10 +20,9 @@ pub(super) struct ServeArgs {
 pub(super) fn command(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     let tokens = tokens(global)?;
     init_logging();
-    let manager = args
-        .sessions
-        .manager(global, sandlot::tool::ToolSet::new())?;
     let runtime = runtime()?;
+    let upstreams = args.sessions.connect_upstreams(global, &runtime, "serve")?;
+    let manager = args.sessions.manager(global, upstreams.tools().clone())?;
     let served = runtime.block_on(async {
         let api = HttpApi::bind(manager.clone(), ServeOptions::new(args.listen, tokens)).await?;
         if api.authenticated() {
@@ -39,6 +38,8 @@ pub(super) fn command(global: &Global, args: ServeArgs) -> Result<ExitCode> {
         api.shutdown().await;
         Ok::<(), sandlot::Error>(())
     });
+    // The upstream servers it started stop before the process goes.
+    runtime.block_on(upstreams.close());
     finish(&manager, runtime, "serve");
     served?;
     Ok(ExitCode::SUCCESS)

@@ -2,10 +2,11 @@
 //! settings they take, their logs, their runtime, how they stop.
 
 use super::Global;
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use sandlot::policy::Policy;
 use sandlot::server::manager::{ManagerSettings, SessionManager};
+use sandlot::server::mcp::upstream::{Upstream, UpstreamEndpoint, Upstreams};
 use sandlot::server::service::Service;
 use std::time::Duration;
 
@@ -54,11 +55,37 @@ pub(super) struct SessionArgs {
         value_delimiter = ','
     )]
     accept_unenforced: Vec<String>,
+    /// Code mode: an upstream MCP server whose tools the sandboxed code calls as
+    /// functions (NAME_TOOL), as NAME=COMMAND ARGS... or NAME=URL (loopback only);
+    /// repeatable, and added to sandlot.toml's [mcp.upstream.NAME] sections.
+    #[arg(long, value_name = "NAME=COMMAND|URL")]
+    upstream: Vec<String>,
 }
 
 impl SessionArgs {
-    /// The session manager these settings describe, over the configured service.
-    /// The manager of the server's sessions, every one of which gets `tools`.
+    /// Connects to the upstream MCP servers of sandlot.toml and of `--upstream`, whose
+    /// tools every session of the server `name` gets; says how many there are.
+    pub(super) fn connect_upstreams(
+        &self,
+        global: &Global,
+        runtime: &tokio::runtime::Runtime,
+        name: &str,
+    ) -> Result<Upstreams> {
+        let upstreams =
+            runtime.block_on(Upstreams::connect(&upstreams(global, &self.upstream)?))?;
+        if !upstreams.tools().is_empty() {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "sandlot {name}: code mode: {} tools of the upstream servers are functions in the sandbox",
+                upstreams.tools().len()
+            );
+        }
+        Ok(upstreams)
+    }
+
+    /// The manager of the server's sessions, over the configured service, every one
+    /// of which gets `tools`.
     pub(super) fn manager(
         &self,
         global: &Global,
@@ -113,6 +140,35 @@ impl SessionArgs {
         }
         Ok(SessionManager::new(service, settings))
     }
+}
+
+/// The upstream servers of sandlot.toml, then those of the flags.
+fn upstreams(global: &Global, flags: &[String]) -> Result<Vec<Upstream>> {
+    let config = global.config()?;
+    let mut upstreams = Vec::new();
+    for (name, section) in &config.mcp.upstream {
+        let endpoint = match (&section.command, &section.url) {
+            (Some(command), None) => UpstreamEndpoint::Command(command.clone()),
+            (None, Some(url)) => UpstreamEndpoint::Url(url.clone()),
+            _ => {
+                return Err(anyhow!(
+                    "[mcp.upstream.{name}] needs one of `command` (a list) and `url`"
+                ))
+            }
+        };
+        upstreams.push(Upstream::new(name, endpoint)?);
+    }
+    for flag in flags {
+        let upstream: Upstream = flag.parse()?;
+        if upstreams.iter().any(|u| u.name == upstream.name) {
+            return Err(anyhow!(
+                "--upstream {flag}: an upstream server is already named {}",
+                upstream.name
+            ));
+        }
+        upstreams.push(upstream);
+    }
+    Ok(upstreams)
 }
 
 /// Logs of a long-lived server: to stderr (stdout may be the MCP transport), at the

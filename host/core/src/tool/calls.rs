@@ -5,7 +5,7 @@ use super::{Handler, ToolCall, ToolLimits, ToolOutcome, ToolSet};
 use futures_util::FutureExt as _;
 use serde_json::Value;
 use std::panic::AssertUnwindSafe;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The tool calls of one run: a backend hands each request frame that comes out of
@@ -40,6 +40,21 @@ pub struct ToolCalls {
     deadline: Instant,
     record: Mutex<Record>,
     turns: tokio::sync::Semaphore,
+    observer: Option<Observer>,
+}
+
+/// Sees each call of a run as it is recorded, while the run goes on: what a server
+/// streams to its client as the calls happen. Called from whichever thread answered
+/// the call, with the run's record locked: it should return quickly, and never after
+/// the run has ended.
+pub type ToolCallSink = Arc<dyn Fn(&ToolCall) + Send + Sync>;
+
+struct Observer(ToolCallSink);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
 }
 
 #[derive(Debug, Default)]
@@ -63,7 +78,14 @@ impl ToolCalls {
             deadline,
             record: Mutex::new(Record::default()),
             turns: tokio::sync::Semaphore::new(limits.max_concurrent.max(1) as usize),
+            observer: None,
         }
+    }
+
+    /// The same calls, each shown to `sink` as it is recorded.
+    pub fn observed(mut self, sink: ToolCallSink) -> ToolCalls {
+        self.observer = Some(Observer(sink));
+        self
     }
 
     /// The tools the run may call.
@@ -296,15 +318,23 @@ impl ToolCalls {
         outcome: ToolOutcome,
         message: Option<&str>,
     ) {
-        let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
-        record.made.push(ToolCall {
+        let call = ToolCall {
             name: name.to_string(),
             duration: arrived.elapsed(),
             argument_bytes,
             result_bytes,
             outcome,
             message: message.map(|m| protocol::cut(m, protocol::MAX_MESSAGE).to_string()),
-        });
+        };
+        let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        // A call that ends after its run is in no record, and shown to no one.
+        if record.finished {
+            return;
+        }
+        if let Some(Observer(sink)) = &self.observer {
+            sink(&call);
+        }
+        record.made.push(call);
     }
 
     /// Ends the run's calls and gives their record, in the order they were answered.
@@ -397,6 +427,26 @@ mod tests {
 
     fn calls_with(limits: ToolLimits) -> ToolCalls {
         ToolCalls::new(tools(), limits, Instant::now() + Duration::from_secs(60))
+    }
+
+    #[test]
+    fn an_observer_sees_each_call_as_it_is_recorded_and_none_after_the_run() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seeing = seen.clone();
+        let calls = calls_with(ToolLimits::default()).observed(Arc::new(move |call: &ToolCall| {
+            seeing.lock().unwrap().push(call.clone())
+        }));
+        ask(&calls, call("echo", json!({"n": 1})));
+        assert_eq!(seen.lock().unwrap().len(), 1, "seen while the run goes on");
+        ask(&calls, call("fails", json!({})));
+        let recorded = calls.finish();
+        assert_eq!(*seen.lock().unwrap(), recorded);
+        ask(&calls, call("echo", json!({"n": 2})));
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            2,
+            "a call after the run is not shown"
+        );
     }
 
     #[test]

@@ -47,7 +47,7 @@
 mod calls;
 pub mod protocol;
 
-pub use calls::ToolCalls;
+pub use calls::{ToolCallSink, ToolCalls};
 
 use crate::error::{Error, Result};
 use serde::Serialize;

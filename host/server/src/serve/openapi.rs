@@ -113,7 +113,9 @@ pub(super) fn document() -> Value {
             method: "post",
             path: "/v1/sessions/{id}/run",
             summary: "Runs code in a session; with `Accept: text/event-stream` the output \
-                      streams as `stdout` and `stderr` events, then one `result` (or `error`)",
+                      streams as `stdout` and `stderr` events, the calls of the client's \
+                      tools as `tool_call` events, each tool call's end as a `tool_call_end` \
+                      event, then one `result` (or `error`)",
             body: Some(session_run),
             answer: (
                 "200",

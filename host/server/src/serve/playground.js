@@ -56,11 +56,33 @@ function clear() {
   for (const id of ["stdout", "stderr"]) $(id).textContent = "";
   $("plots").replaceChildren();
   $("files").replaceChildren();
+  $("tools").replaceChildren();
+  $("tools-title").hidden = true;
+}
+
+// One line per tool call the code made, as it ends: name, outcome, time, and why it
+// failed.
+function toolCall(call) {
+  const item = document.createElement("li");
+  let text = (call.name || "(no tool named)") + " · " + call.outcome + " · " +
+    Number(call.duration_ms).toFixed(1) + " ms";
+  if (call.message) text += " · " + call.message;
+  item.textContent = text;
+  if (call.outcome !== "ok") item.className = "failed";
+  $("tools").append(item);
+  $("tools-title").hidden = false;
+  $("tools-title").textContent = "tool calls (" + $("tools").children.length + ")";
 }
 
 function show(result) {
   $("stdout").textContent = result.stdout;
   $("stderr").textContent = result.stderr;
+  // A streamed run showed its calls as they ended; any other shows them now.
+  const calls = result.tool_calls || [];
+  if ($("tools").children.length !== calls.length) {
+    $("tools").replaceChildren();
+    calls.forEach(toolCall);
+  }
   say("exit " + result.exit_code + " · " + result.end.reason + " · " +
     result.duration_ms.toFixed(1) + " ms · " + result.backend,
     result.end.reason === "completed" && result.exit_code === 0 ? "done" : "error");
@@ -106,6 +128,7 @@ async function streamed(path, body) {
       const payload = JSON.parse(data);
       if (event === "stdout") $("stdout").textContent += payload.text;
       else if (event === "stderr") $("stderr").textContent += payload.text;
+      else if (event === "tool_call_end") toolCall(payload);
       else if (event === "result") show(payload);
       else if (event === "error") throw new Error(payload.error.message);
     }

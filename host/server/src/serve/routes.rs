@@ -588,8 +588,10 @@ async fn run(
 
 /// A run whose output goes out as server-sent events while it runs: `stdout` and
 /// `stderr` events (`{"text": ...}`), a `tool_call` event for each call of the
-/// client's tools (see [`super::client_tools`]), then one `result` (the execution's
-/// JSON) or `error` (as the API's errors).
+/// client's tools (see [`super::client_tools`]), a `tool_call_end` event as each tool
+/// call of the run ends, whoever answered it (the record the result's `tool_calls`
+/// will hold), then one `result` (the execution's JSON) or `error` (as the API's
+/// errors).
 fn streamed(
     work: impl FnOnce(RunOptions) -> Result<Execution, Error> + Send + 'static,
     mut options: RunOptions,
@@ -610,11 +612,25 @@ fn streamed(
     };
     options.on_stdout = Some(sink("stdout"));
     options.on_stderr = Some(sink("stderr"));
+    // Emptied once the run is over: a handler still running then (abandoned at the
+    // run's deadline) must not hold the stream open.
+    let ends = Arc::new(std::sync::Mutex::new(Some(events.clone())));
+    let ended = ends.clone();
+    options.on_tool_call = Some(Arc::new(move |call: &sandlot_core::tool::ToolCall| {
+        let ends = ended.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(events), Ok(event)) = (
+            ends.as_ref(),
+            Event::default().event("tool_call_end").json_data(call),
+        ) {
+            let _ = events.send(event);
+        }
+    }));
     let listening = hub.map(|hub| hub.listen(events.clone()));
     tokio::task::spawn_blocking(move || {
         let ran = work(options);
-        // No call of the client's tools goes out after the run.
+        // No call of the client's tools goes out after the run, nor word of one.
         drop(listening);
+        ends.lock().unwrap_or_else(|e| e.into_inner()).take();
         let last = match ran {
             Ok(run) => Event::default().event("result").json_data(run.to_json()),
             Err(e) => {
