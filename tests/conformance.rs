@@ -1186,6 +1186,8 @@ except AttributeError:
     print("no_such_tool refused")
 print("still running", t.add(a=1, b=1))
 print(sorted(d["name"] for d in t.tools()))
+attempt("missing", lambda: t.add(a=1))
+attempt("unexpected", lambda: t.add(a=1, b=2, c=3))
 "#;
     let limited = session.run(code).unwrap();
     let out = limited.stdout_text();
@@ -1203,17 +1205,23 @@ print(sorted(d["name"] for d in t.tools()))
     assert!(lines[2].starts_with("big ToolTooLarge"), "{out}");
     assert!(lines[3].starts_with("slow ToolTimeout"), "{out}");
     assert_eq!(
-        lines[4..],
+        lines[4..7],
         [
             "no_such_tool refused",
             "still running 2",
-            "['add', 'big', 'fails', 'slow', 'twice']"
+            "['add', 'big', 'fails', 'slow', 'twice']",
         ],
+        "{out}"
+    );
+    // Arguments the signature refuses: refused in the sandbox, or by the host.
+    assert!(lines[7].starts_with("missing ToolArgumentError"), "{out}");
+    assert!(
+        lines[8].starts_with("unexpected ToolArgumentError"),
         "{out}"
     );
     let outcomes = outcomes(&limited);
     assert_eq!(
-        outcomes,
+        outcomes[..5],
         [
             "tool_error",
             "invalid_arguments",
@@ -1221,6 +1229,10 @@ print(sorted(d["name"] for d in t.tools()))
             "timeout",
             "ok"
         ]
+    );
+    assert!(
+        outcomes[5..].iter().all(|o| *o == "invalid_arguments"),
+        "{outcomes:?}"
     );
     assert_eq!(limited.tool_calls[0].message.as_deref(), Some("no fruit"));
 

@@ -95,20 +95,22 @@ pub struct Answers {
     waiting: Mutex<HashMap<u64, Waiting>>,
 }
 
-/// A call waiting for its answer: the connection it goes to, and the thread that
-/// serves that connection.
+/// A call waiting for its answer: the endpoint it came through, the connection its
+/// answer goes to, and the thread that serves that connection.
 struct Waiting {
-    to: UnixStream,
+    endpoint: u64,
+    to: Arc<UnixStream>,
     rest: mpsc::SyncSender<Vec<u8>>,
 }
 
 impl Answers {
-    /// Registers call `call`, made on connection `to`. Its answer is written there
-    /// (the length, then the frame) as it arrives, as far as the connection takes it
-    /// without waiting; the receiver then gets what is left to write (nothing, mostly).
-    pub fn expect(&self, call: u64, to: UnixStream) -> mpsc::Receiver<Vec<u8>> {
+    /// Registers call `call`, made on connection `to` of endpoint `endpoint`. Its
+    /// answer is written there (the length, then the frame) as it arrives, as far as
+    /// the connection takes it without waiting; the receiver then gets what is left to
+    /// write (nothing, mostly).
+    pub fn expect(&self, call: u64, endpoint: u64, to: Arc<UnixStream>) -> mpsc::Receiver<Vec<u8>> {
         let (rest, rx) = mpsc::sync_channel(1);
-        self.lock().insert(call, Waiting { to, rest });
+        self.lock().insert(call, Waiting { endpoint, to, rest });
         rx
     }
 
@@ -128,12 +130,11 @@ impl Answers {
         let _ = waiting.rest.try_send(out.split_off(written));
     }
 
-    /// Gives up on every call still waiting: their receivers see the channel closed.
-    pub fn abandon(&self, calls: impl IntoIterator<Item = u64>) {
-        let mut waiting = self.lock();
-        for call in calls {
-            waiting.remove(&call);
-        }
+    /// Gives up on every call of `endpoint` still waiting: their receivers see the
+    /// channel closed.
+    pub fn abandon(&self, endpoint: u64) {
+        self.lock()
+            .retain(|_, waiting| waiting.endpoint != endpoint);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Waiting>> {
@@ -207,9 +208,11 @@ mod tests {
         let (host, agent) = UnixStream::pair().unwrap();
         let mut input = HostInput::new(OwnedFd::from(agent));
         let (code, to) = UnixStream::pair().unwrap();
-        let first = input.answers().expect(1, to.try_clone().unwrap());
-        let second = input.answers().expect(2, to);
-        input.answers().abandon([2]);
+        let to = Arc::new(to);
+        // Two endpoints' calls on one connection; the second endpoint closes.
+        let first = input.answers().expect(1, 7, to.clone());
+        let second = input.answers().expect(2, 8, to);
+        input.answers().abandon(8);
         let mut wire = Vec::new();
         for call in [9, 2, 1] {
             Request::ToolAnswer {

@@ -48,13 +48,15 @@ struct Shared {
     /// Set, under the writer's lock, when the run ends: no call is relayed after.
     closed: AtomicBool,
     /// Connections open now, to shut them at the end.
-    connections: Mutex<Vec<UnixStream>>,
+    connections: Mutex<Vec<Arc<UnixStream>>>,
     open: AtomicUsize,
-    /// Calls relayed and not answered yet, to abandon them at the end.
-    waiting: Mutex<Vec<u64>>,
+    /// This endpoint's number among the agent's: its calls still waiting for an answer
+    /// are abandoned under it at the end.
+    id: u64,
 }
 
 /// Where an endpoint listens.
+#[derive(Clone)]
 enum Address {
     /// A socket file, which every language's runtime can connect to (Node 18's
     /// cannot reach an abstract name).
@@ -73,12 +75,8 @@ impl Endpoint {
         limits: ToolChannel,
         dir: &Path,
     ) -> io::Result<Endpoint> {
-        let name = format!(
-            "sandlot-tools-{}-{}-{:x}",
-            std::process::id(),
-            NEXT_ENDPOINT.fetch_add(1, Ordering::Relaxed),
-            random()
-        );
+        let id = NEXT_ENDPOINT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("sandlot-tools-{}-{id}-{:x}", std::process::id(), random());
         let path = dir.join(&name);
         let (address, listener) = match UnixListener::bind(&path) {
             Ok(listener) => (Address::Path(path), listener),
@@ -94,7 +92,7 @@ impl Endpoint {
             closed: AtomicBool::new(false),
             connections: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
-            waiting: Mutex::new(Vec::new()),
+            id,
         });
         let accepting = {
             let listener = listener.try_clone()?;
@@ -141,8 +139,7 @@ impl Drop for Endpoint {
         for connection in lock(&self.shared.connections).drain(..) {
             let _ = connection.shutdown(std::net::Shutdown::Both);
         }
-        let waiting: Vec<u64> = lock(&self.shared.waiting).drain(..).collect();
-        self.shared.answers.abandon(waiting);
+        self.shared.answers.abandon(self.shared.id);
         if let Address::Path(path) = &self.address {
             let _ = std::fs::remove_file(path);
         }
@@ -184,21 +181,22 @@ fn accept(listener: UnixListener, shared: Arc<Shared>) {
         if shared.open.load(Ordering::SeqCst) >= shared.limits.max_connections as usize {
             continue;
         }
-        let Ok(kept) = connection.try_clone() else {
-            continue;
-        };
-        lock(&shared.connections).push(kept);
+        // One stream per connection, shared by its thread, the answers written to it
+        // and the end that shuts it.
+        let connection = Arc::new(connection);
+        lock(&shared.connections).push(connection.clone());
         shared.open.fetch_add(1, Ordering::SeqCst);
         let shared = shared.clone();
         std::thread::spawn(move || {
-            serve(connection, &shared);
+            serve(&connection, &shared);
             shared.open.fetch_sub(1, Ordering::SeqCst);
         });
     }
 }
 
 /// Relays the calls of one connection, one at a time, until it or the run ends.
-fn serve(mut connection: UnixStream, shared: &Shared) {
+fn serve(stream: &Arc<UnixStream>, shared: &Shared) {
+    let mut connection: &UnixStream = stream;
     loop {
         let mut len = [0u8; 4];
         if connection.read_exact(&mut len).is_err() {
@@ -219,11 +217,7 @@ fn serve(mut connection: UnixStream, shared: &Shared) {
             }
             Reply::ToolCall { call, frame }
         };
-        let Ok(to) = connection.try_clone() else {
-            return;
-        };
-        let answer = shared.answers.expect(call, to);
-        lock(&shared.waiting).push(call);
+        let answer = shared.answers.expect(call, shared.id, stream.clone());
         {
             let mut writer = shared.writer.lock().unwrap_or_else(|e| e.into_inner());
             if shared.closed.load(Ordering::SeqCst) || reply.write_to(&mut *writer).is_err() {
@@ -235,7 +229,6 @@ fn serve(mut connection: UnixStream, shared: &Shared) {
         let Ok(rest) = answer.recv() else {
             return;
         };
-        lock(&shared.waiting).retain(|&c| c != call);
         if connection.write_all(&rest).is_err() {
             return;
         }
@@ -428,10 +421,7 @@ mod tests {
             );
 
             // The run ends: the call waiting is abandoned and the endpoint is gone.
-            let address = match &endpoint.address {
-                Address::Path(path) => Address::Path(path.clone()),
-                Address::Abstract(name) => Address::Abstract(name.clone()),
-            };
+            let address = endpoint.address.clone();
             drop(endpoint);
             let mut rest = Vec::new();
             code.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

@@ -19,16 +19,27 @@ pub(super) struct RunOnce {
 /// does not know (`timout_seconds` is a typo to report, not a field to ignore).
 impl<'de> Deserialize<'de> for RunOnce {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let mut fields = serde_json::Map::<String, Value>::deserialize(deserializer)?;
-        let code = match fields.remove("code") {
-            Some(Value::String(code)) => code,
-            Some(_) => return Err(D::Error::custom("`code` must be a string: the program")),
-            None => return Err(D::Error::missing_field("code")),
-        };
-        let ask = Ask::deserialize(Value::Object(fields)).map_err(D::Error::custom)?;
+        let (ask, code) = beside_an_ask(deserializer, "code", |code| match code {
+            Some(Value::String(code)) => Ok(code),
+            Some(_) => Err("`code` must be a string: the program".into()),
+            None => Err("missing field `code`".into()),
+        })?;
         Ok(RunOnce { ask, code })
     }
+}
+
+/// An [`Ask`] and one field beside it: `field` is taken out of the object and read by
+/// `read` (given `None` when it is absent), and the rest must be exactly an `Ask`.
+fn beside_an_ask<'de, D: Deserializer<'de>, T>(
+    deserializer: D,
+    field: &str,
+    read: impl FnOnce(Option<Value>) -> Result<T, String>,
+) -> Result<(Ask, T), D::Error> {
+    use serde::de::Error;
+    let mut fields = serde_json::Map::<String, Value>::deserialize(deserializer)?;
+    let value = read(fields.remove(field)).map_err(D::Error::custom)?;
+    let ask = Ask::deserialize(Value::Object(fields)).map_err(D::Error::custom)?;
+    Ok((ask, value))
 }
 
 /// `POST /v1/sessions/{id}/run`.
@@ -69,14 +80,12 @@ pub(super) struct OpenSession {
 /// By hand, as [`RunOnce`]: `tools` is taken out, and the rest must be an [`Ask`].
 impl<'de> Deserialize<'de> for OpenSession {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let mut fields = serde_json::Map::<String, Value>::deserialize(deserializer)?;
-        let tools = match fields.remove("tools") {
-            None => Vec::new(),
-            Some(tools) => Vec::<DeclaredTool>::deserialize(tools)
-                .map_err(|e| D::Error::custom(format!("tools: {e}")))?,
-        };
-        let ask = Ask::deserialize(Value::Object(fields)).map_err(D::Error::custom)?;
+        let (ask, tools) = beside_an_ask(deserializer, "tools", |tools| match tools {
+            None => Ok(Vec::new()),
+            Some(tools) => {
+                Vec::<DeclaredTool>::deserialize(tools).map_err(|e| format!("tools: {e}"))
+            }
+        })?;
         Ok(OpenSession { ask, tools })
     }
 }
