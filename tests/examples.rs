@@ -52,6 +52,27 @@ fn the_wasm_example_keeps_state_between_runs_and_writes_the_report() {
 }
 
 #[test]
+fn the_tools_example_calls_the_application_from_python_and_javascript() {
+    let said = run("tools");
+    for language in ["python", "javascript"] {
+        assert!(said.contains(&format!("{language}:\n")), "{said}");
+    }
+    // Each call shown as it ended, the refused one too, before the program's answer.
+    assert_eq!(said.matches("  tool call: search ok").count(), 4, "{said}");
+    assert_eq!(
+        said.matches("  tool call: search tool_error").count(),
+        2,
+        "{said}"
+    );
+    assert_eq!(
+        said.matches("  the program said: cost of the 3 well rated: 3197")
+            .count(),
+        2,
+        "{said}"
+    );
+}
+
+#[test]
 fn the_audited_backend_sees_one_open_and_one_run() {
     let said = run("audited_backend");
     assert!(said.contains("audit: open "), "{said}");
