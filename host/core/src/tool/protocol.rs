@@ -14,7 +14,7 @@
 //! | anything that fails | `{"v":1,"id":8,"ok":false,"error":{"kind":"invalid_arguments","message":"…"}}` |
 //!
 //! The `id` of the answer is the request's (null when the request could not be read).
-//! An error's `kind` is a [`ToolOutcome`](super::ToolOutcome) name: `tool_error`
+//! An error's `kind` is a [`ToolOutcome`] name: `tool_error`
 //! (the handler's own error), `unknown_tool`, `invalid_arguments`, `timeout`,
 //! `too_large`, `budget_exceeded`, `protocol`; a binding raises a different exception
 //! for each. Messages are at most 4,096 bytes.
