@@ -1079,12 +1079,16 @@ fn outcomes(run: &Execution) -> Vec<&'static str> {
     run.tool_calls.iter().map(|c| c.outcome.as_str()).collect()
 }
 
-/// A budget of two calls a run.
-fn two_calls() -> sandlot::tool::ToolLimits {
-    sandlot::tool::ToolLimits {
-        max_calls: 2,
-        ..Default::default()
-    }
+/// A session of `language` with the tools and a budget of two calls a run.
+fn open_with_two_calls(backend: &str, language: &str) -> Session {
+    let limits = Limits {
+        tools: sandlot::tool::ToolLimits {
+            max_calls: 2,
+            ..Default::default()
+        },
+        ..Limits::default()
+    };
+    open_language_with_tools(backend, language, limits).unwrap()
 }
 
 /// The tool limits the tool cases run under: room for a thousand calls, a small
@@ -1265,15 +1269,7 @@ help(aio.add)",
     // A handler that hangs past the run's own limit does not hold the run.
     a_hanging_handler_is_held_to_the_run(&mut session, "import sandlot_tools as t\nt.slow()");
 
-    let mut few = open_language_with_tools(
-        backend,
-        "python",
-        Limits {
-            tools: two_calls(),
-            ..Limits::default()
-        },
-    )
-    .unwrap();
+    let mut few = open_with_two_calls(backend, "python");
     let over = few
         .run("import sandlot_tools as t\nfor i in range(3):\n    try:\n        t.add(a=i, b=0)\n    except t.ToolBudgetExceeded as e:\n        print('budget', i)\n")
         .unwrap();
@@ -1372,15 +1368,7 @@ console.log((await t.tools()).map((d) => d.name).sort().join(","));"#,
         "await require(\"sandlot_tools\").slow({});",
     );
 
-    let mut few = open_language_with_tools(
-        backend,
-        "javascript",
-        Limits {
-            tools: two_calls(),
-            ..Limits::default()
-        },
-    )
-    .unwrap();
+    let mut few = open_with_two_calls(backend, "javascript");
     let over = few
         .run(
             "const t = require(\"sandlot_tools\");

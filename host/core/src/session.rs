@@ -619,9 +619,7 @@ impl Session {
                 Some(sink) => {
                     let secrets = self.secrets.clone();
                     calls.observed(Arc::new(move |call: &ToolCall| {
-                        let mut call = call.clone();
-                        call.message = call.message.map(|m| secrets.mask_text(&m));
-                        sink(&call)
+                        sink(&masked_call(&secrets, call.clone()))
                     }))
                 }
                 None => calls,
@@ -741,13 +739,9 @@ impl Session {
                 .into_iter()
                 .map(|denial| denial.masked(|name| secrets.mask_folded(name)))
                 .collect(),
-            // A handler's message may quote the arguments, and they the secrets.
             tool_calls: tool_calls
                 .into_iter()
-                .map(|mut call| {
-                    call.message = call.message.map(|m| secrets.mask_text(&m));
-                    call
-                })
+                .map(|call| masked_call(secrets, call))
                 .collect(),
         })
     }
@@ -954,4 +948,11 @@ impl AsyncSession {
     pub async fn run(&self, code: &str) -> Result<Execution> {
         self.run_with(code.to_string(), RunOptions::default()).await
     }
+}
+
+/// `call` as the session's caller sees it, live or in the record: a handler's message
+/// may quote the arguments, and they the secrets.
+fn masked_call(secrets: &Secrets, mut call: ToolCall) -> ToolCall {
+    call.message = call.message.map(|m| secrets.mask_text(&m));
+    call
 }

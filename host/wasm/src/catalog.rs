@@ -323,9 +323,7 @@ impl Catalog {
                 info
             }
         };
-        // Contract 0.4 has the `tools` import; a runtime of it binds its language's
-        // `sandlot_tools` itself.
-        let tools = info.api_version == "0.4.0";
+        let tools = info.offers_tools();
         Ok(Described {
             public: RuntimeDescription {
                 id: info.id,

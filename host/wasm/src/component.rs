@@ -49,6 +49,14 @@ pub(super) struct ComponentInfo {
     pub api_version: String,
 }
 
+impl ComponentInfo {
+    /// Whether its contract has the `tools` import (0.4), so that code in it can call
+    /// a session's tools through bindings the runtime makes itself.
+    pub(super) fn offers_tools(&self) -> bool {
+        self.api_version == "0.4.0"
+    }
+}
+
 /// A component's store: WASI preview 2, the memory cap, and the door tool calls
 /// leave by.
 pub(super) struct ComponentState {
@@ -289,31 +297,28 @@ impl ComponentInterpreter {
     /// Calls a 0.2 session's `set-env` or `set-cwd`; `None` for a 0.1 runtime, which
     /// has neither.
     fn configure(&mut self, setting: Setting<'_>) -> Option<std::result::Result<(), String>> {
-        if matches!(self.bindings, Bound::V0_1(_)) {
-            return None;
-        }
-        let Some(store) = self.store.as_mut() else {
-            return Some(Err("the interpreter is gone".into()));
-        };
-        store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
         let session = self.session;
-        let result = call(SETUP_TIMEOUT, None, async {
-            // 0.1 returned above; 0.2 and 0.4 share the interface.
-            macro_rules! set {
-                ($b:expr) => {{
+        // 0.2 and 0.4 share the interface; their generated types differ.
+        macro_rules! set {
+            ($b:expr) => {{
+                let Some(store) = self.store.as_mut() else {
+                    return Some(Err("the interpreter is gone".into()));
+                };
+                store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
+                call(SETUP_TIMEOUT, None, async {
                     let api = $b.sandlot_plugin_interpreter().session();
                     match setting {
                         Setting::Env(vars) => api.call_set_env(&mut *store, session, vars).await,
                         Setting::Cwd(path) => api.call_set_cwd(&mut *store, session, path).await,
                     }
-                }};
-            }
-            match &self.bindings {
-                Bound::V0_1(_) => Ok(Ok(())),
-                Bound::V0_2(b) => set!(b),
-                Bound::V0_4(b) => set!(b),
-            }
-        });
+                })
+            }};
+        }
+        let result = match &self.bindings {
+            Bound::V0_1(_) => return None,
+            Bound::V0_2(b) => set!(b),
+            Bound::V0_4(b) => set!(b),
+        };
         Some(match result {
             Some(Ok(answer)) => answer,
             Some(Err(e)) => {
