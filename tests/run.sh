@@ -82,6 +82,23 @@ if [ ! -f "$everything" ]; then
 fi
 export SANDLOT_TEST_MCP_EVERYTHING="$everything"
 
+# E2B's protocol is tested with E2B's own SDKs, pinned: Python's in an environment of
+# their own, JavaScript's in a folder of their own.
+e2b_venv="${SANDLOT_E2B_VENV:-/var/tmp/sandlot-ci/e2b-venv}"
+if ! "$e2b_venv/bin/python" -c 'import e2b, e2b_code_interpreter' 2>/dev/null; then
+  step "installing E2B's Python SDKs for the E2B protocol tests"
+  python3 -m venv "$e2b_venv"
+  "$e2b_venv/bin/python" -m pip install --quiet --disable-pip-version-check 'e2b==2.63.0' 'e2b-code-interpreter==2.11.5'
+fi
+export SANDLOT_TEST_E2B_PYTHON="$e2b_venv/bin/python"
+e2b_npm="${SANDLOT_E2B_NPM:-/var/tmp/sandlot-ci/e2b-npm}"
+if [ ! -f "$e2b_npm/node_modules/@e2b/code-interpreter/package.json" ]; then
+  step "installing E2B's JavaScript SDKs for the E2B protocol tests"
+  mkdir -p "$e2b_npm"
+  npm install --silent --no-audit --no-fund --prefix "$e2b_npm" 'e2b@2.51.0' '@e2b/code-interpreter@2.8.0'
+fi
+export SANDLOT_TEST_E2B_NPM="$e2b_npm"
+
 step "guest components match their sources"
 guests/build.sh --check
 

@@ -48,13 +48,7 @@ impl Server {
         let mut child = command.spawn().unwrap();
         let mut said = std::io::BufReader::new(child.stderr.take().unwrap());
         // What it says before its address (code mode's tools) is passed over.
-        let mut line = String::new();
-        while !line.contains("http://") {
-            line.clear();
-            if said.read_line(&mut line).unwrap() == 0 {
-                panic!("sandlot serve ended before it said where it listens");
-            }
-        }
+        let url = support::address_after(&mut said, "http://");
         // The rest of what it says is kept, and read to the end so its writes never
         // fail.
         let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -64,11 +58,6 @@ impl Server {
                 keeping.lock().unwrap().push(line);
             }
         });
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .to_string();
         Server {
             child,
             url,
@@ -162,17 +151,9 @@ async fn container_of(server: &Server, token: &str, id: &str) -> String {
     run["stdout"].as_str().unwrap().trim().to_string()
 }
 
-fn container_exists(id: &str) -> bool {
-    let out = Command::new("docker")
-        .args(["ps", "-aq", "--filter", &format!("id={id}")])
-        .output()
-        .unwrap();
-    !String::from_utf8_lossy(&out.stdout).trim().is_empty()
-}
-
 fn wait_gone(container: &str) {
     let started = Instant::now();
-    while container_exists(container) {
+    while support::container_exists(container) {
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "container {container} left behind"
@@ -603,7 +584,7 @@ async fn an_idle_session_expires_and_leaves_no_container() {
     let id = opened["id"].as_str().unwrap().to_string();
     assert_eq!(opened["idle_timeout_seconds"], 2.0);
     let container = container_of(&server, ALICE, &id).await;
-    assert!(container_exists(&container));
+    assert!(support::container_exists(&container));
     tokio::task::spawn_blocking(move || wait_gone(&container))
         .await
         .unwrap();
@@ -670,7 +651,7 @@ async fn stopping_the_server_with_sessions_open_leaves_no_container() {
         server.stop();
         for container in &containers {
             assert!(
-                !container_exists(container),
+                !support::container_exists(container),
                 "{container} outlived the server"
             );
         }

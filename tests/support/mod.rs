@@ -239,22 +239,50 @@ pub fn upstream_mcp_servers() -> (String, String) {
 /// What `tests/SCRIPT ARGS` printed (standard output, then standard error), run by
 /// [`client_python`]; fails with that text unless the script succeeded.
 pub fn run_client_script(script: &str, args: &[&str]) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests")
-        .join(script);
-    let out = std::process::Command::new(client_python())
-        .arg(&path)
-        .args(args)
-        .output()
-        .unwrap();
+    let mut command = std::process::Command::new(client_python());
+    command.arg(tests_dir().join(script)).args(args);
+    output_of(command, &format!("tests/{script} {args:?}"))
+}
+
+/// The repository's `tests/` folder.
+pub fn tests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests")
+}
+
+/// What `command` printed (standard output, then standard error); fails with that
+/// text, naming it `what`, unless it succeeded.
+pub fn output_of(mut command: std::process::Command, what: &str) -> String {
+    let out = command.output().unwrap();
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(
-        out.status.success(),
-        "tests/{script} {args:?} failed:\n{said}"
-    );
+    assert!(out.status.success(), "{what} failed:\n{said}");
     said
+}
+
+/// Whether Docker still has the container whose id starts with `id`.
+pub fn container_exists(id: &str) -> bool {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("id={id}")])
+        .output()
+        .unwrap();
+    !String::from_utf8_lossy(&out.stdout).trim().is_empty()
+}
+
+/// The `http://` address in the first line of `said` that holds `marker` (a server
+/// saying where it listens); fails if `said` ends first.
+pub fn address_after(said: &mut impl std::io::BufRead, marker: &str) -> String {
+    let mut line = String::new();
+    while !line.contains(marker) {
+        line.clear();
+        if said.read_line(&mut line).unwrap() == 0 {
+            panic!("the server ended before it said `{marker}`");
+        }
+    }
+    line.split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string()
 }

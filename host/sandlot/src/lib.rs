@@ -13,6 +13,7 @@
 //! | `server`     | [`server`]           | the session manager both servers share             |
 //! | `http`       | `server::serve`      | `sandlot serve`: the HTTP API (axum)               |
 //! | `mcp`        | `server::mcp`        | `sandlot mcp`: the MCP server (rmcp)               |
+//! | `e2b`        | `server::e2b`        | `sandlot serve --e2b`: E2B's protocol, for its SDKs |
 //! | `full`       |                      | all of the above                                   |
 //!
 //! [`providers`] are the backend providers the enabled features bring, in the order

@@ -866,11 +866,32 @@ impl SessionManager {
         id: &SessionId,
         command_line: &str,
     ) -> Result<Execution> {
+        self.run_command_with(client, id, command_line, RunOptions::default())
+    }
+
+    /// [`SessionManager::run_command`] with options: output as it comes, environment,
+    /// working directory, an interrupt. Its time limit may be lower than the
+    /// server's, never higher.
+    pub fn run_command_with(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        command_line: &str,
+        options: RunOptions,
+    ) -> Result<Execution> {
+        let base = &self.inner.settings.limits;
+        if options.timeout.is_some_and(|t| t > base.timeout) {
+            return self.count_run(Err(Error::NotAllowed {
+                fields: vec!["limits.timeout".into()],
+            }));
+        }
         let session = session_span(client, id);
         let _in_session = session.enter();
         let command = tracing::info_span!("command");
         let _in_command = command.enter();
-        self.count_run(self.in_session(client, id, |s| s.execute_command(command_line)))
+        self.count_run(self.in_session(client, id, |s| {
+            s.execute_command_with(command_line, options)
+        }))
     }
 
     /// Opens a session, runs `code` once and closes it: for a client that needs no

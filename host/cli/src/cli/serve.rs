@@ -4,6 +4,7 @@ use super::server::{finish, init_logging, runtime, stop_signal, SessionArgs};
 use super::Global;
 use anyhow::{Context, Result};
 use clap::Args;
+use sandlot::server::e2b::{E2bApi, E2bOptions};
 use sandlot::server::serve::{HttpApi, ServeOptions, Token};
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -13,6 +14,11 @@ pub(super) struct ServeArgs {
     /// Where to listen. Beyond loopback only with tokens.
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
     listen: SocketAddr,
+    /// Also serve E2B's protocol on this address, for the official E2B SDKs
+    /// (E2B_API_URL and E2B_SANDBOX_URL = http://ADDR, E2B_API_KEY = a token's
+    /// secret). Beyond loopback only with tokens.
+    #[arg(long, value_name = "ADDR")]
+    e2b: Option<SocketAddr>,
     #[command(flatten)]
     sessions: SessionArgs,
 }
@@ -24,7 +30,23 @@ pub(super) fn command(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     let upstreams = args.sessions.connect_upstreams(global, &runtime, "serve")?;
     let manager = args.sessions.manager(global, upstreams.tools().clone())?;
     let served = runtime.block_on(async {
-        let api = HttpApi::bind(manager.clone(), ServeOptions::new(args.listen, tokens)).await?;
+        let api = HttpApi::bind(
+            manager.clone(),
+            ServeOptions::new(args.listen, tokens.clone()),
+        )
+        .await?;
+        let e2b = match args.e2b {
+            Some(address) => {
+                let e2b = E2bApi::bind(manager.clone(), E2bOptions::new(address, tokens)).await?;
+                eprintln!(
+                    "sandlot serve: E2B's protocol on http://{0} (E2B_API_URL and \
+                     E2B_SANDBOX_URL=http://{0})",
+                    e2b.address()
+                );
+                Some(e2b)
+            }
+            None => None,
+        };
         if api.authenticated() {
             eprintln!("sandlot serve: listening on http://{}", api.address());
         } else {
@@ -35,6 +57,9 @@ pub(super) fn command(global: &Global, args: ServeArgs) -> Result<ExitCode> {
             );
         }
         stop_signal().await;
+        if let Some(e2b) = e2b {
+            e2b.shutdown().await;
+        }
         api.shutdown().await;
         Ok::<(), sandlot::Error>(())
     });

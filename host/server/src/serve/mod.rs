@@ -25,6 +25,8 @@ mod openapi;
 mod requests;
 mod routes;
 
+pub(crate) use routes::{loopback_only, shown, status_of};
+
 use crate::manager::{ClientId, SessionManager};
 use sandlot_core::error::Error;
 use std::net::SocketAddr;
@@ -90,9 +92,14 @@ impl Token {
         Ok(tokens)
     }
 
+    /// The client it stands for.
+    pub(crate) fn client(&self) -> &ClientId {
+        &self.client
+    }
+
     /// Whether `given` is this token, in time that does not depend on where they
     /// differ.
-    fn matches(&self, given: &str) -> bool {
+    pub(crate) fn matches(&self, given: &str) -> bool {
         let (a, b) = (self.secret.as_bytes(), given.as_bytes());
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }

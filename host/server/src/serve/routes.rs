@@ -76,7 +76,7 @@ pub(super) fn router(manager: SessionManager, tokens: Vec<Token>, max_body: usiz
 
 /// Refuses (403) a request whose `Host` is not a loopback name or address, or whose
 /// `Origin`, if it has one, is not a loopback origin.
-async fn loopback_only(request: Request, next: Next) -> Response {
+pub(crate) async fn loopback_only(request: Request, next: Next) -> Response {
     let headers = request.headers();
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
     let origin = headers
@@ -108,7 +108,7 @@ async fn loopback_only(request: Request, next: Next) -> Response {
 }
 
 /// A header value as an error message may quote it: short, without control characters.
-fn shown(value: &str) -> String {
+pub(crate) fn shown(value: &str) -> String {
     let value: String = value.chars().take(100).collect();
     sandlot_core::sandbox_path::escape_controls(&value).into_owned()
 }
@@ -178,7 +178,7 @@ impl ApiError {
 
 /// The status a library error answers with: 4xx where the request is at fault,
 /// 503 where the server cannot serve it now, 500 where it failed.
-fn status_of(error: &Error) -> StatusCode {
+pub(crate) fn status_of(error: &Error) -> StatusCode {
     match error.kind() {
         ErrorKind::Blocked | ErrorKind::Unsupported => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,

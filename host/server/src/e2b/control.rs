@@ -1,0 +1,437 @@
+//! E2B's control API: create, list, inspect, connect to, time and kill sandboxes.
+
+use super::sandboxes::{Context, Sandbox};
+use super::{blocking, client_of, end_sandbox, E2b, E2bError};
+use crate::manager::{Ask, ClientId};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(super) fn router(e2b: E2b) -> Router {
+    Router::new()
+        .route("/sandboxes", post(create).get(list))
+        .route("/v2/sandboxes", post(create).get(list))
+        .route("/sandboxes/{id}", get(info).delete(kill))
+        .route("/v2/sandboxes/{id}", get(info).delete(kill))
+        .route("/sandboxes/{id}/timeout", post(set_timeout))
+        .route("/sandboxes/{id}/connect", post(connect))
+        .route("/v2/sandboxes/{id}/connect", post(connect))
+        .route("/sandboxes/{id}/resume", post(connect))
+        .route("/sandboxes/{id}/pause", post(pause))
+        .route("/sandboxes/{id}/metrics", get(unserved))
+        .route("/health", get(health))
+        .fallback(no_route)
+        .with_state(e2b)
+}
+
+/// The body of `POST /sandboxes`: what of E2B's `NewSandbox` sandlot takes. Fields
+/// E2B adds later are ignored; those that ask for what sandlot cannot do are refused
+/// by [`create`].
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NewSandbox {
+    #[serde(rename = "templateID", default)]
+    template_id: String,
+    /// Seconds.
+    timeout: Option<u64>,
+    // The SDKs send `null` for none.
+    metadata: Option<BTreeMap<String, String>>,
+    env_vars: Option<BTreeMap<String, String>>,
+    #[serde(rename = "allow_internet_access")]
+    allow_internet_access: Option<bool>,
+    auto_pause: Option<bool>,
+    volume_mounts: Option<Vec<Value>>,
+}
+
+/// The body of `POST /sandboxes/{id}/timeout` and of connect.
+#[derive(Debug, Deserialize, Default)]
+struct Timeout {
+    /// Seconds.
+    timeout: Option<u64>,
+}
+
+fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Result<T, E2bError> {
+    parsed
+        .map(|Json(value)| value)
+        .map_err(|e| E2bError::new(StatusCode::BAD_REQUEST, e.body_text()))
+}
+
+/// The language and backend of a template: E2B's own templates are Python on the
+/// server's choice of backend; any other is a sandlot language id, with `@BACKEND`
+/// to pick one (`javascript`, `python@docker`).
+pub(super) fn template(name: &str) -> Result<(String, Option<String>), E2bError> {
+    let name = name.trim();
+    match name {
+        "" | "base" | "code-interpreter-v1" | "code-interpreter" | "code-interpreter-beta" => {
+            return Ok(("python".into(), None))
+        }
+        _ => {}
+    }
+    let (language, backend) = match name.split_once('@') {
+        Some((language, backend)) => (language, Some(backend.to_string())),
+        None => (name, None),
+    };
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 64
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.+#".contains(&b))
+    };
+    if !plain(language) || !backend.as_deref().is_none_or(plain) {
+        return Err(E2bError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "template `{}` is not one sandlot knows: use `base` or `code-interpreter-v1` \
+                 (Python), or a sandlot language id with an optional `@BACKEND` \
+                 (`javascript`, `python@docker`)",
+                crate::serve::shown(name)
+            ),
+        ));
+    }
+    Ok((language.to_string(), backend))
+}
+
+/// The seconds a sandbox may live from now, within the server's session lifetime.
+fn timeout_within(
+    e2b: &E2b,
+    seconds: Option<u64>,
+    started_ago: Duration,
+) -> Result<Duration, E2bError> {
+    let wanted = seconds.map_or(e2b.default_timeout, Duration::from_secs);
+    let lifetime = e2b.manager.settings().max_lifetime;
+    if wanted.is_zero() {
+        return Err(E2bError::new(
+            StatusCode::BAD_REQUEST,
+            "timeout must be at least 1 second",
+        ));
+    }
+    if started_ago + wanted > lifetime {
+        return Err(E2bError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "a timeout of {} s would keep the sandbox past this server's session lifetime \
+                 of {} s (it has run {} s); ask for less, or raise the server's max_lifetime",
+                wanted.as_secs(),
+                lifetime.as_secs(),
+                started_ago.as_secs()
+            ),
+        ));
+    }
+    Ok(wanted)
+}
+
+async fn create(
+    State(e2b): State<E2b>,
+    headers: HeaderMap,
+    parsed: Result<Json<NewSandbox>, JsonRejection>,
+) -> Result<Response, E2bError> {
+    let client = client_of(&e2b, &headers)?;
+    let new = body(parsed)?;
+    if new.auto_pause == Some(true) {
+        return Err(E2bError::new(
+            StatusCode::BAD_REQUEST,
+            "autoPause is not supported by sandlot yet: a sandbox ends at its timeout; create \
+             it without autoPause",
+        ));
+    }
+    if new.volume_mounts.as_ref().is_some_and(|v| !v.is_empty()) {
+        return Err(E2bError::new(
+            StatusCode::BAD_REQUEST,
+            "volumeMounts are not supported by sandlot: move files in with files.write",
+        ));
+    }
+    let timeout = timeout_within(&e2b, new.timeout, Duration::ZERO)?;
+    let (language, backend) = template(&new.template_id)?;
+    let mut ask = Ask::new(&language);
+    ask.backend = backend.clone();
+    if new.allow_internet_access == Some(false) {
+        ask.network = Some(sandlot_core::Network::Off);
+    }
+    let request = e2b.manager.request_for(&ask)?;
+    let manager = e2b.manager.clone();
+    let owner = client.clone();
+    let opened = blocking(move || manager.open(&owner, request)).await?;
+    let first = Context {
+        id: super::sandboxes::unguessable(),
+        language: language.clone(),
+        cwd: super::files::HOME.into(),
+        session: opened.id,
+        executions: 0,
+    };
+    let mut sandbox = Sandbox::new(client, new.template_id.clone(), backend, first, timeout);
+    if sandbox.template.is_empty() {
+        sandbox.template = "base".into();
+    }
+    sandbox.metadata = new.metadata.unwrap_or_default();
+    sandbox.env = new.env_vars.unwrap_or_default();
+    let sandbox = Arc::new(sandbox);
+    e2b.sandboxes.insert(sandbox.clone());
+    tracing::info!(sandbox = %sandbox.id, client = %sandbox.client, template = %sandbox.template, "E2B sandbox created");
+    Ok((StatusCode::CREATED, Json(sandbox.created())).into_response())
+}
+
+/// Sandbox `id` of `client` whose sessions are still open; one whose sessions the
+/// manager ended (idle, lifetime) is forgotten here.
+fn live(e2b: &E2b, client: &ClientId, id: &str) -> Result<Arc<Sandbox>, E2bError> {
+    let sandbox = e2b
+        .sandboxes
+        .of(client, id)
+        .ok_or_else(|| E2bError::no_sandbox(id))?;
+    let open = e2b.manager.list(client);
+    let alive = sandbox
+        .main_session()
+        .is_some_and(|main| open.iter().any(|s| s.id == main));
+    if alive {
+        Ok(sandbox)
+    } else {
+        e2b.sandboxes.remove(id);
+        end_sandbox(&e2b.manager, &sandbox);
+        Err(E2bError::no_sandbox(id))
+    }
+}
+
+fn info_of(e2b: &E2b, sandbox: &Sandbox) -> Value {
+    let policy = e2b.manager.policy();
+    let cpus = policy.cpu_millis.div_ceil(1000).max(1);
+    let memory_mb = (e2b.manager.settings().limits.memory >> 20) as u64;
+    sandbox.info(cpus, memory_mb)
+}
+
+async fn info(
+    State(e2b): State<E2b>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, E2bError> {
+    let client = client_of(&e2b, &headers)?;
+    let sandbox = live(&e2b, &client, &id)?;
+    Ok(Json(info_of(&e2b, &sandbox)))
+}
+
+/// `GET /sandboxes`: the caller's sandboxes, filtered by `metadata` (E2B sends it
+/// URL-encoded twice) and `state`, `limit` at a time with `X-Next-Token`.
+async fn list(
+    State(e2b): State<E2b>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, E2bError> {
+    let client = client_of(&e2b, &headers)?;
+    let wanted = match query.get("metadata") {
+        Some(filter) => metadata_filter(filter)?,
+        None => Vec::new(),
+    };
+    // Every sandlot sandbox runs; a filter for paused ones only finds none.
+    let running_wanted = query
+        .get("state")
+        .is_none_or(|states| states.split(',').any(|s| s.trim() == "running"));
+    let limit = match query.get("limit") {
+        Some(n) => n.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+            E2bError::new(StatusCode::BAD_REQUEST, "limit must be a positive number")
+        })?,
+        None => usize::MAX,
+    };
+    let skip = match query.get("nextToken") {
+        Some(token) => token.parse::<usize>().map_err(|_| {
+            E2bError::new(
+                StatusCode::BAD_REQUEST,
+                "nextToken is not one this server gave",
+            )
+        })?,
+        None => 0,
+    };
+    let open = e2b.manager.list(&client);
+    let matching: Vec<Value> = e2b
+        .sandboxes
+        .of_client(&client)
+        .into_iter()
+        .filter(|_| running_wanted)
+        .filter(|s| {
+            s.main_session()
+                .is_some_and(|main| open.iter().any(|o| o.id == main))
+        })
+        .filter(|s| {
+            wanted
+                .iter()
+                .all(|(k, v)| s.metadata.get(k).is_some_and(|have| have == v))
+        })
+        .map(|s| info_of(&e2b, &s))
+        .collect();
+    let page: Vec<Value> = matching.iter().skip(skip).take(limit).cloned().collect();
+    let mut response = Json(Value::Array(page)).into_response();
+    let next = skip.saturating_add(limit);
+    if next < matching.len() {
+        if let Ok(value) = next.to_string().parse() {
+            response.headers_mut().insert("x-next-token", value);
+        }
+    }
+    Ok(response)
+}
+
+/// The `key=value` pairs of a `metadata` filter, as it arrives after the query's
+/// own decoding: form-encoded pairs whose keys and values are encoded once more.
+fn metadata_filter(filter: &str) -> Result<Vec<(String, String)>, E2bError> {
+    let bad = || {
+        E2bError::new(
+            StatusCode::BAD_REQUEST,
+            "metadata must be URL-encoded key=value pairs joined by &",
+        )
+    };
+    let mut pairs = Vec::new();
+    for pair in filter.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').ok_or_else(bad)?;
+        let form = |s: &str| percent_decode(&s.replace('+', " "));
+        let key = form(key).and_then(|k| percent_decode(&k)).ok_or_else(bad)?;
+        let value = form(value)
+            .and_then(|v| percent_decode(&v))
+            .ok_or_else(bad)?;
+        pairs.push((key, value));
+    }
+    Ok(pairs)
+}
+
+/// `%XX` escapes decoded; `None` for a broken escape or bytes that are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+async fn kill(
+    State(e2b): State<E2b>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<StatusCode, E2bError> {
+    let client = client_of(&e2b, &headers)?;
+    let sandbox = live(&e2b, &client, &id)?;
+    e2b.sandboxes.remove(&sandbox.id);
+    let manager = e2b.manager.clone();
+    blocking(move || {
+        end_sandbox(&manager, &sandbox);
+        Ok(())
+    })
+    .await?;
+    tracing::info!(sandbox = %id, %client, "E2B sandbox killed");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn set_timeout(
+    State(e2b): State<E2b>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    parsed: Result<Json<Timeout>, JsonRejection>,
+) -> Result<StatusCode, E2bError> {
+    let client = client_of(&e2b, &headers)?;
+    let Timeout { timeout } = body(parsed)?;
+    let seconds = timeout
+        .ok_or_else(|| E2bError::new(StatusCode::BAD_REQUEST, "timeout (seconds) is required"))?;
+    let sandbox = live(&e2b, &client, &id)?;
+    let ran = sandbox.started.elapsed().unwrap_or_default();
+    sandbox.set_timeout(timeout_within(&e2b, Some(seconds), ran)?);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn connect(
+    State(e2b): State<E2b>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    parsed: Option<Json<Timeout>>,
+) -> Result<Json<Value>, E2bError> {
+    let client = client_of(&e2b, &headers)?;
+    let sandbox = live(&e2b, &client, &id)?;
+    if let Some(Json(Timeout {
+        timeout: Some(seconds),
+    })) = parsed
+    {
+        let ran = sandbox.started.elapsed().unwrap_or_default();
+        let wanted = timeout_within(&e2b, Some(seconds), ran)?;
+        // Connecting extends a sandbox's life, never shortens it.
+        if std::time::SystemTime::now() + wanted > sandbox.end() {
+            sandbox.set_timeout(wanted);
+        }
+    }
+    Ok(Json(sandbox.created()))
+}
+
+async fn pause(
+    State(e2b): State<E2b>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, E2bError> {
+    let client = client_of(&e2b, &headers)?;
+    live(&e2b, &client, &id)?;
+    Err(E2bError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "pausing is not supported by sandlot yet: the sandbox keeps running until its timeout",
+    ))
+}
+
+async fn unserved(State(e2b): State<E2b>, headers: HeaderMap) -> Result<Response, E2bError> {
+    client_of(&e2b, &headers)?;
+    Err(E2bError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "sandbox metrics are not served by sandlot; its Prometheus counters are at `sandlot \
+         serve`'s /metrics",
+    ))
+}
+
+async fn health() -> StatusCode {
+    StatusCode::NO_CONTENT
+}
+
+async fn no_route() -> E2bError {
+    E2bError::new(
+        StatusCode::NOT_FOUND,
+        "no such route in sandlot's E2B API (docs/e2b.md lists what it serves)",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_name_a_language_and_maybe_a_backend() {
+        assert_eq!(template("base").unwrap(), ("python".into(), None));
+        assert_eq!(
+            template("code-interpreter-v1").unwrap(),
+            ("python".into(), None)
+        );
+        assert_eq!(
+            template("python@docker").unwrap(),
+            ("python".into(), Some("docker".into()))
+        );
+        assert_eq!(template("javascript").unwrap(), ("javascript".into(), None));
+        assert!(template("../etc").is_err());
+        assert!(template("python@").is_err());
+    }
+
+    #[test]
+    fn metadata_filters_decode_twice() {
+        // `{user: 'a b', k: 'x&y'}` as the SDKs send it, after the query's decoding.
+        let pairs = metadata_filter("user=a%2520b&k=x%2526y").unwrap();
+        assert_eq!(
+            pairs,
+            [("user".into(), "a b".into()), ("k".into(), "x&y".into())]
+        );
+        assert!(metadata_filter("novalue").is_err());
+        assert!(metadata_filter("k=%zz").is_err());
+    }
+}

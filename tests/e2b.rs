@@ -1,0 +1,354 @@
+//! `sandlot serve --e2b` driven by E2B's official SDKs, pinned by `tests/run.sh`:
+//! Python's (`e2b`, `e2b-code-interpreter`, as `tests/e2b_client.py`) and
+//! JavaScript's (`e2b`, `@e2b/code-interpreter`, as `tests/e2b_client.mjs`), on wasm
+//! and on pooled Docker; and by hand where the SDKs never go: bad keys, malformed
+//! Connect frames, unknown and foreign sandboxes, oversized uploads.
+//!
+//! Needs the Python runtime installed, Docker with sandlot's images, and the SDKs
+//! (`$SANDLOT_TEST_E2B_PYTHON`, `$SANDLOT_TEST_E2B_NPM`; `tests/run.sh` makes all).
+
+mod support;
+
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// E2B's Python SDK checks that a key looks like one of E2B's: `e2b_` and hex.
+const ALICE: &str = "e2b_0123456789abcdef0123456789abcdef";
+const BOB: &str = "e2b_fedcba9876543210fedcba9876543210";
+
+/// A running `sandlot serve --e2b` with Alice's and Bob's keys and a Docker pool,
+/// stopped on drop.
+struct Server {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("sandlot.toml");
+        std::fs::write(&config, "[pool.docker]\nmin_idle = 1\nmax_size = 3\n").unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandlot"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--e2b", "127.0.0.1:0"])
+            .arg("--config")
+            .arg(&config)
+            .env("SANDLOT_API_TOKENS", format!("alice:{ALICE},bob:{BOB}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut said = std::io::BufReader::new(child.stderr.take().unwrap());
+        let url = support::address_after(&mut said, "E2B's protocol on http://");
+        // Read to the end, so that its writes never fail.
+        std::thread::spawn(move || for _ in said.lines().map_while(Result::ok) {});
+        Server {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..300 {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn e2b_python() -> String {
+    let python = std::env::var("SANDLOT_TEST_E2B_PYTHON")
+        .unwrap_or_else(|_| "/var/tmp/sandlot-ci/e2b-venv/bin/python".into());
+    assert!(
+        Path::new(&python).exists(),
+        "no E2B SDK Python at {python}: run tests/run.sh, or point SANDLOT_TEST_E2B_PYTHON \
+         at a Python with `e2b` and `e2b-code-interpreter` installed"
+    );
+    python
+}
+
+fn e2b_npm() -> String {
+    let prefix = std::env::var("SANDLOT_TEST_E2B_NPM")
+        .unwrap_or_else(|_| "/var/tmp/sandlot-ci/e2b-npm".into());
+    assert!(
+        Path::new(&prefix)
+            .join("node_modules/@e2b/code-interpreter")
+            .exists(),
+        "no E2B JavaScript SDKs under {prefix}: run tests/run.sh, or point \
+         SANDLOT_TEST_E2B_NPM at a folder where `npm install e2b @e2b/code-interpreter` ran"
+    );
+    prefix
+}
+
+/// Which SDKs a client script drives.
+#[derive(Clone, Copy)]
+enum Sdk {
+    Python,
+    JavaScript,
+}
+
+/// Runs `tests/e2b_client.{py,mjs} TEMPLATE SHELL` against `server` as Alice; returns
+/// what it printed.
+fn sdk_client(server: &Server, sdk: Sdk, template: &str, shell: bool) -> String {
+    let tests = support::tests_dir();
+    let mut command = match sdk {
+        Sdk::Python => {
+            let mut command = Command::new(e2b_python());
+            command.arg(tests.join("e2b_client.py"));
+            command
+        }
+        Sdk::JavaScript => {
+            let mut command = Command::new("node");
+            command
+                .arg(tests.join("e2b_client.mjs"))
+                .env("E2B_NPM_PREFIX", e2b_npm());
+            command
+        }
+    };
+    command
+        .args([template, if shell { "yes" } else { "no" }])
+        .env("E2B_API_URL", &server.url)
+        .env("E2B_SANDBOX_URL", &server.url)
+        .env("E2B_API_KEY", ALICE)
+        .env("BOB_KEY", BOB)
+        .env_remove("E2B_DOMAIN")
+        .env_remove("E2B_DEBUG");
+    support::output_of(command, &format!("the E2B client on {template}"))
+}
+
+const CHECKS: &[&str] = &[
+    "ok: created",
+    "ok: state across run_code calls",
+    "ok: the sandbox's environment",
+    "ok: a matplotlib chart as a PNG result, output streamed",
+    "ok: an exception as an error with its traceback",
+    "ok: files written and read back, text and 10 MB binary",
+    "ok: listing by metadata",
+    "ok: connect to a running sandbox",
+    "ok: another key cannot see or touch it",
+    "ok: kill",
+    "ok: a timeout ends the sandbox",
+];
+
+#[test]
+fn the_python_and_javascript_sdks_on_wasm() {
+    let server = Server::start();
+    for sdk in [Sdk::Python, Sdk::JavaScript] {
+        let said = sdk_client(&server, sdk, "python@wasm", false);
+        for check in CHECKS {
+            assert!(said.contains(check), "missing `{check}` in:\n{said}");
+        }
+        assert!(
+            said.contains("ok: commands.run refused with the reason"),
+            "{said}"
+        );
+    }
+}
+
+#[test]
+fn the_python_and_javascript_sdks_on_pooled_docker() {
+    let server = Server::start();
+    let said = sdk_client(&server, Sdk::JavaScript, "python@docker", true);
+    for check in CHECKS {
+        assert!(said.contains(check), "missing `{check}` in:\n{said}");
+    }
+    let said = sdk_client(&server, Sdk::Python, "python@docker", true);
+    for check in CHECKS {
+        assert!(said.contains(check), "missing `{check}` in:\n{said}");
+    }
+    assert!(
+        said.contains("ok: commands.run with streamed output"),
+        "{said}"
+    );
+    // The container of the sandbox the client killed is gone.
+    let container = said
+        .lines()
+        .find_map(|l| l.strip_prefix("container: "))
+        .unwrap_or_else(|| panic!("no container named in:\n{said}"));
+    let started = std::time::Instant::now();
+    while support::container_exists(container) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "container {container} left behind by a killed sandbox"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+fn http() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::new()
+}
+
+/// Creates a wasm sandbox as Alice; returns its id and access token.
+fn create(server: &Server) -> (String, String) {
+    let made = http()
+        .post(format!("{}/v2/sandboxes", server.url))
+        .header("X-API-Key", ALICE)
+        .json(&json!({ "templateID": "python@wasm", "timeout": 60 }))
+        .send()
+        .unwrap();
+    assert_eq!(made.status().as_u16(), 201);
+    let made: Value = made.json().unwrap();
+    (
+        made["sandboxID"].as_str().unwrap().to_string(),
+        made["envdAccessToken"].as_str().unwrap().to_string(),
+    )
+}
+
+fn envd(server: &Server, id: &str, token: &str, path: &str) -> reqwest::blocking::RequestBuilder {
+    http()
+        .post(format!("{}{path}", server.url))
+        .header("E2b-Sandbox-Id", id)
+        .header("E2b-Sandbox-Port", "49983")
+        .header("X-Access-Token", token)
+}
+
+#[test]
+fn bad_keys_ids_frames_and_uploads_get_the_errors_the_sdks_expect() {
+    let server = Server::start();
+    // No key, or one the server does not have: 401, E2B's error shape.
+    for key in [None, Some("e2b_00")] {
+        let mut request = http().get(format!("{}/v2/sandboxes", server.url));
+        if let Some(key) = key {
+            request = request.header("X-API-Key", key);
+        }
+        let answer = request.send().unwrap();
+        assert_eq!(answer.status().as_u16(), 401);
+        let body: Value = answer.json().unwrap();
+        assert_eq!(body["code"], 401);
+        assert!(body["message"].as_str().unwrap().contains("X-API-Key"));
+    }
+    // An unknown template is the request's fault, with sandlot's reason.
+    let answer = http()
+        .post(format!("{}/v2/sandboxes", server.url))
+        .header("X-API-Key", ALICE)
+        .json(&json!({ "templateID": "cobol" }))
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400, "{:?}", answer.text());
+
+    let (id, token) = create(&server);
+    // Bob does not see Alice's sandbox: a 404 whose body says 404, as the SDKs check.
+    let answer = http()
+        .delete(format!("{}/sandboxes/{id}", server.url))
+        .header("X-API-Key", BOB)
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 404);
+    assert_eq!(answer.json::<Value>().unwrap()["code"], 404);
+    // Nor reaches its envd without its token, nor an id that is not there.
+    for (sandbox, given) in [(id.as_str(), "not-the-token"), ("inope", token.as_str())] {
+        let answer = envd(&server, sandbox, given, "/process.Process/List")
+            .header("Content-Type", "application/json")
+            .body("{}")
+            .send()
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 502, "{sandbox}");
+    }
+
+    // Malformed Connect: a truncated envelope, a frame that is not JSON, binary
+    // protobuf, a unary method sent a stream. Streams fail in their trailer.
+    let start = |body: Vec<u8>, content_type: &str| {
+        let answer = envd(&server, &id, &token, "/process.Process/Start")
+            .header("Content-Type", content_type)
+            .body(body)
+            .send()
+            .unwrap();
+        let status = answer.status().as_u16();
+        (status, answer.bytes().unwrap().to_vec())
+    };
+    let trailer_code = |bytes: &[u8]| -> String {
+        assert_eq!(bytes[0], 0x02, "not an end-of-stream frame: {bytes:?}");
+        let trailer: Value = serde_json::from_slice(&bytes[5..]).unwrap();
+        trailer["error"]["code"].as_str().unwrap().to_string()
+    };
+    let (status, bytes) = start(vec![0, 0, 0, 0, 50, b'{'], "application/connect+json");
+    assert_eq!(
+        (status, trailer_code(&bytes).as_str()),
+        (200, "invalid_argument")
+    );
+    let (_, bytes) = start(
+        vec![0, 0, 0, 0, 3, b'x', b'y', b'z'],
+        "application/connect+json",
+    );
+    assert_eq!(trailer_code(&bytes), "invalid_argument");
+    let (_, bytes) = start(vec![0, 0, 0, 0, 0], "application/connect+proto");
+    assert_eq!(trailer_code(&bytes), "unimplemented");
+    let answer = envd(&server, &id, &token, "/process.Process/SendSignal")
+        .header("Content-Type", "application/json")
+        .body(r#"{"process":{"pid":4242},"signal":"SIGNAL_SIGKILL"}"#)
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 404);
+    assert_eq!(answer.json::<Value>().unwrap()["code"], "not_found");
+    let answer = envd(&server, &id, &token, "/process.Process/List")
+        .header("Content-Type", "application/json")
+        .body("{not json")
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    assert_eq!(answer.json::<Value>().unwrap()["code"], "invalid_argument");
+
+    // Files outside the home directory, missing files, an upload past the limit.
+    let files = |method: reqwest::Method, query: &str| {
+        http()
+            .request(method, format!("{}/files?{query}", server.url))
+            .header("E2b-Sandbox-Id", &id)
+            .header("E2b-Sandbox-Port", "49983")
+            .header("X-Access-Token", &token)
+    };
+    let answer = files(reqwest::Method::GET, "path=/etc/passwd")
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    let answer = files(reqwest::Method::GET, "path=/home/user/missing.txt")
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 404);
+    assert_eq!(answer.json::<Value>().unwrap()["code"], 404);
+    let huge = vec![b'x'; (64 << 20) + 1];
+    let answer = files(reqwest::Method::POST, "path=huge.bin")
+        .header("Content-Type", "application/octet-stream")
+        .body(huge)
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 413);
+
+    // The sandbox still works after all that, and is Alice's to kill.
+    let ran = http()
+        .post(format!("{}/execute", server.url))
+        .header("E2b-Sandbox-Id", &id)
+        .header("E2b-Sandbox-Port", "49999")
+        .header("X-Access-Token", &token)
+        .json(&json!({ "code": "print(6 * 7)" }))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    let lines: Vec<Value> = ran
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "stdout");
+    assert_eq!(lines[0]["text"], "42\n");
+    assert_eq!(lines.last().unwrap()["type"], "end_of_execution");
+    let answer = http()
+        .delete(format!("{}/sandboxes/{id}", server.url))
+        .header("X-API-Key", ALICE)
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 204);
+}

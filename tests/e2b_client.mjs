@@ -1,0 +1,142 @@
+// E2B's official JavaScript SDKs (pinned in tests/run.sh) against `sandlot serve --e2b`:
+// the checks of tests/e2b_client.py, through `e2b` and `@e2b/code-interpreter`.
+//
+//     node e2b_client.mjs TEMPLATE SHELL
+//
+// E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY (Alice's key) come from the environment,
+// BOB_KEY is a second key, E2B_NPM_PREFIX the folder whose node_modules holds the SDKs.
+// Prints `ok: ...` for each check; any failure throws.
+
+import { createRequire } from 'node:module'
+import { randomBytes } from 'node:crypto'
+import path from 'node:path'
+
+const require = createRequire(path.join(process.env.E2B_NPM_PREFIX, 'index.js'))
+const { Sandbox } = require('@e2b/code-interpreter')
+const { CommandExitError, NotFoundError } = require('e2b')
+
+const [template, shellArg] = process.argv.slice(2)
+const shell = shellArg === 'yes'
+const bob = process.env.BOB_KEY
+const tag = `e2b-client-js-${process.pid}-${template}`
+const ok = (what) => console.log(`ok: ${what}`)
+const assert = (condition, what) => {
+  if (!condition) throw new Error(`failed: ${what}`)
+}
+const eq = (a, b) => JSON.stringify(a) === JSON.stringify(b)
+
+const sandbox = await Sandbox.create(template, {
+  timeoutMs: 120_000,
+  metadata: { suite: tag },
+  envs: { GREETING: 'hello' },
+})
+ok('created')
+
+const first = await sandbox.runCode('x = 41')
+assert(!first.error, `x = 41: ${JSON.stringify(first.error)}`)
+const second = await sandbox.runCode('print(x + 1)')
+assert(eq(second.logs.stdout, ['42\n']), `state: ${JSON.stringify(second.logs)}`)
+assert(second.executionCount === 2, `count: ${second.executionCount}`)
+ok('state across run_code calls')
+
+const env = await sandbox.runCode("import os; print(os.environ['GREETING'])")
+assert(eq(env.logs.stdout, ['hello\n']), `env: ${JSON.stringify(env.logs)}`)
+ok("the sandbox's environment")
+
+const streamed = []
+const chart = await sandbox.runCode(
+  "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n" +
+    "print('drawing')\nplt.plot([1, 4, 9])\nplt.show()",
+  { onStdout: (message) => streamed.push(message.line) },
+)
+const pngs = chart.results.filter((r) => r.png).map((r) => r.png)
+assert(pngs.length === 1, `pngs: ${chart.results.length}`)
+assert(Buffer.from(pngs[0], 'base64').subarray(0, 8).equals(Buffer.from('\x89PNG\r\n\x1a\n', 'latin1')), 'png magic')
+assert(eq(streamed, ['drawing\n']), `streamed: ${JSON.stringify(streamed)}`)
+ok('a matplotlib chart as a PNG result, output streamed')
+
+const failed = await sandbox.runCode('def f():\n    return 1 / 0\nf()')
+assert(failed.error && failed.error.name === 'ZeroDivisionError', JSON.stringify(failed.error))
+assert(failed.error.value === 'division by zero', failed.error.value)
+assert(failed.error.traceback.includes('return 1 / 0'), failed.error.traceback)
+assert(failed.logs.stderr.length === 0, JSON.stringify(failed.logs))
+ok('an exception as an error with its traceback')
+
+const text = 'naïve café\n'.repeat(3)
+await sandbox.files.write('/home/user/notes/a.txt', text)
+assert((await sandbox.files.read('/home/user/notes/a.txt')) === text, 'text read back')
+const blob = randomBytes(10 << 20)
+await sandbox.files.write('blob.bin', blob.buffer.slice(blob.byteOffset, blob.byteOffset + blob.length))
+const back = await sandbox.files.read('/home/user/blob.bin', { format: 'bytes' })
+assert(Buffer.from(back).equals(blob), 'binary read back')
+ok('files written and read back, text and 10 MB binary')
+
+if (shell) {
+  const out = []
+  const done = await sandbox.commands.run('echo one; echo two >&2; echo $GREETING', {
+    onStdout: (d) => out.push(d),
+  })
+  assert(done.exitCode === 0 && done.stdout === 'one\nhello\n', JSON.stringify(done))
+  assert(done.stderr === 'two\n', JSON.stringify(done))
+  assert(out.join('') === 'one\nhello\n', JSON.stringify(out))
+  try {
+    await sandbox.commands.run('echo partial; exit 3')
+    throw new Error('a failing command did not throw')
+  } catch (e) {
+    assert(e instanceof CommandExitError && e.exitCode === 3 && e.stdout === 'partial\n', String(e))
+  }
+  ok('commands.run with streamed output and exit codes')
+} else {
+  try {
+    await sandbox.commands.run('echo hi')
+    throw new Error('a shell command ran on a backend without a shell')
+  } catch (e) {
+    assert(String(e).includes('shell'), String(e))
+  }
+  ok('commands.run refused with the reason on a backend without a shell')
+}
+
+const listed = await Sandbox.list({ query: { metadata: { suite: tag } } }).nextItems()
+assert(eq(listed.map((s) => s.sandboxId), [sandbox.sandboxId]), JSON.stringify(listed))
+ok('listing by metadata')
+
+const again = await Sandbox.connect(sandbox.sandboxId)
+assert(eq((await again.runCode('print(x)')).logs.stdout, ['41\n']), 'connect')
+ok('connect to a running sandbox')
+
+const theirs = await Sandbox.list({ apiKey: bob }).nextItems()
+assert(!theirs.some((s) => s.sandboxId === sandbox.sandboxId), 'bob lists it')
+for (const attempt of [
+  () => Sandbox.connect(sandbox.sandboxId, { apiKey: bob }),
+  () => Sandbox.getInfo(sandbox.sandboxId, { apiKey: bob }),
+]) {
+  try {
+    await attempt()
+    throw new Error('another key reached the sandbox')
+  } catch (e) {
+    assert(e instanceof NotFoundError, String(e))
+  }
+}
+assert((await Sandbox.kill(sandbox.sandboxId, { apiKey: bob })) === false, 'bob killed it')
+assert(eq((await sandbox.runCode('print(x)')).logs.stdout, ['41\n']), 'still there')
+ok('another key cannot see or touch it')
+
+assert((await sandbox.kill()) === true, 'kill')
+try {
+  await Sandbox.getInfo(sandbox.sandboxId)
+  throw new Error('a killed sandbox is still there')
+} catch (e) {
+  assert(e instanceof NotFoundError, String(e))
+}
+ok('kill')
+
+const short = await Sandbox.create(template, { timeoutMs: 120_000 })
+await short.setTimeout(2_000)
+await new Promise((r) => setTimeout(r, 4_000))
+try {
+  await Sandbox.getInfo(short.sandboxId)
+  throw new Error('the sandbox outlived its timeout')
+} catch (e) {
+  assert(e instanceof NotFoundError, String(e))
+}
+ok('a timeout ends the sandbox')

@@ -1,0 +1,138 @@
+"""E2B's official Python SDKs (pinned in tests/run.sh) against `sandlot serve --e2b`.
+
+    e2b_client.py TEMPLATE SHELL
+
+E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY (Alice's key) come from the
+environment, BOB_KEY is a second key. TEMPLATE picks the backend (`python` is wasm,
+`python@docker` pooled Docker); SHELL is `yes` where the backend has a shell. Prints
+`ok: ...` for each check; any failure raises.
+"""
+
+import base64
+import os
+import sys
+import time
+
+from e2b import CommandExitException, NotFoundException, SandboxQuery
+from e2b_code_interpreter import Sandbox
+
+template, shell = sys.argv[1], sys.argv[2] == "yes"
+bob = os.environ["BOB_KEY"]
+tag = f"e2b-client-{os.getpid()}-{template}"
+
+
+def ok(what):
+    print(f"ok: {what}", flush=True)
+
+
+sandbox = Sandbox.create(
+    template=template, timeout=120, metadata={"suite": tag}, envs={"GREETING": "hello"}
+)
+ok("created")
+
+first = sandbox.run_code("x = 41")
+assert first.error is None, first.error
+second = sandbox.run_code("print(x + 1)")
+assert second.logs.stdout == ["42\n"], second.logs
+assert second.execution_count == 2, second.execution_count
+ok("state across run_code calls")
+
+env = sandbox.run_code("import os; print(os.environ['GREETING'])")
+assert env.logs.stdout == ["hello\n"], env.logs
+ok("the sandbox's environment")
+
+streamed = []
+chart = sandbox.run_code(
+    "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+    "print('drawing')\nplt.plot([1, 4, 9])\nplt.show()",
+    on_stdout=lambda message: streamed.append(message.line),
+)
+pngs = [r.png for r in chart.results if r.png]
+assert len(pngs) == 1, chart
+assert base64.b64decode(pngs[0]).startswith(b"\x89PNG\r\n\x1a\n")
+assert streamed == ["drawing\n"], streamed
+ok("a matplotlib chart as a PNG result, output streamed")
+
+failed = sandbox.run_code("def f():\n    return 1 / 0\nf()")
+assert failed.error is not None, failed
+assert failed.error.name == "ZeroDivisionError", failed.error
+assert failed.error.value == "division by zero", failed.error
+assert "return 1 / 0" in failed.error.traceback, failed.error.traceback
+assert failed.logs.stderr == [], failed.logs
+ok("an exception as an error with its traceback")
+
+text = "naïve café\n" * 3
+sandbox.files.write("/home/user/notes/a.txt", text)
+assert sandbox.files.read("/home/user/notes/a.txt") == text
+blob = os.urandom(10 << 20)
+sandbox.files.write("blob.bin", blob)
+assert sandbox.files.read("/home/user/blob.bin", format="bytes") == bytes(blob)
+seen = sandbox.run_code("print(open('notes/a.txt').read().count('café'))")
+assert seen.logs.stdout == ["3\n"], seen.logs
+ok("files written and read back, text and 10 MB binary")
+
+if shell:
+    out = []
+    done = sandbox.commands.run(
+        "echo one; echo two >&2; echo $GREETING", on_stdout=out.append
+    )
+    assert done.exit_code == 0 and done.stdout == "one\nhello\n", done
+    assert done.stderr == "two\n", done
+    assert "".join(out) == "one\nhello\n", out
+    try:
+        sandbox.commands.run("echo partial; exit 3")
+        raise AssertionError("a failing command did not raise")
+    except CommandExitException as e:
+        assert e.exit_code == 3 and e.stdout == "partial\n", e
+    ok("commands.run with streamed output and exit codes")
+    print("container:", sandbox.commands.run("hostname").stdout.strip(), flush=True)
+else:
+    try:
+        sandbox.commands.run("echo hi")
+        raise AssertionError("a shell command ran on a backend without a shell")
+    except Exception as e:  # noqa: BLE001 - the SDK's class for the refusal
+        assert "shell" in str(e), e
+    ok("commands.run refused with the reason on a backend without a shell")
+
+listed = Sandbox.list(query=SandboxQuery(metadata={"suite": tag})).next_items()
+assert [s.sandbox_id for s in listed] == [sandbox.sandbox_id], listed
+assert listed[0].metadata == {"suite": tag}, listed[0]
+ok("listing by metadata")
+
+again = Sandbox.connect(sandbox.sandbox_id)
+assert again.run_code("print(x)").logs.stdout == ["41\n"]
+ok("connect to a running sandbox")
+
+# Bob's key sees nothing of Alice's sandbox, and can do nothing to it.
+theirs = Sandbox.list(api_key=bob).next_items()
+assert sandbox.sandbox_id not in [s.sandbox_id for s in theirs], theirs
+for attempt in (
+    lambda: Sandbox.connect(sandbox.sandbox_id, api_key=bob),
+    lambda: Sandbox.get_info(sandbox.sandbox_id, api_key=bob),
+):
+    try:
+        attempt()
+        raise AssertionError("another key reached the sandbox")
+    except NotFoundException:
+        pass
+assert Sandbox.kill(sandbox.sandbox_id, api_key=bob) is False
+assert sandbox.run_code("print(x)").logs.stdout == ["41\n"]
+ok("another key cannot see or touch it")
+
+assert sandbox.kill() is True
+try:
+    Sandbox.get_info(sandbox.sandbox_id)
+    raise AssertionError("a killed sandbox is still there")
+except NotFoundException:
+    pass
+ok("kill")
+
+short = Sandbox.create(template=template, timeout=120)
+short.set_timeout(2)
+time.sleep(4)
+try:
+    Sandbox.get_info(short.sandbox_id)
+    raise AssertionError("the sandbox outlived its timeout")
+except NotFoundException:
+    pass
+ok("a timeout ends the sandbox")
