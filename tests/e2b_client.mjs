@@ -71,29 +71,41 @@ const back = await sandbox.files.read('/home/user/blob.bin', { format: 'bytes' }
 assert(Buffer.from(back).equals(blob), 'binary read back')
 ok('files written and read back, text and 10 MB binary')
 
-if (shell) {
+// `prints` writes one and GREETING to stdout, two to stderr; `fails` writes partial
+// and exits 3.
+async function streamsAndFails(prints, fails) {
   const out = []
-  const done = await sandbox.commands.run('echo one; echo two >&2; echo $GREETING', {
-    onStdout: (d) => out.push(d),
-  })
+  const done = await sandbox.commands.run(prints, { onStdout: (d) => out.push(d) })
   assert(done.exitCode === 0 && done.stdout === 'one\nhello\n', JSON.stringify(done))
   assert(done.stderr === 'two\n', JSON.stringify(done))
   assert(out.join('') === 'one\nhello\n', JSON.stringify(out))
   try {
-    await sandbox.commands.run('echo partial; exit 3')
+    await sandbox.commands.run(fails)
     throw new Error('a failing command did not throw')
   } catch (e) {
     assert(e instanceof CommandExitError && e.exitCode === 3 && e.stdout === 'partial\n', String(e))
   }
+}
+
+if (shell) {
+  await streamsAndFails('echo one; echo two >&2; echo $GREETING', 'echo partial; exit 3')
   ok('commands.run with streamed output and exit codes')
 } else {
+  // No shell: a command runs the interpreter, in the sandbox's files.
+  await streamsAndFails(
+    `python3 -c "import os, sys; print('one'); print('two', file=sys.stderr); print(os.environ['GREETING'])"`,
+    `python3 -c 'import sys; print("partial"); sys.exit(3)'`,
+  )
+  await sandbox.files.write('job.py', 'import sys\nprint(sys.argv)\n')
+  const argv = (await sandbox.commands.run(`python3 job.py a 'b c'`)).stdout
+  assert(argv === "['job.py', 'a', 'b c']\n", argv)
   try {
-    await sandbox.commands.run('echo hi')
-    throw new Error('a shell command ran on a backend without a shell')
+    await sandbox.commands.run('echo hi | wc -c')
+    throw new Error('shell syntax ran on a backend without a shell')
   } catch (e) {
-    assert(String(e).includes('shell'), String(e))
+    assert(String(e).includes('python3 -c CODE'), String(e))
   }
-  ok('commands.run refused with the reason on a backend without a shell')
+  ok('commands.run runs the interpreter where there is no shell, exit codes, argv')
 }
 
 const listed = await Sandbox.list({ query: { metadata: { suite: tag } } }).nextItems()

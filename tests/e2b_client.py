@@ -71,28 +71,43 @@ seen = sandbox.run_code("print(open('notes/a.txt').read().count('café'))")
 assert seen.logs.stdout == ["3\n"], seen.logs
 ok("files written and read back, text and 10 MB binary")
 
-if shell:
+def streams_and_fails(prints, fails):
+    """`prints` writes one and GREETING to stdout, two to stderr; `fails` writes
+    partial and exits 3."""
     out = []
-    done = sandbox.commands.run(
-        "echo one; echo two >&2; echo $GREETING", on_stdout=out.append
-    )
+    done = sandbox.commands.run(prints, on_stdout=out.append)
     assert done.exit_code == 0 and done.stdout == "one\nhello\n", done
     assert done.stderr == "two\n", done
     assert "".join(out) == "one\nhello\n", out
     try:
-        sandbox.commands.run("echo partial; exit 3")
+        sandbox.commands.run(fails)
         raise AssertionError("a failing command did not raise")
     except CommandExitException as e:
         assert e.exit_code == 3 and e.stdout == "partial\n", e
+
+
+if shell:
+    streams_and_fails("echo one; echo two >&2; echo $GREETING", "echo partial; exit 3")
     ok("commands.run with streamed output and exit codes")
     print("container:", sandbox.commands.run("hostname").stdout.strip(), flush=True)
 else:
+    # No shell: a command runs the interpreter, in the sandbox's files.
+    streams_and_fails(
+        "python3 -c \"import os, sys; print('one'); print('two', file=sys.stderr); "
+        "print(os.environ['GREETING'])\"",
+        "python3 -c 'import sys; print(\"partial\"); sys.exit(3)'",
+    )
+    sandbox.files.write("job.py", "import sys\nprint(sys.argv)\n")
+    argv = sandbox.commands.run("python3 job.py a 'b c'").stdout
+    assert argv == "['job.py', 'a', 'b c']\n", argv
     try:
-        sandbox.commands.run("echo hi")
-        raise AssertionError("a shell command ran on a backend without a shell")
+        sandbox.commands.run("echo hi | wc -c")
+        raise AssertionError("shell syntax ran on a backend without a shell")
+    except CommandExitException:
+        raise
     except Exception as e:  # noqa: BLE001 - the SDK's class for the refusal
-        assert "shell" in str(e), e
-    ok("commands.run refused with the reason on a backend without a shell")
+        assert "python3 -c CODE" in str(e), e
+    ok("commands.run runs the interpreter where there is no shell, exit codes, argv")
 
 listed = Sandbox.list(query=SandboxQuery(metadata={"suite": tag})).next_items()
 assert [s.sandbox_id for s in listed] == [sandbox.sandbox_id], listed

@@ -341,7 +341,7 @@ pub fn unary(message: Value) -> Response {
 /// A streaming answer: 200 with frames from `frames`, which must end with
 /// [`end_of_stream`]. A streaming call's errors travel in that last frame, never in
 /// the status: the SDKs read no body from a stream that is not 200.
-pub fn streamed(frames: tokio::sync::mpsc::Receiver<Bytes>) -> Response {
+pub fn streamed(frames: tokio::sync::mpsc::UnboundedReceiver<Bytes>) -> Response {
     let stream = futures_util::stream::unfold(frames, |mut frames| async move {
         frames
             .recv()

@@ -138,8 +138,9 @@ async fn create(
     if new.auto_pause == Some(true) {
         return Err(E2bError::new(
             StatusCode::BAD_REQUEST,
-            "autoPause is not supported by sandlot yet: a sandbox ends at its timeout; create \
-             it without autoPause",
+            "autoPause (lifecycle on_timeout `pause`) is not supported by sandlot yet: a \
+             sandbox ends at its timeout; create it with on_timeout `kill` (the OpenAI Agents \
+             SDK's E2B client: E2BSandboxClientOptions(on_timeout=\"kill\"))",
         ));
     }
     if new.volume_mounts.as_ref().is_some_and(|v| !v.is_empty()) {
@@ -158,7 +159,21 @@ async fn create(
     let request = e2b.manager.request_for(&ask)?;
     let manager = e2b.manager.clone();
     let owner = client.clone();
-    let opened = blocking(move || manager.open(&owner, request)).await?;
+    let opened = blocking(move || {
+        let opened = manager.open(&owner, request)?;
+        let shell = manager.with_session(&owner, &opened.id, |s| {
+            Ok(s.capabilities().has(sandlot_core::Capability::Shell))
+        });
+        match shell {
+            Ok(shell) => Ok((opened, shell)),
+            Err(e) => {
+                let _ = manager.close(&owner, &opened.id);
+                Err(e)
+            }
+        }
+    })
+    .await?;
+    let (opened, shell) = opened;
     let first = Context {
         id: super::sandboxes::unguessable(),
         language: language.clone(),
@@ -170,6 +185,7 @@ async fn create(
     if sandbox.template.is_empty() {
         sandbox.template = "base".into();
     }
+    sandbox.shell = shell;
     sandbox.metadata = new.metadata.unwrap_or_default();
     sandbox.env = new.env_vars.unwrap_or_default();
     let sandbox = Arc::new(sandbox);

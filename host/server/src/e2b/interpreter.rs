@@ -354,8 +354,8 @@ fn stdout_sink(
     })
 }
 
-/// What a run wrote to stderr that did not go out yet: a Python traceback is held
-/// from its first line, so that it arrives once, as the run's error.
+/// What a run wrote to stderr that did not go out yet: an error report is held from
+/// its first line ([`starts_error`]), so that it arrives once, as the run's error.
 #[derive(Debug, Default)]
 struct Stderr {
     /// Bytes of a line not yet ended.
@@ -365,6 +365,12 @@ struct Stderr {
 }
 
 const TRACEBACK: &str = "Traceback (most recent call last):";
+
+/// Whether a line of stderr starts an error report: a Python traceback, or an
+/// uncaught JavaScript error (QuickJS's REPL writes `Uncaught NAME: ...`).
+fn starts_error(line: &str) -> bool {
+    line.starts_with(TRACEBACK) || line.starts_with("Uncaught ")
+}
 
 fn stderr_sink(
     lines: UnboundedSender<Bytes>,
@@ -379,7 +385,7 @@ fn stderr_sink(
             let rest = state.partial.split_off(end + 1);
             let text = String::from_utf8_lossy(&state.partial).into_owned();
             state.partial = rest;
-            if !state.held.is_empty() || text.starts_with(TRACEBACK) {
+            if !state.held.is_empty() || starts_error(&text) {
                 state.held.push_str(&text);
             } else {
                 out.push_str(&text);
@@ -448,7 +454,7 @@ fn ended(
     let mut out = Vec::new();
     let mut held_text = held.held;
     let partial = String::from_utf8_lossy(&held.partial).into_owned();
-    if held_text.is_empty() && !partial.starts_with(TRACEBACK) {
+    if held_text.is_empty() && !starts_error(&partial) {
         if !partial.is_empty() {
             out.push(output("stderr", &partial));
         }
@@ -600,5 +606,13 @@ mod tests {
         assert!(first["timestamp"].is_string());
         assert!(received.try_recv().is_err());
         assert!(lock(&state).held.starts_with(TRACEBACK));
+
+        let (lines, mut received) = tokio::sync::mpsc::unbounded_channel();
+        let state = Arc::new(Mutex::new(Stderr::default()));
+        let mut sink = stderr_sink(lines, state.clone());
+        sink(b"Uncaught ReferenceError: x is not defined\n    at <eval>\n");
+        assert!(received.try_recv().is_err());
+        let error = exception(&lock(&state).held).unwrap();
+        assert_eq!(error.name, "ReferenceError");
     }
 }

@@ -26,6 +26,7 @@ mod control;
 mod files;
 mod interpreter;
 mod process;
+mod program;
 pub mod sandboxes;
 
 use super::serve::Token;

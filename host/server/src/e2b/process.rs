@@ -1,9 +1,11 @@
 //! envd's `process.Process` service over Connect: commands started in a sandbox
 //! (`Start`, streaming their output), listed, signalled, and reattached to
 //! (`Connect`). A command runs in the sandbox's default session, through its
-//! backend's shell.
+//! backend's shell, or, on a backend without one (wasm), as a program of its
+//! interpreter ([`super::program`]).
 
 use super::connect::{self, Code, ConnectError};
+use super::program;
 use super::sandboxes::{Process, Sandbox};
 use super::E2b;
 use axum::body::Bytes;
@@ -121,22 +123,20 @@ fn data(stream: &'static str, bytes: &[u8]) -> Bytes {
 }
 
 /// Sends every frame of a process both to its caller and to those who reconnect.
+///
+/// The caller's channel is unbounded: a sink may be called inside a backend's own
+/// async runtime (wasm), where nothing may block, and the run's output cap bounds
+/// what it holds.
 #[derive(Clone)]
 struct Frames {
-    caller: mpsc::Sender<Bytes>,
+    caller: mpsc::UnboundedSender<Bytes>,
     others: broadcast::Sender<Bytes>,
 }
 
 impl Frames {
     fn send(&self, frame: Bytes) {
         // A caller that went away leaves the command running, as envd does.
-        let _ = self.caller.try_send(frame.clone());
-        let _ = self.others.send(frame);
-    }
-
-    /// Sends from a blocking thread, waiting while the caller's buffer is full.
-    fn send_blocking(&self, frame: Bytes) {
-        let _ = self.caller.blocking_send(frame.clone());
+        let _ = self.caller.send(frame.clone());
         let _ = self.others.send(frame);
     }
 }
@@ -178,6 +178,14 @@ fn started(
         Some(cwd) => super::files::workspace_path(cwd)?,
         None => String::new(),
     };
+    let cwd = request.process.cwd.clone();
+    let work = if sandbox.shell {
+        Work::Shell(line)
+    } else {
+        let language = sandbox.language();
+        let program = program::program(&line, &language)?;
+        Work::Program { program, language }
+    };
     let limit = e2b.manager.settings().limits.timeout;
     let timeout = connect::deadline(headers)?
         .filter(|d| !d.is_zero())
@@ -187,7 +195,7 @@ fn started(
         .ok_or_else(|| ConnectError::new(Code::Unavailable, "the sandbox has ended"))?;
     let pid = sandbox.next_pid();
     let interrupt = Interrupt::new();
-    let (caller, frames) = mpsc::channel::<Bytes>(64);
+    let (caller, frames) = mpsc::unbounded_channel::<Bytes>();
     let (others, _) = broadcast::channel::<Bytes>(256);
     let config = json!({
         "cmd": request.process.cmd,
@@ -214,7 +222,7 @@ fn started(
     env.extend(request.process.envs);
     let sink = |stream: &'static str| {
         let frames = frames_out.clone();
-        Box::new(move |bytes: &[u8]| frames.send_blocking(data(stream, bytes)))
+        Box::new(move |bytes: &[u8]| frames.send(data(stream, bytes)))
             as sandlot_core::backend::Sink
     };
     let options = RunOptions {
@@ -228,7 +236,22 @@ fn started(
     };
     let manager = e2b.manager.clone();
     tokio::task::spawn_blocking(move || {
-        let ran = manager.run_command_with(&sandbox.client, &session, &line, options);
+        let client = &sandbox.client;
+        let ran = match work {
+            Work::Shell(line) => manager.run_command_with(client, &session, &line, options),
+            Work::Program { program, language } => {
+                let code = match program.source {
+                    program::Source::Inline(code) => Ok((code, "<string>".to_string())),
+                    program::Source::File(file) => {
+                        read_program(&manager, &sandbox, &session, &workdir_of(&file, &cwd))
+                    }
+                };
+                code.and_then(|(code, filename)| {
+                    let code = program::as_code(&language, &code, &filename, &program.argv);
+                    manager.run(client, &session, &code, options)
+                })
+            }
+        };
         sandbox
             .processes
             .lock()
@@ -239,11 +262,48 @@ fn started(
             Err(error) => (None, Some(ConnectError::from(error))),
         };
         if let Some(end) = end {
-            frames_out.send_blocking(event(json!({ "end": end })));
+            frames_out.send(event(json!({ "end": end })));
         }
-        frames_out.send_blocking(connect::end_of_stream(error.as_ref()));
+        frames_out.send(connect::end_of_stream(error.as_ref()));
     });
     Ok(connect::streamed(frames))
+}
+
+/// What a command runs: a shell line, or a program for the interpreter of a
+/// backend without a shell.
+enum Work {
+    Shell(String),
+    Program {
+        program: program::Program,
+        language: String,
+    },
+}
+
+/// The E2B path of a program's file, from the command's working directory when it is
+/// relative.
+fn workdir_of(file: &str, cwd: &Option<String>) -> String {
+    match cwd {
+        Some(cwd) if !file.starts_with('/') => format!("{}/{file}", cwd.trim_end_matches('/')),
+        _ => file.to_string(),
+    }
+}
+
+/// The code of a program's file, and its name for tracebacks; a missing file is what
+/// the interpreter would say.
+fn read_program(
+    manager: &crate::manager::SessionManager,
+    sandbox: &Sandbox,
+    session: &crate::manager::SessionId,
+    path: &str,
+) -> Result<(String, String), sandlot_core::error::Error> {
+    let relative = super::files::workspace_path(path)
+        .map_err(|e| sandlot_core::error::Error::InvalidRequest { reason: e.message })?;
+    let bytes = manager.with_session(&sandbox.client, session, |s| s.read_file(&relative))?;
+    let code =
+        String::from_utf8(bytes).map_err(|_| sandlot_core::error::Error::InvalidRequest {
+            reason: format!("{path} is not UTF-8 text, so it is no program"),
+        })?;
+    Ok((code, super::files::e2b_path(&relative)))
 }
 
 /// The `end` event of a command, and the stream's error where E2B gives one (a
@@ -292,11 +352,10 @@ async fn reconnect(
         Ok(attached) => attached,
         Err(error) => return connect::failed_stream(&error),
     };
-    let (caller, received) = mpsc::channel::<Bytes>(64);
+    let (caller, received) = mpsc::unbounded_channel::<Bytes>();
     tokio::spawn(async move {
         if caller
             .send(event(json!({ "start": { "pid": pid } })))
-            .await
             .is_err()
         {
             return;
@@ -304,14 +363,14 @@ async fn reconnect(
         loop {
             match frames.recv().await {
                 Ok(frame) => {
-                    if caller.send(frame).await.is_err() {
+                    if caller.send(frame).is_err() {
                         return;
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 // The command ended between the lookup and the subscription.
                 Err(broadcast::error::RecvError::Closed) => {
-                    let _ = caller.send(connect::end_of_stream(None)).await;
+                    let _ = caller.send(connect::end_of_stream(None));
                     return;
                 }
             }

@@ -68,6 +68,9 @@ pub struct Sandbox {
     pub template: String,
     /// The backend its sessions run on (`auto` left to the server).
     pub backend: Option<String>,
+    /// Whether that backend has a shell for commands; without one, commands run the
+    /// interpreter ([`super::program`]).
+    pub shell: bool,
     /// The caller's metadata, kept as given.
     pub metadata: BTreeMap<String, String>,
     /// Environment of every command and run in it.
@@ -100,6 +103,7 @@ impl Sandbox {
             client,
             template,
             backend,
+            shell: false,
             metadata: BTreeMap::new(),
             env: BTreeMap::new(),
             started,
@@ -124,6 +128,15 @@ impl Sandbox {
     /// A pid for its next command.
     pub fn next_pid(&self) -> u32 {
         self.next_pid.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The language of its default context, which its commands run in where the
+    /// backend has no shell.
+    pub fn language(&self) -> String {
+        lock(&self.contexts)
+            .first()
+            .map(|c| c.language.clone())
+            .unwrap_or_default()
     }
 
     /// The manager's sessions behind it.
