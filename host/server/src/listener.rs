@@ -27,6 +27,13 @@ impl Listener {
         let address = listener.local_addr().map_err(|e| Error::Serve {
             reason: format!("cannot read the bound address: {e}"),
         })?;
+        // Without TCP_NODELAY a response streamed in small pieces (a run's output, its
+        // last lines) waits for the client's delayed ACK of the piece before: 40 ms a
+        // request on a reused connection.
+        use axum::serve::ListenerExt;
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let stopped = stop.clone();
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, router)
