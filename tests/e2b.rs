@@ -28,6 +28,11 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// With `extra` arguments of `sandlot serve`.
+    fn start_with(extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("sandlot.toml");
         std::fs::write(&config, "[pool.docker]\nmin_idle = 1\nmax_size = 3\n").unwrap();
@@ -35,6 +40,7 @@ impl Server {
             .args(["serve", "--listen", "127.0.0.1:0", "--e2b", "127.0.0.1:0"])
             .arg("--config")
             .arg(&config)
+            .args(extra)
             .env("SANDLOT_API_TOKENS", format!("alice:{ALICE},bob:{BOB}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -351,4 +357,27 @@ fn bad_keys_ids_frames_and_uploads_get_the_errors_the_sdks_expect() {
         .send()
         .unwrap();
     assert_eq!(answer.status().as_u16(), 204);
+}
+
+/// A sandbox whose session the manager closed for idleness is gone from the control
+/// API too, and its id finds nothing.
+#[test]
+fn a_sandbox_idle_past_the_servers_idle_timeout_is_gone() {
+    let server = Server::start_with(&["--idle-timeout", "1"]);
+    let (id, _) = create(&server);
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let info = http()
+        .get(format!("{}/sandboxes/{id}", server.url))
+        .header("X-API-Key", ALICE)
+        .send()
+        .unwrap();
+    assert_eq!(info.status().as_u16(), 404);
+    let listed: Value = http()
+        .get(format!("{}/v2/sandboxes", server.url))
+        .header("X-API-Key", ALICE)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(listed, json!([]));
 }

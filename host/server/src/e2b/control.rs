@@ -209,7 +209,10 @@ fn live(e2b: &E2b, client: &ClientId, id: &str) -> Result<Arc<Sandbox>, E2bError
         Ok(sandbox)
     } else {
         e2b.sandboxes.remove(id);
-        end_sandbox(&e2b.manager, &sandbox);
+        // Its other contexts may be running: closing them waits for their runs, which
+        // must not hold an async worker.
+        let manager = e2b.manager.clone();
+        tokio::task::spawn_blocking(move || end_sandbox(&manager, &sandbox));
         Err(E2bError::no_sandbox(id))
     }
 }
