@@ -2,7 +2,7 @@
 //! a stream of JSON lines (output, rich results, the error, the execution count),
 //! and the contexts each with its own interpreter state (`/contexts`).
 
-use super::sandboxes::{Context, Sandbox};
+use super::sandboxes::{lock, Context, Sandbox};
 use super::{blocking, E2b, E2bError};
 use crate::manager::{Ask, SessionId};
 use axum::body::{Body, Bytes};
@@ -67,10 +67,6 @@ fn language_of(e2b_language: &str) -> String {
         "ts" | "typescript" => "typescript".into(),
         other => other.to_string(),
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Opens a context of `language` in `sandbox` on the sandbox's backend.

@@ -100,9 +100,14 @@ impl Token {
     /// Whether `given` is this token, in time that does not depend on where they
     /// differ.
     pub(crate) fn matches(&self, given: &str) -> bool {
-        let (a, b) = (self.secret.as_bytes(), given.as_bytes());
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        same_secret(&self.secret, given)
     }
+}
+
+/// Whether `given` is `secret`, in time that does not depend on where they differ.
+pub(crate) fn same_secret(secret: &str, given: &str) -> bool {
+    let (a, b) = (secret.as_bytes(), given.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// How `sandlot serve` serves.
