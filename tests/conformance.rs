@@ -336,6 +336,71 @@ fn files_and_trees_go_in_and_out(backend: &str) {
     assert!(session.read_file("etc/passwd").is_err());
 }
 
+fn files_are_described_made_moved_and_removed(backend: &str) {
+    use sandlot::backend::FileKind;
+    let mut session = open(backend);
+    session.write_file("notes/a.txt", b"hello").unwrap();
+    let info = session.file_info("notes/a.txt").unwrap();
+    assert_eq!((info.kind, info.size), (FileKind::File, 5));
+    assert_eq!(info.mode & 0o600, 0o600, "{:o}", info.mode);
+    assert!(info.modified.is_some());
+    assert!(session.file_info("").unwrap().is_dir());
+    assert!(session.make_dir("made/deeper").unwrap());
+    assert!(!session.make_dir("made").unwrap());
+    assert!(session.make_dir("notes/a.txt").is_err());
+    session.rename("notes/a.txt", "made/deeper/b.txt").unwrap();
+    assert_eq!(session.read_file("made/deeper/b.txt").unwrap(), b"hello");
+    // The code sees what the host did, and the host what the code did.
+    let run = session
+        .run(
+            "import os\n\
+             print(sorted(os.listdir('made/deeper')), os.path.exists('notes/a.txt'))\n\
+             os.symlink('deeper', 'made/link')\n\
+             print(os.readlink('made/link'))",
+        )
+        .unwrap();
+    assert_eq!(
+        run.stdout_text(),
+        "['b.txt'] False\ndeeper\n",
+        "{}",
+        run.stderr_text()
+    );
+    let listing = session.list_files("made").unwrap();
+    let kinds: Vec<_> = listing
+        .entries
+        .iter()
+        .map(|e| (e.name.as_str(), e.info.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("deeper", FileKind::Directory), ("link", FileKind::Link)]
+    );
+    // A link is described and removed as itself: the host goes through none.
+    assert_eq!(session.file_info("made/link").unwrap().kind, FileKind::Link);
+    assert!(session.file_info("made/link/b.txt").is_err());
+    assert!(session.make_dir("made/link/new").is_err());
+    assert!(session
+        .rename("made/deeper/b.txt", "made/link/b.txt")
+        .is_err());
+    session.remove_path("made/link").unwrap();
+    assert_eq!(session.read_file("made/deeper/b.txt").unwrap(), b"hello");
+    session.remove_path("made").unwrap();
+    for error in [
+        session.file_info("made").unwrap_err(),
+        session.remove_path("made").unwrap_err(),
+        session.rename("made", "elsewhere").unwrap_err(),
+    ] {
+        assert_eq!(error.kind(), ErrorKind::NotFound, "{error:?}");
+    }
+    for escape in ["../x", "/etc", "a/../../x"] {
+        assert!(session.remove_path(escape).is_err(), "{escape}");
+        assert!(session.make_dir(escape).is_err(), "{escape}");
+        assert!(session.rename("notes", escape).is_err(), "{escape}");
+    }
+    assert!(session.remove_path("").is_err());
+    assert!(session.file_info("").unwrap().is_dir());
+}
+
 fn environment_travels_with_the_run(backend: &str) {
     let mut session = open(backend);
     let code = "import os\nprint(os.environ.get('SANDLOT_TEST', 'unset'))";
@@ -1749,6 +1814,7 @@ macro_rules! conformance {
             #[test] fn output_flood_is_capped_on_the_stream() { super::output_flood_is_capped_on_the_stream($backend) }
             #[test] fn memory_cap_holds() { super::memory_cap_holds($backend) }
             #[test] fn files_and_trees_go_in_and_out() { super::files_and_trees_go_in_and_out($backend) }
+            #[test] fn files_are_described_made_moved_and_removed() { super::files_are_described_made_moved_and_removed($backend) }
             #[test] fn environment_travels_with_the_run() { super::environment_travels_with_the_run($backend) }
             #[test] fn secrets_reach_the_code_and_come_back_masked() { super::secrets_reach_the_code_and_come_back_masked($backend) }
             #[test] fn egress_goes_only_where_the_allow_list_says() { super::egress_goes_only_where_the_allow_list_says($backend) }

@@ -1,7 +1,8 @@
 //! `sandlot serve --e2b` driven by E2B's official SDKs, pinned by `tests/run.sh`:
 //! Python's (`e2b`, `e2b-code-interpreter`, as `tests/e2b_client.py`) and
 //! JavaScript's (`e2b`, `@e2b/code-interpreter`, as `tests/e2b_client.mjs`), on wasm
-//! and on pooled Docker; and by hand where the SDKs never go: bad keys, malformed
+//! and on pooled Docker; the OpenAI Agents SDK's E2B client (`tests/e2b_agents.py`)
+//! on pooled Docker; and by hand where the SDKs never go: bad keys, malformed
 //! Connect frames, unknown and foreign sandboxes, oversized uploads.
 //!
 //! Needs the Python runtime installed, Docker with sandlot's images, and the SDKs
@@ -75,15 +76,23 @@ impl Drop for Server {
     }
 }
 
-fn e2b_python() -> String {
-    let python = std::env::var("SANDLOT_TEST_E2B_PYTHON")
-        .unwrap_or_else(|_| "/var/tmp/sandlot-ci/e2b-venv/bin/python".into());
+/// The Python of a test environment: `$VARIABLE`, or where `tests/run.sh` makes it.
+fn test_python(variable: &str, venv: &str, holding: &str) -> String {
+    let python = std::env::var(variable)
+        .unwrap_or_else(|_| format!("/var/tmp/sandlot-ci/{venv}/bin/python"));
     assert!(
         Path::new(&python).exists(),
-        "no E2B SDK Python at {python}: run tests/run.sh, or point SANDLOT_TEST_E2B_PYTHON \
-         at a Python with `e2b` and `e2b-code-interpreter` installed"
+        "no Python with {holding} at {python}: run tests/run.sh, or point {variable} at one"
     );
     python
+}
+
+fn e2b_python() -> String {
+    test_python(
+        "SANDLOT_TEST_E2B_PYTHON",
+        "e2b-venv",
+        "`e2b` and `e2b-code-interpreter`",
+    )
 }
 
 fn e2b_npm() -> String {
@@ -142,6 +151,7 @@ const CHECKS: &[&str] = &[
     "ok: a matplotlib chart as a PNG result, output streamed",
     "ok: an exception as an error with its traceback",
     "ok: files written and read back, text and 10 MB binary",
+    "ok: files listed, described, made, moved and removed",
     "ok: listing by metadata",
     "ok: connect to a running sandbox",
     "ok: another key cannot see or touch it",
@@ -192,6 +202,49 @@ fn the_python_and_javascript_sdks_on_pooled_docker() {
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
+}
+
+fn agents_python() -> String {
+    test_python(
+        "SANDLOT_TEST_AGENTS_PYTHON",
+        "agents-venv",
+        "`openai-agents[e2b]`",
+    )
+}
+
+#[test]
+fn the_openai_agents_sdks_e2b_client_on_pooled_docker() {
+    let server = Server::start();
+    let mut command = Command::new(agents_python());
+    command
+        .arg(support::tests_dir().join("e2b_agents.py"))
+        .arg("python@docker")
+        .env("E2B_API_URL", &server.url)
+        .env("E2B_SANDBOX_URL", &server.url)
+        .env("E2B_API_KEY", ALICE)
+        .env_remove("E2B_DOMAIN")
+        .env_remove("OPENAI_API_KEY");
+    let said = support::output_of(command, "the OpenAI Agents SDK's E2B client");
+    for check in [
+        "ok: opened",
+        "ok: a command ran, with its output and exit code",
+        "ok: files written, seen by commands, read and listed",
+    ] {
+        assert!(said.contains(check), "missing `{check}` in:\n{said}");
+    }
+    // The session's end killed its sandbox: the server lists nothing of Alice's.
+    assert_eq!(alices_sandboxes(&server), json!([]), "{said}");
+}
+
+/// What the control API lists for Alice.
+fn alices_sandboxes(server: &Server) -> Value {
+    http()
+        .get(format!("{}/v2/sandboxes", server.url))
+        .header("X-API-Key", ALICE)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap()
 }
 
 fn http() -> reqwest::blocking::Client {
@@ -307,6 +360,56 @@ fn bad_keys_ids_frames_and_uploads_get_the_errors_the_sdks_expect() {
         .unwrap();
     assert_eq!(answer.status().as_u16(), 400);
     assert_eq!(answer.json::<Value>().unwrap()["code"], "invalid_argument");
+    // Every filesystem call: a body that is not JSON, a message of the wrong shape,
+    // no path, a path outside the workspace, binary protobuf; a missing file;
+    // watching, which is not served yet.
+    let unary = |method: &str, content_type: &str, body: &str| {
+        let answer = envd(
+            &server,
+            &id,
+            &token,
+            &format!("/filesystem.Filesystem/{method}"),
+        )
+        .header("Content-Type", content_type)
+        .body(body.to_string())
+        .send()
+        .unwrap();
+        let status = answer.status().as_u16();
+        let code = answer.json::<Value>().unwrap()["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        (status, code)
+    };
+    let invalid = (400, "invalid_argument".to_string());
+    for method in ["Stat", "ListDir", "MakeDir", "Move", "Remove"] {
+        let json = "application/json";
+        assert_eq!(unary(method, json, "{not json"), invalid, "{method}");
+        assert_eq!(unary(method, json, r#"{"path":7}"#), invalid, "{method}");
+        assert_eq!(unary(method, json, "{}"), invalid, "{method}");
+        let outside = r#"{"path":"/etc","source":"/etc","destination":"/etc"}"#;
+        assert_eq!(unary(method, json, outside), invalid, "{method}");
+        let (_, code) = unary(method, "application/proto", "");
+        assert_eq!(code, "unimplemented", "{method}");
+    }
+    let missing = (404, "not_found".to_string());
+    assert_eq!(
+        unary("Stat", "application/json", r#"{"path":"nope"}"#),
+        missing
+    );
+    assert_eq!(
+        unary("Remove", "application/json", r#"{"path":"nope"}"#),
+        missing
+    );
+    let moved = r#"{"source":"nope","destination":"b"}"#;
+    assert_eq!(unary("Move", "application/json", moved), missing);
+    let home = r#"{"path":"/home/user"}"#;
+    assert_eq!(
+        unary("MakeDir", "application/json", home),
+        (409, "already_exists".to_string())
+    );
+    let (status, code) = unary("CreateWatcher", "application/json", home);
+    assert_eq!((status, code.as_str()), (501, "unimplemented"));
 
     // Files outside the home directory, missing files, an upload past the limit.
     let files = |method: reqwest::Method, query: &str| {
@@ -372,12 +475,5 @@ fn a_sandbox_idle_past_the_servers_idle_timeout_is_gone() {
         .send()
         .unwrap();
     assert_eq!(info.status().as_u16(), 404);
-    let listed: Value = http()
-        .get(format!("{}/v2/sandboxes", server.url))
-        .header("X-API-Key", ALICE)
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
-    assert_eq!(listed, json!([]));
+    assert_eq!(alices_sandboxes(&server), json!([]));
 }

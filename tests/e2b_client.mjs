@@ -13,7 +13,7 @@ import path from 'node:path'
 
 const require = createRequire(path.join(process.env.E2B_NPM_PREFIX, 'index.js'))
 const { Sandbox } = require('@e2b/code-interpreter')
-const { CommandExitError, NotFoundError } = require('e2b')
+const { CommandExitError, NotFoundError, InvalidArgumentError } = require('e2b')
 
 const [template, shellArg] = process.argv.slice(2)
 const shell = shellArg === 'yes'
@@ -70,6 +70,34 @@ await sandbox.files.write('blob.bin', blob.buffer.slice(blob.byteOffset, blob.by
 const back = await sandbox.files.read('/home/user/blob.bin', { format: 'bytes' })
 assert(Buffer.from(back).equals(blob), 'binary read back')
 ok('files written and read back, text and 10 MB binary')
+
+assert((await sandbox.files.makeDir('/home/user/made/deeper')) === true, 'makeDir made it')
+assert((await sandbox.files.makeDir('made')) === false, 'makeDir of one that exists')
+const moved = await sandbox.files.rename('notes/a.txt', '/home/user/made/deeper/b.txt')
+assert(eq([moved.name, moved.path, moved.type], ['b.txt', '/home/user/made/deeper/b.txt', 'file']), moved)
+const info = await sandbox.files.getInfo('made/deeper/b.txt')
+assert(info.size === Buffer.byteLength(text) && info.permissions.startsWith('-rw'), info)
+assert(info.modifiedTime.getFullYear() >= 2024, info.modifiedTime)
+assert(!(await sandbox.files.exists('notes/a.txt')), 'the moved file is gone')
+const tree = (await sandbox.files.list('/home/user/made', { depth: 2 }))
+  .map((e) => [e.path, e.type])
+  .sort()
+assert(eq(tree, [['/home/user/made/deeper', 'dir'], ['/home/user/made/deeper/b.txt', 'file']]), tree)
+await sandbox.files.remove('/home/user/made')
+assert(!(await sandbox.files.exists('/home/user/made')), 'removed')
+try {
+  await sandbox.files.getInfo('/home/user/made')
+  throw new Error('a removed directory was found')
+} catch (e) {
+  assert(e instanceof NotFoundError, e)
+}
+try {
+  await sandbox.files.list('/etc')
+  throw new Error('a path outside the workspace was listed')
+} catch (e) {
+  assert(e instanceof InvalidArgumentError && e.message.includes('/home/user'), e)
+}
+ok('files listed, described, made, moved and removed')
 
 // `prints` writes one and GREETING to stdout, two to stderr; `fails` writes partial
 // and exits 3.

@@ -13,7 +13,13 @@ import os
 import sys
 import time
 
-from e2b import CommandExitException, NotFoundException, SandboxQuery
+from e2b import (
+    CommandExitException,
+    FileNotFoundException,
+    InvalidArgumentException,
+    NotFoundException,
+    SandboxQuery,
+)
 from e2b_code_interpreter import Sandbox
 
 template, shell = sys.argv[1], sys.argv[2] == "yes"
@@ -70,6 +76,36 @@ assert sandbox.files.read("/home/user/blob.bin", format="bytes") == bytes(blob)
 seen = sandbox.run_code("print(open('notes/a.txt').read().count('café'))")
 assert seen.logs.stdout == ["3\n"], seen.logs
 ok("files written and read back, text and 10 MB binary")
+
+from e2b.sandbox.filesystem.filesystem import FileType
+assert sandbox.files.make_dir("/home/user/made/deeper") is True
+assert sandbox.files.make_dir("made") is False
+info = sandbox.files.rename("notes/a.txt", "/home/user/made/deeper/b.txt")
+assert (info.name, info.path, info.type) == ("b.txt", "/home/user/made/deeper/b.txt", FileType.FILE), info
+stat = sandbox.files.get_info("made/deeper/b.txt")
+assert stat.size == len(text.encode()) and stat.permissions.startswith("-rw"), stat
+assert stat.modified_time.year >= 2024, stat
+assert not sandbox.files.exists("notes/a.txt")
+listed = sorted((e.path, e.type) for e in sandbox.files.list("/home/user/made", depth=2))
+assert listed == [
+    ("/home/user/made/deeper", FileType.DIR),
+    ("/home/user/made/deeper/b.txt", FileType.FILE),
+], listed
+top = [e.name for e in sandbox.files.list("/home/user")]
+assert "made" in top and "blob.bin" in top, top
+sandbox.files.remove("/home/user/made")
+assert not sandbox.files.exists("/home/user/made")
+try:
+    sandbox.files.get_info("/home/user/made")
+    raise AssertionError("a removed directory was found")
+except FileNotFoundException:
+    pass
+try:
+    sandbox.files.list("/etc")
+    raise AssertionError("a path outside the workspace was listed")
+except InvalidArgumentException as e:
+    assert "/home/user" in str(e), e
+ok("files listed, described, made, moved and removed")
 
 def streams_and_fails(prints, fails):
     """`prints` writes one and GREETING to stdout, two to stderr; `fails` writes

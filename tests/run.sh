@@ -98,6 +98,14 @@ if [ ! -f "$e2b_npm/node_modules/@e2b/code-interpreter/package.json" ]; then
   npm install --silent --no-audit --no-fund --prefix "$e2b_npm" 'e2b@2.51.0' '@e2b/code-interpreter@2.8.0'
 fi
 export SANDLOT_TEST_E2B_NPM="$e2b_npm"
+# The OpenAI Agents SDK's E2B client pins an older `e2b` of its own: its own environment.
+agents_venv="${SANDLOT_AGENTS_VENV:-/var/tmp/sandlot-ci/agents-venv}"
+if ! "$agents_venv/bin/python" -c 'import agents.extensions.sandbox.e2b' 2>/dev/null; then
+  step "installing the OpenAI Agents SDK's E2B client for the E2B protocol tests"
+  python3 -m venv "$agents_venv"
+  "$agents_venv/bin/python" -m pip install --quiet --disable-pip-version-check 'openai-agents[e2b]==0.24.0'
+fi
+export SANDLOT_TEST_AGENTS_PYTHON="$agents_venv/bin/python"
 
 step "guest components match their sources"
 guests/build.sh --check

@@ -502,6 +502,38 @@ impl AgentClient {
         self.expect_done(&request, path, FILE_DEADLINE, "a clear")
     }
 
+    /// What a path is, a link at its end not followed.
+    pub fn stat(&mut self, path: &str) -> Result<Entry> {
+        let request = Request::Stat { path: path.into() };
+        match self.call(&request, FILE_DEADLINE)? {
+            Reply::Entries(mut entries) if entries.len() == 1 => Ok(entries.remove(0)),
+            Reply::Error(reason) => Err(path_error(path, reason)),
+            Reply::Missing(_) => Err(Error::NoSuchFile { path: path.into() }),
+            other => Err(broken(format!("unexpected {other:?} to a stat"))),
+        }
+    }
+
+    /// Makes a directory and its parents.
+    pub fn make_dir(&mut self, path: &str) -> Result<()> {
+        let request = Request::MakeDir { path: path.into() };
+        self.expect_done(&request, path, FILE_DEADLINE, "a make_dir")
+    }
+
+    /// Removes a file, a link or a directory tree.
+    pub fn remove(&mut self, path: &str) -> Result<()> {
+        let request = Request::Remove { path: path.into() };
+        self.expect_done(&request, path, COPY_DEADLINE, "a remove")
+    }
+
+    /// Moves a file, link or directory.
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        let request = Request::Rename {
+            from: from.into(),
+            to: to.into(),
+        };
+        self.expect_done(&request, from, FILE_DEADLINE, "a rename")
+    }
+
     /// Lists a directory (`list`) or every file below one (`scan`).
     pub fn entries(&mut self, path: &str, recursive: bool) -> Result<Vec<Entry>> {
         let request = if recursive {
@@ -528,6 +560,7 @@ impl AgentClient {
         match self.call(request, within)? {
             Reply::Done => Ok(()),
             Reply::Error(reason) => Err(path_error(path, reason)),
+            Reply::Missing(_) => Err(Error::NoSuchFile { path: path.into() }),
             other => Err(broken(format!("unexpected {other:?} to {what}"))),
         }
     }

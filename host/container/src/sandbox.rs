@@ -4,8 +4,8 @@ use super::client::{AgentClient, Output, RunCommand, RunTools};
 use sandlot_agent::ExitReport;
 use sandlot_core::artifact::{FileStat, Snapshot};
 use sandlot_core::backend::{
-    stop_threshold, DirEntry, EndReason, Outcome, RunRequest, Sandbox, SandboxFiles, SessionState,
-    Workload,
+    stop_threshold, DirEntry, EndReason, FileInfo, Outcome, RunRequest, Sandbox, SandboxFiles,
+    SessionState, Workload,
 };
 use sandlot_core::error::{Error, Result};
 use sandlot_core::language::KernelSpec;
@@ -301,7 +301,10 @@ impl SandboxFiles for AgentSandbox {
         let mut entries: Vec<DirEntry> = self
             .with_agent(|agent| agent.entries(path, false))?
             .into_iter()
-            .map(|e| DirEntry::new(OsString::from_vec(e.path), e.is_dir))
+            .map(|e| {
+                let info = info_of(&e);
+                DirEntry::new(OsString::from_vec(e.path), info)
+            })
             .collect();
         entries.sort();
         Ok(entries)
@@ -329,6 +332,39 @@ impl SandboxFiles for AgentSandbox {
     fn clear(&mut self, path: &str) -> Result<()> {
         self.with_agent(|agent| agent.clear(path))
     }
+
+    fn stat(&mut self, path: &str) -> Result<FileInfo> {
+        self.with_agent(|agent| agent.stat(path))
+            .map(|entry| info_of(&entry))
+    }
+
+    fn make_dir(&mut self, path: &str) -> Result<bool> {
+        match self.stat(path) {
+            Ok(info) if info.is_dir() => return Ok(false),
+            Ok(_) => {
+                return Err(Error::InvalidPath {
+                    path: path.into(),
+                    reason: "something other than a directory is there".into(),
+                })
+            }
+            Err(_) => {}
+        }
+        self.with_agent(|agent| agent.make_dir(path)).map(|()| true)
+    }
+
+    fn remove(&mut self, path: &str) -> Result<()> {
+        self.with_agent(|agent| agent.remove(path))
+    }
+
+    fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        self.with_agent(|agent| agent.rename(from, to))
+    }
+}
+
+/// What the agent says of a file, as the host describes it.
+fn info_of(entry: &sandlot_agent::Entry) -> FileInfo {
+    let modified = UNIX_EPOCH + Duration::from_nanos(entry.mtime_ns);
+    FileInfo::from_unix(entry.mode, entry.size, Some(modified))
 }
 
 impl Drop for AgentSandbox {

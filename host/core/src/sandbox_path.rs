@@ -326,6 +326,8 @@ pub struct ListEntry {
     pub name: SandboxPath,
     /// Whether it is a directory (a link never is).
     pub is_dir: bool,
+    /// What the file system says of it: kind, size, permissions, time.
+    pub info: crate::backend::FileInfo,
 }
 
 /// `text` with every control and text-direction character shown as an escape

@@ -21,8 +21,8 @@
 
 use crate::artifact::{Artifact, ArtifactLimits, Collected, EarlierOutput, Snapshot};
 use crate::backend::{
-    Backend, BackendName, Capabilities, Capability, LastValue, Needs, Outcome, RunRequest, Sandbox,
-    SessionState, Sink, Workload,
+    Backend, BackendName, Capabilities, Capability, FileInfo, LastValue, Needs, Outcome,
+    RunRequest, Sandbox, SessionState, Sink, Workload,
 };
 use crate::error::{Error, Result};
 use crate::execution::Execution;
@@ -847,7 +847,8 @@ impl Session {
                 Some(name) if !listing.entries.iter().any(|e| e.name == name) => {
                     listing.entries.push(ListEntry {
                         name,
-                        is_dir: entry.is_dir,
+                        is_dir: entry.is_dir(),
+                        info: entry.info,
                     })
                 }
                 _ => listing.refused += 1,
@@ -855,6 +856,56 @@ impl Session {
         }
         listing.entries.sort();
         Ok(listing)
+    }
+
+    /// What `path` (relative; `""` or `"."` for the workspace) is: a file, a
+    /// directory or a link (described, never followed), with its size, permissions
+    /// and modification time. A path that names nothing is [`Error::NoSuchFile`].
+    ///
+    /// ```no_run
+    /// # let mut session = sandlot::from_environment()?.session("python").open()?;
+    /// session.write_file("data/a.csv", b"x,y\n")?;
+    /// assert_eq!(session.file_info("data/a.csv")?.size, 4);
+    /// assert!(session.file_info("data")?.is_dir());
+    /// # Ok::<(), sandlot::Error>(())
+    /// ```
+    pub fn file_info(&mut self, path: &str) -> Result<FileInfo> {
+        let rel = dir_path(path)?;
+        let info = self.sandbox()?.files().stat(&rel);
+        self.masked(info)
+    }
+
+    /// Makes directory `path` (relative to the workspace) and its parents: `true`
+    /// if it was made, `false` if it was a directory already (the workspace always
+    /// is). A file in its place, or a link on the way, is an error.
+    pub fn make_dir(&mut self, path: &str) -> Result<bool> {
+        let rel = dir_path(path)?;
+        if rel.is_empty() {
+            self.sandbox()?;
+            return Ok(false);
+        }
+        self.output = None;
+        let made = self.sandbox()?.files().make_dir(&rel);
+        self.masked(made)
+    }
+
+    /// Removes `path` (relative to the workspace): a file, a link (never what it
+    /// points to) or a directory with everything in it. A path that names nothing is
+    /// [`Error::NoSuchFile`]; the workspace itself cannot be removed.
+    pub fn remove_path(&mut self, path: &str) -> Result<()> {
+        let rel = sandbox_path(path)?;
+        self.output = None;
+        let removed = self.sandbox()?.files().remove(rel.as_str());
+        self.masked(removed)
+    }
+
+    /// Moves the file, link or directory `from` to `to` (both relative to the
+    /// workspace), making `to`'s parents and replacing a file there.
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        let (from, to) = (sandbox_path(from)?, sandbox_path(to)?);
+        self.output = None;
+        let moved = self.sandbox()?.files().rename(from.as_str(), to.as_str());
+        self.masked(moved)
     }
 
     /// Copies the host file or directory `host_path` into the sandbox directory

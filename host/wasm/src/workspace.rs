@@ -5,7 +5,7 @@
 
 use cap_std::fs::Dir;
 use sandlot_core::artifact::{FileStat, Snapshot};
-use sandlot_core::backend::{DirEntry, SandboxFiles};
+use sandlot_core::backend::{DirEntry, FileInfo, FileKind, SandboxFiles};
 use sandlot_core::error::{Error, Result};
 use sandlot_core::layout::Layout;
 use std::path::{Path, PathBuf};
@@ -144,6 +144,16 @@ impl Workspace {
         Ok(rel)
     }
 
+    /// `path` as a relative path whose last component may be a link (described,
+    /// removed or moved as itself), refused if any directory on the way is one.
+    fn resolve_leaf(&self, path: &str) -> Result<PathBuf> {
+        let rel = PathBuf::from(path);
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.resolve(&parent.to_string_lossy())?;
+        }
+        Ok(rel)
+    }
+
     /// Makes the directory `path` and its parents, refusing links on the way.
     pub(crate) fn create_dir_all(&self, path: &str) -> Result<()> {
         let rel = self.resolve(path)?;
@@ -164,6 +174,13 @@ impl Workspace {
         }
         self.root.open_dir(&rel).map_err(|e| io_error(path, e))
     }
+}
+
+/// What cap-std's metadata (taken without following a link) says of a file.
+fn info_of(meta: &cap_std::fs::Metadata) -> FileInfo {
+    use cap_std::fs::MetadataExt;
+    let modified = meta.modified().ok().map(|t| t.into_std());
+    FileInfo::from_unix(meta.mode(), meta.len(), modified)
 }
 
 impl SandboxFiles for Workspace {
@@ -217,8 +234,12 @@ impl SandboxFiles for Workspace {
                 if top && HIDDEN.iter().any(|hidden| name == *hidden) {
                     return None;
                 }
-                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-                Some(DirEntry::new(name, is_dir))
+                // Not following a link: a link is described as one.
+                let info = entry
+                    .metadata()
+                    .ok()
+                    .map_or(FileInfo::new(FileKind::Other, 0), |m| info_of(&m));
+                Some(DirEntry::new(name, info))
             })
             .collect();
         entries.sort();
@@ -295,6 +316,71 @@ impl SandboxFiles for Workspace {
         Ok(())
     }
 
+    fn stat(&mut self, path: &str) -> Result<FileInfo> {
+        let rel = self.resolve_leaf(path)?;
+        let meta = if rel.as_os_str().is_empty() {
+            self.root.dir_metadata()
+        } else {
+            self.root.symlink_metadata(&rel)
+        };
+        meta.map(|m| info_of(&m)).map_err(|e| io_error(path, e))
+    }
+
+    fn make_dir(&mut self, path: &str) -> Result<bool> {
+        let rel = self.resolve(path)?;
+        match self.root.symlink_metadata(&rel) {
+            Ok(meta) if meta.is_dir() => Ok(false),
+            Ok(_) => Err(Error::InvalidPath {
+                path: path.into(),
+                reason: "something other than a directory is there".into(),
+            }),
+            Err(_) => {
+                self.create_dir_all(path)?;
+                Ok(true)
+            }
+        }
+    }
+
+    fn remove(&mut self, path: &str) -> Result<()> {
+        let rel = self.resolve_leaf(path)?;
+        if rel.as_os_str().is_empty() {
+            return Err(Error::InvalidPath {
+                path: path.into(),
+                reason: "the workspace itself cannot be removed".into(),
+            });
+        }
+        // Not following a link: a link goes, never its target.
+        let meta = self
+            .root
+            .symlink_metadata(&rel)
+            .map_err(|e| io_error(path, e))?;
+        let removed = if meta.is_dir() {
+            self.root.remove_dir_all(&rel)
+        } else {
+            self.root.remove_file(&rel)
+        };
+        removed.map_err(|e| io_error(path, e))
+    }
+
+    fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        let (from_rel, to_rel) = (self.resolve_leaf(from)?, self.resolve_leaf(to)?);
+        if from_rel.as_os_str().is_empty() || to_rel.as_os_str().is_empty() {
+            return Err(Error::InvalidPath {
+                path: from.into(),
+                reason: "the workspace itself cannot be moved".into(),
+            });
+        }
+        self.root
+            .symlink_metadata(&from_rel)
+            .map_err(|e| io_error(from, e))?;
+        if let Some(parent) = to_rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.create_dir_all(&parent.to_string_lossy())?;
+        }
+        self.root
+            .rename(&from_rel, &self.root, &to_rel)
+            .map_err(|e| io_error(from, e))
+    }
+
     fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()> {
         let rel = self.resolve(path)?;
         if !rel.as_os_str().is_empty() {
@@ -349,14 +435,33 @@ mod tests {
         assert!(scanned.is_empty(), "a link is not an artifact");
 
         workspace.write("data/in.csv", b"a,b\n").unwrap();
+        let listed: Vec<(String, FileKind)> = workspace
+            .list("")
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name.to_string_lossy().into_owned(), e.info.kind))
+            .collect();
         assert_eq!(
-            workspace.list("").unwrap(),
+            listed,
             [
-                DirEntry::new("data", true),
-                DirEntry::new("etc", false),
-                DirEntry::new("output", true)
+                ("data".into(), FileKind::Directory),
+                ("etc".into(), FileKind::Link),
+                ("output".into(), FileKind::Directory)
             ]
         );
+        // Described, removed and moved as links: what they point to is untouched.
+        assert_eq!(workspace.stat("etc").unwrap().kind, FileKind::Link);
+        assert!(workspace.stat("etc/passwd").is_err());
+        assert!(workspace.make_dir("etc/new").is_err());
+        assert!(workspace.rename("data", "etc/data").is_err());
+        workspace.rename("etc", "moved/etc").unwrap();
+        workspace.remove("moved").unwrap();
+        assert!(std::path::Path::new("/etc/passwd").exists());
+        assert!(workspace.make_dir("made/deep").unwrap());
+        assert!(!workspace.make_dir("made").unwrap());
+        assert!(workspace.stat("").unwrap().is_dir());
+        assert_eq!(workspace.stat("data/in.csv").unwrap().size, 4);
+        assert!(workspace.remove("").is_err());
         let archive = workspace.pack("data", 1 << 20).unwrap();
         workspace.unpack("copy", &archive).unwrap();
         assert_eq!(workspace.read("copy/in.csv", 10).unwrap(), b"a,b\n");

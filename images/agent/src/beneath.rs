@@ -238,6 +238,26 @@ impl Root {
         self.open_at(path, libc::O_RDONLY | libc::O_DIRECTORY, 0)
     }
 
+    /// The directory that holds `path` (made with its parents if `make`), and the
+    /// name of `path` in it; `None` for the root itself.
+    pub fn parent(&self, path: &str, make: bool) -> Result<Option<(OwnedFd, CString)>, Refused> {
+        let mut names = names(path)?;
+        let Some(last) = names.pop() else {
+            return Ok(None);
+        };
+        let parent = names
+            .iter()
+            .map(|n| n.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/");
+        let dir = if make {
+            self.make_dirs(&parent)?
+        } else {
+            self.dir(&parent)?
+        };
+        Ok(Some((dir, last)))
+    }
+
     /// Opens a directory below the root, making it and its parents if missing.
     pub fn make_dirs(&self, path: &str) -> Result<OwnedFd, Refused> {
         let names = names(path)?;
@@ -335,25 +355,51 @@ pub fn entries(dir: &OwnedFd) -> io::Result<Vec<(CString, Stat)>> {
         if name == c"." || name == c".." {
             continue;
         }
-        let mut stat = MaybeUninit::<Stat>::uninit();
-        // SAFETY: fstatat(2) writes a whole stat on success.
-        let ok = unsafe {
-            libc::fstatat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
-                stat.as_mut_ptr(),
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        } == 0;
-        if ok {
-            // SAFETY: initialised by the successful fstatat above.
-            found.push((name.to_owned(), unsafe { stat.assume_init() }));
+        if let Ok(stat) = stat_in(dir, name) {
+            found.push((name.to_owned(), stat));
         }
     }
     // SAFETY: closes the stream and the copy it owns.
     unsafe { libc::closedir(stream) };
     found.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(found)
+}
+
+/// What `fstatat` says of an entry of an open directory, not following a link.
+pub fn stat_in(dir: &OwnedFd, name: &CStr) -> io::Result<Stat> {
+    let mut stat = MaybeUninit::<Stat>::uninit();
+    // SAFETY: fstatat(2) writes a whole stat on success.
+    if unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            stat.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    } != 0
+    {
+        return last_error();
+    }
+    // SAFETY: initialised by the successful fstatat above.
+    Ok(unsafe { stat.assume_init() })
+}
+
+/// Moves entry `from` of directory `from_dir` to entry `to` of `to_dir`: links are
+/// moved themselves, never followed.
+pub fn rename_in(from_dir: &OwnedFd, from: &CStr, to_dir: &OwnedFd, to: &CStr) -> io::Result<()> {
+    // SAFETY: renameat(2) on valid directory descriptors and NUL-terminated names.
+    if unsafe {
+        libc::renameat(
+            from_dir.as_raw_fd(),
+            from.as_ptr(),
+            to_dir.as_raw_fd(),
+            to.as_ptr(),
+        )
+    } != 0
+    {
+        return last_error();
+    }
+    Ok(())
 }
 
 /// Opens a subdirectory of an open directory without following a link.
@@ -377,8 +423,8 @@ pub fn remove_in(dir: &OwnedFd, name: &CStr, dir_entry: bool) -> io::Result<()> 
     Ok(())
 }
 
-/// What `fstat` says of an open file.
-pub fn stat(file: &File) -> io::Result<Stat> {
+/// What `fstat` says of an open file or directory.
+pub fn stat(file: &impl AsRawFd) -> io::Result<Stat> {
     let mut stat = MaybeUninit::<Stat>::uninit();
     // SAFETY: fstat(2) writes a whole stat on success.
     if unsafe { libc::fstat(file.as_raw_fd(), stat.as_mut_ptr()) } != 0 {

@@ -113,7 +113,63 @@ fn entry(path: Vec<u8>, stat: &beneath::Stat) -> Entry {
         is_dir: beneath::is_dir(stat),
         size: stat.st_size.max(0) as u64,
         mtime_ns: mtime_ns(stat),
+        mode: stat.st_mode,
     }
+}
+
+/// What `path` below the root is, its last link not followed; the entry is named
+/// as the path's last component (empty for the root).
+pub fn stat(root: &Root, path: &str) -> Result<Entry, Failure> {
+    let io = |e: io::Error| failed("stat", path)(Refused::Io(e));
+    match root.parent(path, false).map_err(failed("stat", path))? {
+        None => {
+            let dir = root.dir("").map_err(failed("stat", path))?;
+            Ok(entry(Vec::new(), &beneath::stat(&dir).map_err(io)?))
+        }
+        Some((dir, name)) => {
+            let stat = beneath::stat_in(&dir, &name).map_err(io)?;
+            Ok(entry(name.to_bytes().to_vec(), &stat))
+        }
+    }
+}
+
+/// Makes directory `path` below the root and its parents; one that exists is kept.
+pub fn make_dir(root: &Root, path: &str) -> Result<(), String> {
+    root.make_dirs(path)
+        .map(drop)
+        .map_err(refused("make the directory", path))
+}
+
+/// Removes `path` below the root: a file, a link (never what it points to) or a
+/// directory with everything in it.
+pub fn remove(root: &Root, path: &str) -> Result<(), Failure> {
+    let io = |e: io::Error| failed("remove", path)(Refused::Io(e));
+    let Some((dir, name)) = root.parent(path, false).map_err(failed("remove", path))? else {
+        return Err(Failure::Other("cannot remove the workspace itself".into()));
+    };
+    let stat = beneath::stat_in(&dir, &name).map_err(io)?;
+    if beneath::is_dir(&stat) {
+        clear(root, path)?;
+    }
+    beneath::remove_in(&dir, &name, beneath::is_dir(&stat)).map_err(io)
+}
+
+/// Moves `from` to `to` below the root, making `to`'s parents; a file (or an empty
+/// directory) at `to` is replaced.
+pub fn rename(root: &Root, from: &str, to: &str) -> Result<(), Failure> {
+    let whole = |_| Failure::Other("cannot move the workspace itself".into());
+    let (from_dir, from_name) = root
+        .parent(from, false)
+        .map_err(failed("move", from))?
+        .ok_or(())
+        .map_err(whole)?;
+    let (to_dir, to_name) = root
+        .parent(to, true)
+        .map_err(failed("move to", to))?
+        .ok_or(())
+        .map_err(whole)?;
+    beneath::rename_in(&from_dir, &from_name, &to_dir, &to_name)
+        .map_err(|e| failed("move", from)(Refused::Io(e)))
 }
 
 pub fn list(root: &Root, path: &str) -> Result<Vec<Entry>, Failure> {
@@ -354,6 +410,47 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("output")).unwrap();
         dir
+    }
+
+    #[test]
+    fn stat_make_remove_and_move_follow_no_link() {
+        let dir = scratch("ops");
+        let outside = scratch("ops-outside");
+        fs::write(outside.join("kept.txt"), "kept").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("link")).unwrap();
+        let root = Root::open(&dir).unwrap();
+        write_file(&root, "a/b.txt", b"hello", None).unwrap();
+        let file = stat(&root, "a/b.txt").unwrap();
+        assert_eq!((file.path.as_slice(), file.size), (&b"b.txt"[..], 5));
+        assert_eq!(file.mode & libc::S_IFMT, libc::S_IFREG);
+        assert!(stat(&root, "").unwrap().is_dir);
+        // A link is reported as a link, and nothing through it is reached.
+        assert_eq!(
+            stat(&root, "link").unwrap().mode & libc::S_IFMT,
+            libc::S_IFLNK
+        );
+        assert!(stat(&root, "link/kept.txt").is_err());
+        assert!(matches!(stat(&root, "nope"), Err(Failure::Missing(_))));
+        make_dir(&root, "x/y/z").unwrap();
+        make_dir(&root, "x/y/z").unwrap();
+        assert!(stat(&root, "x/y/z").unwrap().is_dir);
+        assert!(make_dir(&root, "link/new").is_err());
+        assert!(!outside.join("new").exists());
+        rename(&root, "a/b.txt", "x/y/c.txt").unwrap();
+        assert_eq!(read_file(&root, "x/y/c.txt", 10).unwrap(), b"hello");
+        assert!(matches!(
+            rename(&root, "a/b.txt", "d"),
+            Err(Failure::Missing(_))
+        ));
+        assert!(rename(&root, "x/y/c.txt", "link/c.txt").is_err());
+        // A directory goes with everything in it; a link goes, never its target.
+        remove(&root, "x").unwrap();
+        assert!(matches!(stat(&root, "x"), Err(Failure::Missing(_))));
+        remove(&root, "link").unwrap();
+        assert_eq!(fs::read(outside.join("kept.txt")).unwrap(), b"kept");
+        assert!(matches!(remove(&root, "x"), Err(Failure::Missing(_))));
+        assert!(remove(&root, "").is_err());
+        assert!(remove(&root, "../etc").is_err());
     }
 
     #[test]

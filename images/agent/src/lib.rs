@@ -45,7 +45,10 @@ use std::io::{self, Read, Write};
 /// 8: tool calls (see [`Request`]): `tools` on [`Request::Run`] and
 /// [`Request::Cell`], [`Reply::ToolCall`], [`Reply::ToolCallTooLarge`] and
 /// [`Request::ToolAnswer`].
-pub const PROTOCOL_VERSION: u32 = 8;
+///
+/// 9: [`Request::Stat`], [`Request::MakeDir`], [`Request::Remove`] and
+/// [`Request::Rename`]; every [`Entry`] has its `mode`.
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// The environment variable that tells code in the sandbox where its run's tool
 /// endpoint is: the path of a Unix socket, or `@NAME` for an abstract one (where no
@@ -233,6 +236,34 @@ pub enum Request {
     /// [above](Request#interrupts)). No reply of its own: the run's replies go on, and
     /// its [`Reply::Exit`] says what the interrupt did.
     Interrupt,
+    /// What the file system says of one path below the root, not following a link
+    /// at its end. Reply: [`Reply::Entries`] with one entry named as the path's last
+    /// component (empty for the root), or [`Reply::Missing`].
+    Stat {
+        /// Path relative to the root; empty for the root.
+        path: String,
+    },
+    /// Makes a directory and its parents; one that exists is kept. Reply:
+    /// [`Reply::Done`].
+    MakeDir {
+        /// Path relative to the root.
+        path: String,
+    },
+    /// Removes a file, a link (never what it points to) or a directory with
+    /// everything in it. Reply: [`Reply::Done`], or [`Reply::Missing`].
+    Remove {
+        /// Path relative to the root; never the root itself.
+        path: String,
+    },
+    /// Moves a file, link or directory, replacing a file (or an empty directory)
+    /// at the destination and making its parents. Reply: [`Reply::Done`], or
+    /// [`Reply::Missing`] when `from` names nothing.
+    Rename {
+        /// Path relative to the root.
+        from: String,
+        /// Path relative to the root.
+        to: String,
+    },
     /// The answer to the [`Reply::ToolCall`] (or [`Reply::ToolCallTooLarge`]) numbered
     /// `call` (see [above](Request#tools)). No reply.
     ToolAnswer {
@@ -327,6 +358,8 @@ pub struct Entry {
     pub size: u64,
     /// Modification time, nanoseconds since the Unix epoch.
     pub mtime_ns: u64,
+    /// `st_mode`: the file's type (`S_IFMT` bits) and permissions.
+    pub mode: u32,
 }
 
 /// A tar archive of the file or directory at `path` (for a directory, its contents),
@@ -622,6 +655,13 @@ impl Request {
             Request::Freeze => Encoder::new(12).write_to(writer),
             Request::Thaw => Encoder::new(13).write_to(writer),
             Request::Interrupt => Encoder::new(14).write_to(writer),
+            Request::Stat { path } => Encoder::new(16).bytes(path.as_bytes()).write_to(writer),
+            Request::MakeDir { path } => Encoder::new(17).bytes(path.as_bytes()).write_to(writer),
+            Request::Remove { path } => Encoder::new(18).bytes(path.as_bytes()).write_to(writer),
+            Request::Rename { from, to } => Encoder::new(19)
+                .bytes(from.as_bytes())
+                .bytes(to.as_bytes())
+                .write_to(writer),
             Request::ToolAnswer { call, frame } => Encoder::new(TOOL_ANSWER)
                 .u64(*call)
                 .bytes(frame)
@@ -683,6 +723,13 @@ impl Request {
             12 => Request::Freeze,
             13 => Request::Thaw,
             14 => Request::Interrupt,
+            16 => Request::Stat { path: d.string()? },
+            17 => Request::MakeDir { path: d.string()? },
+            18 => Request::Remove { path: d.string()? },
+            19 => Request::Rename {
+                from: d.string()?,
+                to: d.string()?,
+            },
             TOOL_ANSWER => Request::ToolAnswer {
                 call: d.u64()?,
                 frame: d.bytes()?,
@@ -722,7 +769,8 @@ impl Reply {
                     e.bytes(&entry.path)
                         .u8(entry.is_dir as u8)
                         .u64(entry.size)
-                        .u64(entry.mtime_ns);
+                        .u64(entry.mtime_ns)
+                        .u32(entry.mode);
                 }
                 e.write_to(writer)
             }
@@ -763,7 +811,7 @@ impl Reply {
             0x84 => Reply::Done,
             0x85 => Reply::Data(d.bytes()?),
             0x86 => {
-                let n = d.count(21)?;
+                let n = d.count(25)?;
                 let entries = (0..n)
                     .map(|_| {
                         Ok(Entry {
@@ -771,6 +819,7 @@ impl Reply {
                             is_dir: d.bool()?,
                             size: d.u64()?,
                             mtime_ns: d.u64()?,
+                            mode: d.u32()?,
                         })
                     })
                     .collect::<io::Result<_>>()?;
@@ -887,6 +936,13 @@ mod tests {
         round_trip_request(Request::Clear {
             path: "output".into(),
         });
+        round_trip_request(Request::Stat { path: "".into() });
+        round_trip_request(Request::MakeDir { path: "a/b".into() });
+        round_trip_request(Request::Remove { path: "a".into() });
+        round_trip_request(Request::Rename {
+            from: "a.txt".into(),
+            to: "b/c.txt".into(),
+        });
         round_trip_reply(Reply::Hello { version: 3 });
         round_trip_reply(Reply::Stdout(vec![0xc3, 0x28]));
         round_trip_reply(Reply::Stderr(b"oops".to_vec()));
@@ -909,6 +965,7 @@ mod tests {
             is_dir: false,
             size: 10,
             mtime_ns: 1,
+            mode: 0o100644,
         }]));
         round_trip_reply(Reply::Error("no".into()));
         round_trip_reply(Reply::Missing("cannot read `x`: gone".into()));

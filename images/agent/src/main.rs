@@ -332,6 +332,16 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
             Ok(Request::Clear { path }) => {
                 files::clear(&root, &path).map_or_else(Reply::Error, |()| Reply::Done)
             }
+            Ok(Request::Stat { path }) => files::stat(&root, &path)
+                .map_or_else(files::Failure::reply, |entry| Reply::Entries(vec![entry])),
+            Ok(Request::MakeDir { path }) => {
+                files::make_dir(&root, &path).map_or_else(Reply::Error, |()| Reply::Done)
+            }
+            Ok(Request::Remove { path }) => {
+                files::remove(&root, &path).map_or_else(files::Failure::reply, |()| Reply::Done)
+            }
+            Ok(Request::Rename { from, to }) => files::rename(&root, &from, &to)
+                .map_or_else(files::Failure::reply, |()| Reply::Done),
             Ok(Request::Freeze) => {
                 process::freeze();
                 Reply::Done

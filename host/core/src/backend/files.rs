@@ -2,7 +2,7 @@
 
 use crate::artifact::{FileStat, Snapshot};
 use crate::error::{Error, Result};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
@@ -29,6 +29,113 @@ pub trait SandboxFiles {
     /// Empties directory `path`: its files, links and directories go, and no link is
     /// followed; a missing directory is empty already.
     fn clear(&mut self, path: &str) -> Result<()>;
+    /// What `path` is (`""`: the workspace); a link at its end is described, not
+    /// followed. A path that names nothing is [`Error::NoSuchFile`].
+    fn stat(&mut self, path: &str) -> Result<FileInfo>;
+    /// Makes directory `path` and its parents: `true` if it was made, `false` if it
+    /// was a directory already. Something else in its place is an error.
+    fn make_dir(&mut self, path: &str) -> Result<bool>;
+    /// Removes a file, a link (never what it points to) or a directory with
+    /// everything in it. A path that names nothing is [`Error::NoSuchFile`].
+    fn remove(&mut self, path: &str) -> Result<()>;
+    /// Moves a file, link or directory from `from` to `to`, making `to`'s parents
+    /// and replacing a file (or an empty directory) there.
+    fn rename(&mut self, from: &str, to: &str) -> Result<()>;
+}
+
+/// What a file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+    /// A symbolic link: described, never followed.
+    Link,
+    /// Anything else (a FIFO, a socket, a device).
+    Other,
+}
+
+/// What a sandbox's file system says of one file, a link not followed.
+///
+/// ```
+/// use sandlot::backend::{FileInfo, FileKind};
+/// let info = FileInfo::new(FileKind::File, 11).with_mode(0o644);
+/// assert!(!info.is_dir());
+/// assert_eq!(info.permissions(), "-rw-r--r--");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub struct FileInfo {
+    /// What it is.
+    pub kind: FileKind,
+    /// Its size in bytes (a directory's is the file system's figure).
+    pub size: u64,
+    /// Its permission bits (`0o7777` at most); 0 where the backend has none.
+    pub mode: u32,
+    /// When it last changed, where the backend knows.
+    pub modified: Option<SystemTime>,
+}
+
+impl FileInfo {
+    /// A file of `kind` and `size`, with no permissions or time known yet.
+    pub fn new(kind: FileKind, size: u64) -> FileInfo {
+        FileInfo {
+            kind,
+            size,
+            mode: 0,
+            modified: None,
+        }
+    }
+
+    /// The same with permission bits `mode` (type bits are dropped).
+    pub fn with_mode(mut self, mode: u32) -> FileInfo {
+        self.mode = mode & 0o7777;
+        self
+    }
+
+    /// The same with modification time `modified`.
+    pub fn with_modified(mut self, modified: Option<SystemTime>) -> FileInfo {
+        self.modified = modified;
+        self
+    }
+
+    /// From a Unix `st_mode` (type and permission bits), size and time.
+    pub fn from_unix(st_mode: u32, size: u64, modified: Option<SystemTime>) -> FileInfo {
+        let kind = match st_mode & 0o170000 {
+            0o100000 => FileKind::File,
+            0o040000 => FileKind::Directory,
+            0o120000 => FileKind::Link,
+            _ => FileKind::Other,
+        };
+        FileInfo::new(kind, size)
+            .with_mode(st_mode)
+            .with_modified(modified)
+    }
+
+    /// Whether it is a directory (a link never is).
+    pub fn is_dir(&self) -> bool {
+        self.kind == FileKind::Directory
+    }
+
+    /// Its type and permissions as `ls -l` shows them: `drwxr-xr-x`.
+    pub fn permissions(&self) -> String {
+        let kind = match self.kind {
+            FileKind::Directory => 'd',
+            FileKind::Link => 'l',
+            FileKind::File => '-',
+            FileKind::Other => '?',
+        };
+        let mut text = String::from(kind);
+        for shift in [6, 3, 0] {
+            let bits = (self.mode >> shift) & 0o7;
+            text.push(if bits & 4 != 0 { 'r' } else { '-' });
+            text.push(if bits & 2 != 0 { 'w' } else { '-' });
+            text.push(if bits & 1 != 0 { 'x' } else { '-' });
+        }
+        text
+    }
 }
 
 /// One entry of a directory, as [`SandboxFiles::list`] reports it.
@@ -37,17 +144,22 @@ pub struct DirEntry {
     /// Its name, any bytes the file system allows: it was chosen by the code in the
     /// sandbox.
     pub name: std::ffi::OsString,
-    /// Whether it is a directory (a link never is).
-    pub is_dir: bool,
+    /// What it is.
+    pub info: FileInfo,
 }
 
 impl DirEntry {
     /// An entry named `name`.
-    pub fn new(name: impl Into<std::ffi::OsString>, is_dir: bool) -> DirEntry {
+    pub fn new(name: impl Into<std::ffi::OsString>, info: FileInfo) -> DirEntry {
         DirEntry {
             name: name.into(),
-            is_dir,
+            info,
         }
+    }
+
+    /// Whether it is a directory (a link never is).
+    pub fn is_dir(&self) -> bool {
+        self.info.is_dir()
     }
 }
 
@@ -55,16 +167,20 @@ impl DirEntry {
 /// of their own, and for tests.
 ///
 /// ```
-/// use sandlot::backend::{DirEntry, MemoryFiles, SandboxFiles};
+/// use sandlot::backend::{MemoryFiles, SandboxFiles};
 /// let mut files = MemoryFiles::default();
 /// files.write("output/a.txt", b"hi")?;
-/// assert_eq!(files.list("")?, [DirEntry::new("output", true)]);
+/// let listed = files.list("")?;
+/// assert_eq!((listed[0].name.to_str(), listed[0].is_dir()), (Some("output"), true));
 /// assert_eq!(files.read("output/a.txt", 10)?, b"hi");
 /// # Ok::<(), sandlot::Error>(())
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct MemoryFiles {
     files: BTreeMap<PathBuf, (Vec<u8>, SystemTime)>,
+    /// Directories made on their own ([`SandboxFiles::make_dir`]); a file's parents
+    /// are directories without being listed here.
+    dirs: BTreeSet<PathBuf>,
 }
 
 fn missing(path: &str) -> Error {
@@ -82,6 +198,22 @@ impl MemoryFiles {
             .iter()
             .filter(move |(path, _)| path.starts_with(&dir) && *path != &dir)
     }
+
+    fn is_dir(&self, dir: &Path) -> bool {
+        dir.as_os_str().is_empty()
+            || self.dirs.iter().any(|d| d.starts_with(dir))
+            || self.children(dir).next().is_some()
+    }
+}
+
+fn dir_info() -> FileInfo {
+    FileInfo::new(FileKind::Directory, 0).with_mode(0o755)
+}
+
+fn file_info(data: &[u8], modified: SystemTime) -> FileInfo {
+    FileInfo::new(FileKind::File, data.len() as u64)
+        .with_mode(0o644)
+        .with_modified(Some(modified))
 }
 
 impl SandboxFiles for MemoryFiles {
@@ -106,23 +238,106 @@ impl SandboxFiles for MemoryFiles {
         let dir = under(path);
         self.files
             .retain(|file, _| !file.starts_with(&dir) || file == &dir);
+        self.dirs.retain(|d| !d.starts_with(&dir) || d == &dir);
         Ok(())
     }
 
     fn list(&mut self, path: &str) -> Result<Vec<DirEntry>> {
         let dir = under(path);
-        let mut entries: Vec<DirEntry> = self
+        if !self.is_dir(&dir) {
+            return Err(missing(path));
+        }
+        let files = self
             .children(&dir)
-            .filter_map(|(file, _)| {
+            .map(|(file, (data, modified))| (file.as_path(), Some(file_info(data, *modified))));
+        let dirs = self.dirs.iter().map(|d| (d.as_path(), None));
+        let mut entries: Vec<DirEntry> = files
+            .chain(dirs)
+            .filter_map(|(file, info)| {
                 let rest = file.strip_prefix(&dir).ok()?;
                 let mut parts = rest.components();
                 let first = parts.next()?.as_os_str().to_os_string();
-                Some(DirEntry::new(first, parts.next().is_some()))
+                let info = match (parts.next(), info) {
+                    (None, Some(info)) => info,
+                    _ => dir_info(),
+                };
+                Some(DirEntry::new(first, info))
             })
             .collect();
         entries.sort();
-        entries.dedup();
+        entries.dedup_by(|a, b| a.name == b.name);
         Ok(entries)
+    }
+
+    fn stat(&mut self, path: &str) -> Result<FileInfo> {
+        let at = under(path);
+        match self.files.get(&at) {
+            Some((data, modified)) => Ok(file_info(data, *modified)),
+            None if self.is_dir(&at) => Ok(dir_info()),
+            None => Err(missing(path)),
+        }
+    }
+
+    fn make_dir(&mut self, path: &str) -> Result<bool> {
+        let at = under(path);
+        if self.is_dir(&at) {
+            return Ok(false);
+        }
+        if let Some(file) = at.ancestors().find(|a| self.files.contains_key(*a)) {
+            return Err(Error::InvalidPath {
+                path: path.into(),
+                reason: format!("`{}` is a file", file.display()),
+            });
+        }
+        self.dirs.insert(at);
+        Ok(true)
+    }
+
+    fn remove(&mut self, path: &str) -> Result<()> {
+        let at = under(path);
+        if self.files.remove(&at).is_some() {
+            return Ok(());
+        }
+        if at.as_os_str().is_empty() || !self.is_dir(&at) {
+            return Err(missing(path));
+        }
+        self.files.retain(|file, _| !file.starts_with(&at));
+        self.dirs.retain(|d| !d.starts_with(&at));
+        Ok(())
+    }
+
+    fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        let (from_at, to_at) = (under(from), under(to));
+        if let Some(file) = self.files.remove(&from_at) {
+            self.files.insert(to_at, file);
+            return Ok(());
+        }
+        if from_at.as_os_str().is_empty() || !self.is_dir(&from_at) {
+            return Err(missing(from));
+        }
+        let moved = |p: &PathBuf| to_at.join(p.strip_prefix(&from_at).unwrap_or(p));
+        let files: Vec<_> = self
+            .files
+            .iter()
+            .filter(|(p, _)| p.starts_with(&from_at))
+            .map(|(p, f)| (p.clone(), f.clone()))
+            .collect();
+        for (path, file) in files {
+            self.files.remove(&path);
+            self.files.insert(moved(&path), file);
+        }
+        let dirs: Vec<_> = self
+            .dirs
+            .iter()
+            .filter(|d| d.starts_with(&from_at))
+            .cloned()
+            .collect();
+        for dir in dirs {
+            self.dirs.remove(&dir);
+            self.dirs.insert(moved(&dir));
+        }
+        self.dirs.insert(to_at);
+        Ok(())
     }
 
     fn scan(&mut self, path: &str) -> Result<Snapshot> {
@@ -220,16 +435,40 @@ mod tests {
         let mut files = MemoryFiles::default();
         files.write("a/b/c.txt", b"hi").unwrap();
         files.write("top.txt", b"x").unwrap();
+        let names = |files: &mut MemoryFiles, dir: &str| -> Vec<(String, bool)> {
+            let listed = files.list(dir).unwrap();
+            listed
+                .iter()
+                .map(|e| (e.name.to_string_lossy().into_owned(), e.is_dir()))
+                .collect()
+        };
         assert_eq!(
-            files.list("").unwrap(),
-            [DirEntry::new("a", true), DirEntry::new("top.txt", false)]
+            names(&mut files, ""),
+            [("a".into(), true), ("top.txt".into(), false)]
         );
-        assert_eq!(files.list("a").unwrap(), [DirEntry::new("b", true)]);
+        assert_eq!(names(&mut files, "a"), [("b".into(), true)]);
         let archive = files.pack("a", 1 << 20).unwrap();
         files.unpack("copy", &archive).unwrap();
         assert_eq!(files.read("copy/b/c.txt", 10).unwrap(), b"hi");
         assert!(files.read("copy/b/c.txt", 1).is_err());
         let scanned = files.scan("copy").unwrap();
         assert_eq!(scanned.len(), 1);
+    }
+
+    #[test]
+    fn memory_files_make_move_and_remove() {
+        let mut files = MemoryFiles::default();
+        assert!(files.make_dir("empty/deep").unwrap());
+        assert!(!files.make_dir("empty").unwrap());
+        assert!(files.stat("empty/deep").unwrap().is_dir());
+        files.write("a/b.txt", b"hello").unwrap();
+        assert!(files.make_dir("a/b.txt/c").is_err());
+        assert_eq!(files.stat("a/b.txt").unwrap().size, 5);
+        files.rename("a", "z/a").unwrap();
+        assert_eq!(files.read("z/a/b.txt", 10).unwrap(), b"hello");
+        assert!(matches!(files.stat("a"), Err(Error::NoSuchFile { .. })));
+        files.remove("z").unwrap();
+        assert!(files.list("z").is_err());
+        assert!(matches!(files.remove("z"), Err(Error::NoSuchFile { .. })));
     }
 }

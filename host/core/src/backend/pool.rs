@@ -877,6 +877,18 @@ impl SandboxFiles for Pooled {
     fn clear(&mut self, path: &str) -> Result<()> {
         self.with(|s| s.files().clear(path))
     }
+    fn stat(&mut self, path: &str) -> Result<super::FileInfo> {
+        self.with(|s| s.files().stat(path))
+    }
+    fn make_dir(&mut self, path: &str) -> Result<bool> {
+        self.with(|s| s.files().make_dir(path))
+    }
+    fn remove(&mut self, path: &str) -> Result<()> {
+        self.with(|s| s.files().remove(path))
+    }
+    fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        self.with(|s| s.files().rename(from, to))
+    }
 }
 
 impl Drop for Pooled {

@@ -29,23 +29,68 @@ async fn health() -> StatusCode {
     StatusCode::NO_CONTENT
 }
 
-/// An E2B path (absolute under [`HOME`], or relative to it) as a path relative to the
-/// workspace; `""` is the workspace. Anything else is refused with what to use.
+/// sandlot's own name for the workspace, where code in its containers runs: E2B
+/// paths under it name the same files as under [`HOME`].
+pub const WORKSPACE: &str = sandlot_core::layout::Layout::WORKSPACE;
+
+/// An E2B path (absolute under [`HOME`] or [`WORKSPACE`], or relative to the home)
+/// as a path relative to the workspace; `""` is the workspace. Anything else is
+/// refused with what to use.
 pub fn workspace_path(path: &str) -> Result<String, ConnectError> {
-    let relative = if let Some(rest) = path.strip_prefix(HOME) {
-        match rest {
-            "" => "",
-            rest => rest.strip_prefix('/').ok_or_else(|| outside(path))?,
+    Place::of(path).map(|place| place.relative)
+}
+
+/// A path of the sandbox's files, as the caller named it and as the workspace holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// The root the caller named it under ([`HOME`] or [`WORKSPACE`]).
+    root: &'static str,
+    /// Relative to the workspace; `""` for the workspace itself.
+    pub relative: String,
+}
+
+impl Place {
+    /// `path` as E2B's SDKs send it.
+    pub fn of(path: &str) -> Result<Place, ConnectError> {
+        let (root, relative) = match [HOME, WORKSPACE]
+            .into_iter()
+            .find_map(|root| Some((root, path.strip_prefix(root)?)))
+        {
+            Some((root, "")) => (root, ""),
+            Some((root, rest)) => (root, rest.strip_prefix('/').ok_or_else(|| outside(path))?),
+            None if path.starts_with('/') => return Err(outside(path)),
+            None => (HOME, path),
+        };
+        let relative = relative.trim_end_matches('/');
+        // `.` and `..` are the session's to refuse with its own words; a `..` that
+        // stays inside is refused too, which the SDKs never send.
+        let relative = relative.strip_prefix("./").unwrap_or(relative);
+        Ok(Place {
+            root,
+            relative: if relative == "." { "" } else { relative }.to_string(),
+        })
+    }
+
+    /// The absolute E2B path, under the root the caller used.
+    pub fn e2b(&self) -> String {
+        if self.relative.is_empty() {
+            self.root.to_string()
+        } else {
+            format!("{}/{}", self.root, self.relative)
         }
-    } else if path.starts_with('/') {
-        return Err(outside(path));
-    } else {
-        path
-    };
-    let relative = relative.trim_end_matches('/');
-    // `.` and `..` are the session's to refuse with its own words; a `..` that
-    // stays inside is refused too, which the SDKs never send.
-    Ok(relative.strip_prefix("./").unwrap_or(relative).to_string())
+    }
+
+    /// The place of entry `name` in this directory.
+    pub fn join(&self, name: &str) -> Place {
+        Place {
+            root: self.root,
+            relative: if self.relative.is_empty() {
+                name.to_string()
+            } else {
+                format!("{}/{name}", self.relative)
+            },
+        }
+    }
 }
 
 fn outside(path: &str) -> ConnectError {
@@ -53,7 +98,7 @@ fn outside(path: &str) -> ConnectError {
         Code::InvalidArgument,
         format!(
             "`{}` is outside the sandbox's files: sandlot keeps them under {HOME} (its \
-             workspace); use a path there, or one relative to it",
+             workspace, also named {WORKSPACE}); use a path there, or one relative to it",
             crate::serve::shown(path)
         ),
     )

@@ -24,6 +24,7 @@
 pub mod connect;
 mod control;
 mod files;
+mod filesystem;
 mod interpreter;
 mod process;
 mod program;
@@ -201,7 +202,9 @@ fn router(e2b: E2b, max_upload: usize) -> Router {
     let tokenless = e2b.tokens.is_empty();
     let apis = Apis {
         control: control::router(e2b.clone()),
-        envd: process::router(e2b.clone()).merge(files::router(e2b.clone())),
+        envd: process::router(e2b.clone())
+            .merge(files::router(e2b.clone()))
+            .merge(filesystem::router(e2b.clone())),
         interpreter: interpreter::router(e2b.clone()),
         e2b,
     };

@@ -173,8 +173,14 @@ fn started(
              stdin off (the SDKs' default)",
         ));
     }
-    let line = command_line(&request.process)?;
+    let mut line = command_line(&request.process)?;
     let workdir = match &request.process.cwd {
+        // A shell reaches the rest of the sandbox's file system too: a directory
+        // outside the workspace is where the line starts, as envd's `cwd` is.
+        Some(cwd) if sandbox.shell && outside_workspace(cwd) => {
+            line = format!("cd -- {} || exit 1\n{line}", quoted(cwd));
+            String::new()
+        }
         Some(cwd) => super::files::workspace_path(cwd)?,
         None => String::new(),
     };
@@ -267,6 +273,11 @@ fn started(
         frames_out.send(connect::end_of_stream(error.as_ref()));
     });
     Ok(connect::streamed(frames))
+}
+
+/// Whether `cwd` is an absolute path that is not in the workspace.
+fn outside_workspace(cwd: &str) -> bool {
+    cwd.starts_with('/') && super::files::workspace_path(cwd).is_err()
 }
 
 /// What a command runs: a shell line, or a program for the interpreter of a
@@ -501,6 +512,11 @@ mod tests {
             r#"python3 -c 'print('\''a b'\'')'"#
         );
         assert!(command_line(&config("", &[])).is_err());
+        assert!(outside_workspace("/"));
+        assert!(outside_workspace("/tmp/x"));
+        assert!(!outside_workspace("/home/user/a"));
+        assert!(!outside_workspace("/workspace"));
+        assert!(!outside_workspace("relative"));
     }
 
     #[test]
