@@ -147,6 +147,7 @@ fn sdk_client(server: &Server, sdk: Sdk, template: &str, shell: bool) -> String 
 const CHECKS: &[&str] = &[
     "ok: created",
     "ok: state across run_code calls",
+    "ok: a last value as the main result, a frame as HTML, display()",
     "ok: the sandbox's environment",
     "ok: a matplotlib chart as a PNG result, output streamed",
     "ok: an exception as an error with its traceback",

@@ -39,6 +39,17 @@ assert(eq(second.logs.stdout, ['42\n']), `state: ${JSON.stringify(second.logs)}`
 assert(second.executionCount === 2, `count: ${second.executionCount}`)
 ok('state across run_code calls')
 
+const value = await sandbox.runCode('x * 2')
+assert(value.text === '82' && value.logs.stdout.length === 0, value)
+const frame = await sandbox.runCode("import pandas as pd\nprint('made')\npd.DataFrame({'a': [1, 2]})")
+const main = frame.results.filter((r) => r.isMainResult)
+assert(main.length === 1 && main[0].html.includes('<table'), frame)
+assert(eq(frame.logs.stdout, ['made\n']), frame.logs)
+const shown = await sandbox.runCode("display('one'); display({'k': 1})\nNone")
+assert(eq(shown.results.map((r) => r.text), ["'one'", "{'k': 1}"]), shown)
+assert(shown.text === undefined, shown.text)
+ok('a last value as the main result, a frame as HTML, display()')
+
 const env = await sandbox.runCode("import os; print(os.environ['GREETING'])")
 assert(eq(env.logs.stdout, ['hello\n']), `env: ${JSON.stringify(env.logs)}`)
 ok("the sandbox's environment")

@@ -43,6 +43,17 @@ assert second.logs.stdout == ["42\n"], second.logs
 assert second.execution_count == 2, second.execution_count
 ok("state across run_code calls")
 
+value = sandbox.run_code("x * 2")
+assert value.text == "82" and value.logs.stdout == [], value
+frame = sandbox.run_code("import pandas as pd\nprint('made')\npd.DataFrame({'a': [1, 2]})")
+main = [r for r in frame.results if r.is_main_result]
+assert len(main) == 1 and "<table" in main[0].html and "a" in main[0].text, frame
+assert frame.logs.stdout == ["made\n"], frame.logs
+shown = sandbox.run_code("display('one'); display({'k': 1})\nNone")
+assert [r.text for r in shown.results] == ["'one'", "{'k': 1}"], shown
+assert shown.text is None and not any(r.is_main_result for r in shown.results), shown
+ok("a last value as the main result, a frame as HTML, display()")
+
 env = sandbox.run_code("import os; print(os.environ['GREETING'])")
 assert env.logs.stdout == ["hello\n"], env.logs
 ok("the sandbox's environment")

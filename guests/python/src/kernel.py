@@ -97,9 +97,9 @@ def _sandlot_kernel():
         if last is not None:
             value = eval(compile(last, filename, "eval", dont_inherit=True), names)
             if value is not None:
-                # As a notebook cell shows its last expression.
-                builtins._ = value
-                print(repr(value))
+                # As a notebook cell shows its last expression, through the hook
+                # a front end may replace (as the wasm runtime's cells do).
+                sys.displayhook(value)
 
     def apply(env):
         saved = {}

@@ -180,6 +180,7 @@ async fn create(
         cwd: super::files::HOME.into(),
         session: opened.id,
         executions: 0,
+        displays: false,
     };
     let mut sandbox = Sandbox::new(client, new.template_id.clone(), backend, first, timeout);
     if sandbox.template.is_empty() {

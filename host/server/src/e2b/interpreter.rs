@@ -2,9 +2,10 @@
 //! a stream of JSON lines (output, rich results, the error, the execution count),
 //! and the contexts each with its own interpreter state (`/contexts`).
 
+use super::display;
 use super::sandboxes::{lock, Context, Sandbox};
 use super::{blocking, E2b, E2bError};
-use crate::manager::{Ask, SessionId};
+use crate::manager::Ask;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -92,6 +93,7 @@ async fn open_context(
         cwd,
         session: opened.id,
         executions: 0,
+        displays: false,
     })
 }
 
@@ -212,7 +214,7 @@ async fn context_for(
     sandbox: &Sandbox,
     context_id: Option<&str>,
     language: Option<&str>,
-) -> Result<(String, SessionId, String), E2bError> {
+) -> Result<Context, E2bError> {
     let found = {
         let contexts = lock(&sandbox.contexts);
         let context = match (context_id, language) {
@@ -234,19 +236,14 @@ async fn context_for(
             }
             (None, None) => contexts.first(),
         };
-        context.map(|c| (c.id.clone(), c.session.clone(), c.cwd.clone()))
+        context.cloned()
     };
     match found {
         Some(found) => Ok(found),
         None => {
             let context = open_context(e2b, sandbox, language.unwrap_or("python"), None).await?;
-            let found = (
-                context.id.clone(),
-                context.session.clone(),
-                context.cwd.clone(),
-            );
-            lock(&sandbox.contexts).push(context);
-            Ok(found)
+            lock(&sandbox.contexts).push(context.clone());
+            Ok(context)
         }
     }
 }
@@ -257,14 +254,14 @@ async fn execute(
     parsed: Result<Json<Execute>, JsonRejection>,
 ) -> Result<Response, E2bError> {
     let run = body(parsed)?;
-    let (context, session, cwd) = context_for(
+    let context = context_for(
         &e2b,
         &sandbox,
         run.context_id.as_deref(),
         run.language.as_deref(),
     )
     .await?;
-    let workdir = super::files::workspace_path(&cwd)
+    let workdir = super::files::workspace_path(&context.cwd)
         .map_err(|e| E2bError::new(StatusCode::BAD_REQUEST, e.message))?;
     let mut env: BTreeMap<String, String> = sandbox.env.clone();
     env.extend(run.env_vars.unwrap_or_default());
@@ -282,13 +279,20 @@ async fn execute(
     let client = sandbox.client.clone();
     let sandbox = sandbox.clone();
     tokio::task::spawn_blocking(move || {
-        let ran = manager.run(&client, &session, &run.code, options);
+        let session = &context.session;
+        if context.language == "python" && !context.displays {
+            // Without the hook a last value is output, as before: a run it fails in
+            // (a policy that refuses it) is no reason to refuse the code.
+            let _ = manager.run(&client, session, display::HOOK, RunOptions::default());
+        }
+        let ran = manager.run(&client, session, &run.code, options);
         let count = {
             let mut contexts = lock(&sandbox.contexts);
             contexts
                 .iter_mut()
-                .find(|c| c.id == context)
+                .find(|c| c.id == context.id)
                 .map(|c| {
+                    c.displays = true;
                     c.executions += 1;
                     c.executions
                 })
@@ -296,7 +300,9 @@ async fn execute(
         };
         let rest = std::mem::take(&mut *lock(&stdout));
         if !rest.is_empty() {
-            let _ = lines.send(output("stdout", &String::from_utf8_lossy(&rest)));
+            for message in stdout_messages(&String::from_utf8_lossy(&rest)) {
+                let _ = lines.send(message);
+            }
         }
         let held = std::mem::take(&mut *lock(&stderr));
         for line in ended(ran, held, count) {
@@ -346,8 +352,33 @@ fn stdout_sink(
         let rest = pending.split_off(end + 1);
         let text = String::from_utf8_lossy(&pending).into_owned();
         *pending = rest;
-        let _ = lines.send(output("stdout", &text));
+        for message in stdout_messages(&text) {
+            let _ = lines.send(message);
+        }
     })
+}
+
+/// Lines of stdout as messages: the output, and a `result` for each line the display
+/// hook wrote ([`display::result_in`]); consecutive output lines go as one message.
+fn stdout_messages(text: &str) -> Vec<Bytes> {
+    let mut messages = Vec::new();
+    let mut plain = String::new();
+    for piece in text.split_inclusive('\n') {
+        match display::result_in(piece) {
+            Some((before, result)) => {
+                plain.push_str(before);
+                if !plain.is_empty() {
+                    messages.push(output("stdout", &std::mem::take(&mut plain)));
+                }
+                messages.push(line(result));
+            }
+            None => plain.push_str(piece),
+        }
+    }
+    if !plain.is_empty() {
+        messages.push(output("stdout", &plain));
+    }
+    messages
 }
 
 /// What a run wrote to stderr that did not go out yet: an error report is held from

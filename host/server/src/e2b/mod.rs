@@ -23,6 +23,7 @@
 
 pub mod connect;
 mod control;
+mod display;
 mod files;
 mod filesystem;
 mod interpreter;

@@ -42,6 +42,9 @@ pub struct Context {
     pub session: SessionId,
     /// Runs so far, for `execution_count`.
     pub executions: u64,
+    /// Whether the rich-result hook ([`super::display::HOOK`]) was installed (or
+    /// tried) in a Python context's interpreter.
+    pub displays: bool,
 }
 
 /// A command started through envd's `Process` service.
@@ -299,6 +302,7 @@ mod tests {
             cwd: "/home/user".into(),
             session: SessionId::from("s-1"),
             executions: 0,
+            displays: false,
         }
     }
 
