@@ -437,6 +437,26 @@ fn bad_keys_ids_frames_and_uploads_get_the_errors_the_sdks_expect() {
         .unwrap();
     assert_eq!(answer.status().as_u16(), 413);
 
+    // A quiet command's stream carries the keepalives its caller asks for.
+    let body = r#"{"process":{"cmd":"python3","args":["-c","import time; time.sleep(2.5)"]}}"#;
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    framed.extend_from_slice(body.as_bytes());
+    let answer = envd(&server, &id, &token, "/process.Process/Start")
+        .header("Content-Type", "application/connect+json")
+        .header("Keepalive-Ping-Interval", "1")
+        .body(framed)
+        .send()
+        .unwrap()
+        .bytes()
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer);
+    assert!(
+        text.matches(r#"{"event":{"keepalive":{}}}"#).count() >= 2,
+        "{text}"
+    );
+    assert!(text.contains(r#""exitCode":0"#), "{text}");
+
     // The sandbox still works after all that, and is Alice's to kill.
     let ran = http()
         .post(format!("{}/execute", server.url))

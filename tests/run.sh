@@ -44,68 +44,85 @@ if ! python3 -c 'import matplotlib' 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check matplotlib
 fi
 
-# The MCP server is also checked with a client that is not ours, the official Python
-# SDK (tests/mcp_client.py), and the web playground in a real headless browser,
-# Debian's chromium driven by Selenium (tests/playground_browser.py): both Python
-# packages pinned, in a virtual environment of their own.
-mcp_venv="${SANDLOT_MCP_VENV:-/var/tmp/sandlot-ci/mcp-venv}"
+# The playground is checked in a real headless browser, Debian's chromium driven by
+# Selenium (tests/playground_browser.py). Debian's packages first, in the foreground:
+# one dpkg at a time.
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   step "installing chromium and its WebDriver for the playground test"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
 fi
-if ! "$mcp_venv/bin/python" -c 'import mcp, selenium' 2>/dev/null; then
-  step "installing the Python MCP SDK and Selenium for the client and browser tests"
-  if ! python3 -c 'import ensurepip' 2>/dev/null; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
-  fi
-  python3 -m venv "$mcp_venv"
-  "$mcp_venv/bin/python" -m pip install --quiet --disable-pip-version-check 'mcp==2.3.0' 'selenium==4.27.1'
+if ! python3 -c 'import ensurepip' 2>/dev/null; then
+  step "installing python3-venv for the clients' environments"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
 fi
-export SANDLOT_TEST_MCP_PYTHON="$mcp_venv/bin/python"
-# Code mode is tested against upstream MCP servers no one here wrote, pinned: the
-# reference time server (PyPI) and server-everything (npm), each in a folder of its own.
+
+# Clients that no one here wrote, pinned from PyPI and npm, each in an environment or
+# folder of its own:
+# - the official Python MCP SDK (tests/mcp_client.py) and Selenium;
+# - for code mode, upstream MCP servers: the reference time server (PyPI) and
+#   server-everything (npm);
+# - E2B's Python and JavaScript SDKs (tests/e2b_client.py, tests/e2b_client.mjs);
+# - the OpenAI Agents SDK's E2B client (tests/e2b_agents.py), which pins an older
+#   `e2b` of its own.
+# Downloads, not builds: they go on in the background while the Rust build takes the
+# processors, and the tests wait for them.
+mcp_venv="${SANDLOT_MCP_VENV:-/var/tmp/sandlot-ci/mcp-venv}"
 upstream_venv="${SANDLOT_MCP_UPSTREAM_VENV:-/var/tmp/sandlot-ci/mcp-upstream-venv}"
-if ! "$upstream_venv/bin/python" -c 'import mcp_server_time' 2>/dev/null; then
-  step "installing mcp-server-time for the code-mode test"
-  python3 -m venv "$upstream_venv"
-  "$upstream_venv/bin/python" -m pip install --quiet --disable-pip-version-check 'mcp-server-time==2026.10.19'
-fi
-export SANDLOT_TEST_MCP_TIME="$upstream_venv/bin/mcp-server-time"
 upstream_npm="${SANDLOT_MCP_UPSTREAM_NPM:-/var/tmp/sandlot-ci/mcp-npm}"
 everything="$upstream_npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-if [ ! -f "$everything" ]; then
-  step "installing @modelcontextprotocol/server-everything for the code-mode test"
-  mkdir -p "$upstream_npm"
-  npm install --silent --no-audit --no-fund --prefix "$upstream_npm" '@modelcontextprotocol/server-everything@2026.8.31'
-fi
-export SANDLOT_TEST_MCP_EVERYTHING="$everything"
-
-# E2B's protocol is tested with E2B's own SDKs, pinned: Python's in an environment of
-# their own, JavaScript's in a folder of their own.
 e2b_venv="${SANDLOT_E2B_VENV:-/var/tmp/sandlot-ci/e2b-venv}"
-if ! "$e2b_venv/bin/python" -c 'import e2b, e2b_code_interpreter' 2>/dev/null; then
-  step "installing E2B's Python SDKs for the E2B protocol tests"
-  python3 -m venv "$e2b_venv"
-  "$e2b_venv/bin/python" -m pip install --quiet --disable-pip-version-check 'e2b==2.63.0' 'e2b-code-interpreter==2.11.5'
-fi
-export SANDLOT_TEST_E2B_PYTHON="$e2b_venv/bin/python"
 e2b_npm="${SANDLOT_E2B_NPM:-/var/tmp/sandlot-ci/e2b-npm}"
-if [ ! -f "$e2b_npm/node_modules/@e2b/code-interpreter/package.json" ]; then
-  step "installing E2B's JavaScript SDKs for the E2B protocol tests"
-  mkdir -p "$e2b_npm"
-  npm install --silent --no-audit --no-fund --prefix "$e2b_npm" 'e2b@2.51.0' '@e2b/code-interpreter@2.8.0'
-fi
-export SANDLOT_TEST_E2B_NPM="$e2b_npm"
-# The OpenAI Agents SDK's E2B client pins an older `e2b` of its own: its own environment.
 agents_venv="${SANDLOT_AGENTS_VENV:-/var/tmp/sandlot-ci/agents-venv}"
-if ! "$agents_venv/bin/python" -c 'import agents.extensions.sandbox.e2b' 2>/dev/null; then
-  step "installing the OpenAI Agents SDK's E2B client for the E2B protocol tests"
-  python3 -m venv "$agents_venv"
-  "$agents_venv/bin/python" -m pip install --quiet --disable-pip-version-check 'openai-agents[e2b]==0.24.0'
-fi
+export SANDLOT_TEST_MCP_PYTHON="$mcp_venv/bin/python"
+export SANDLOT_TEST_MCP_TIME="$upstream_venv/bin/mcp-server-time"
+export SANDLOT_TEST_MCP_EVERYTHING="$everything"
+export SANDLOT_TEST_E2B_PYTHON="$e2b_venv/bin/python"
+export SANDLOT_TEST_E2B_NPM="$e2b_npm"
 export SANDLOT_TEST_AGENTS_PYTHON="$agents_venv/bin/python"
+pip_into() {
+  local venv=$1
+  shift
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+}
+clients() {
+  if ! "$mcp_venv/bin/python" -c 'import mcp, selenium' 2>/dev/null; then
+    step "installing the Python MCP SDK and Selenium"
+    pip_into "$mcp_venv" 'mcp==2.3.0' 'selenium==4.27.1'
+  fi
+  if ! "$upstream_venv/bin/python" -c 'import mcp_server_time' 2>/dev/null; then
+    step "installing mcp-server-time"
+    pip_into "$upstream_venv" 'mcp-server-time==2026.10.19'
+  fi
+  if [ ! -f "$everything" ]; then
+    step "installing @modelcontextprotocol/server-everything"
+    mkdir -p "$upstream_npm"
+    npm install --silent --no-audit --no-fund --prefix "$upstream_npm" '@modelcontextprotocol/server-everything@2026.8.31'
+  fi
+  if ! "$e2b_venv/bin/python" -c 'import e2b, e2b_code_interpreter' 2>/dev/null; then
+    step "installing E2B's Python SDKs"
+    pip_into "$e2b_venv" 'e2b==2.63.0' 'e2b-code-interpreter==2.11.5'
+  fi
+  if [ ! -f "$e2b_npm/node_modules/@e2b/code-interpreter/package.json" ]; then
+    step "installing E2B's JavaScript SDKs"
+    mkdir -p "$e2b_npm"
+    npm install --silent --no-audit --no-fund --prefix "$e2b_npm" 'e2b@2.51.0' '@e2b/code-interpreter@2.8.0'
+  fi
+  if ! "$agents_venv/bin/python" -c 'import agents.extensions.sandbox.e2b' 2>/dev/null; then
+    step "installing the OpenAI Agents SDK's E2B client"
+    pip_into "$agents_venv" 'openai-agents[e2b]==0.24.0'
+  fi
+  step "client packages ready"
+}
+mkdir -p /var/log/sandlot
+clients_log=/var/log/sandlot/clients.log
+step "client packages, in the background (log: $clients_log)"
+clients >"$clients_log" 2>&1 &
+clients_job=$!
+# Background work dies with this script, whatever stops it.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 
 step "guest components match their sources"
 guests/build.sh --check
@@ -128,8 +145,6 @@ mkdir -p /var/log/sandlot
 k8s_build_log=/var/log/sandlot/k8s-local-build.log
 "$k8s_local/build.sh" >"$k8s_build_log" 2>&1 &
 k8s_build=$!
-# Background work dies with this script, whatever stops it.
-trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -189,6 +204,14 @@ if ! wait "$services"; then
   exit 1
 fi
 cat "$services_log"
+
+step "waiting for the client packages"
+if ! wait "$clients_job"; then
+  cat "$clients_log" >&2
+  echo "installing the client packages failed (log above: $clients_log)" >&2
+  exit 1
+fi
+cat "$clients_log"
 
 step "cargo test"
 cargo test --workspace --locked

@@ -341,12 +341,26 @@ pub fn unary(message: Value) -> Response {
 /// A streaming answer: 200 with frames from `frames`, which must end with
 /// [`end_of_stream`]. A streaming call's errors travel in that last frame, never in
 /// the status: the SDKs read no body from a stream that is not 200.
-pub fn streamed(frames: tokio::sync::mpsc::UnboundedReceiver<Bytes>) -> Response {
-    let stream = futures_util::stream::unfold(frames, |mut frames| async move {
-        frames
-            .recv()
-            .await
-            .map(|frame| (Ok::<Bytes, std::convert::Infallible>(frame), frames))
+///
+/// With a `keepalive` (the interval the caller's `Keepalive-Ping-Interval` asks for,
+/// and the message), the message goes out whenever the stream has been quiet that
+/// long, as envd does, so that proxies keep a silent command's stream open.
+pub fn streamed(
+    frames: tokio::sync::mpsc::UnboundedReceiver<Bytes>,
+    keepalive: Option<(std::time::Duration, Value)>,
+) -> Response {
+    let keepalive = keepalive.map(|(every, message)| (every, frame(&message)));
+    let stream = futures_util::stream::unfold(frames, move |mut frames| {
+        let keepalive = keepalive.clone();
+        async move {
+            let next = match keepalive {
+                None => frames.recv().await,
+                Some((every, ping)) => tokio::time::timeout(every, frames.recv())
+                    .await
+                    .unwrap_or(Some(ping)),
+            };
+            next.map(|frame| (Ok::<Bytes, std::convert::Infallible>(frame), frames))
+        }
     });
     let mut response = Response::new(Body::from_stream(stream));
     response.headers_mut().insert(
@@ -364,6 +378,20 @@ pub fn failed_stream(error: &ConnectError) -> Response {
         HeaderValue::from_static("application/connect+json"),
     );
     response
+}
+
+/// The interval of keepalive messages the caller asks for with
+/// `Keepalive-Ping-Interval` (seconds); none when it asks for none, or for an
+/// interval that is not a whole number of seconds from 1 to a day.
+pub fn keepalive_interval(headers: &HeaderMap) -> Option<std::time::Duration> {
+    headers
+        .get("keepalive-ping-interval")?
+        .to_str()
+        .ok()?
+        .parse::<u64>()
+        .ok()
+        .filter(|s| (1..=86_400).contains(s))
+        .map(std::time::Duration::from_secs)
 }
 
 /// The call's deadline from `Connect-Timeout-Ms`, if it has one.

@@ -272,7 +272,7 @@ fn started(
         }
         frames_out.send(connect::end_of_stream(error.as_ref()));
     });
-    Ok(connect::streamed(frames))
+    Ok(connect::streamed(frames, keepalive(headers)))
 }
 
 /// Whether `cwd` is an absolute path that is not in the workspace.
@@ -387,7 +387,13 @@ async fn reconnect(
             }
         }
     });
-    connect::streamed(received)
+    connect::streamed(received, keepalive(&headers))
+}
+
+/// Keepalive messages of a process stream, if the caller asks for them.
+fn keepalive(headers: &HeaderMap) -> Option<(std::time::Duration, Value)> {
+    connect::keepalive_interval(headers)
+        .map(|every| (every, json!({ "event": { "keepalive": {} } })))
 }
 
 fn find(sandbox: &Sandbox, selector: &Selector) -> Result<(u32, Process), ConnectError> {
