@@ -65,6 +65,22 @@ def test_sandbox_files_are_read_written_listed_and_copied(python, tmp_path):
     assert sorted(p.name for p in written) == ["in.txt", "up.csv"]
 
 
+def test_sandbox_files_are_described_made_moved_and_removed(python):
+    python.write_file("notes/a.txt", "hello")
+    info = python.file_info("notes/a.txt")
+    assert (info["kind"], info["size"]) == ("file", 5) and info["modified"] > 0
+    assert python.file_info()["kind"] == "dir"
+    assert python.make_dir("made/deeper") is True
+    assert python.make_dir("made") is False
+    python.rename("notes/a.txt", "made/deeper/b.txt")
+    assert python.read_file("made/deeper/b.txt") == b"hello"
+    python.remove("made")
+    with pytest.raises(sandlot.NotFoundError):
+        python.file_info("made")
+    with pytest.raises(sandlot.NotFoundError):
+        python.remove("made")
+
+
 def test_callbacks_see_output_as_it_is_written_and_the_exit_code_survives(python):
     seen = []
     run = python.run(

@@ -263,6 +263,51 @@ impl Session {
             .collect())
     }
 
+    /// What ``path`` (``""``: the workspace) is, a link at its end not followed: a
+    /// dict with ``kind`` (``"file"``, ``"dir"``, ``"link"`` or ``"other"``),
+    /// ``size`` in bytes, ``mode`` (permission bits) and ``modified`` (seconds since
+    /// the epoch, or None). Raises ``sandlot.NotFoundError`` if nothing is there.
+    #[pyo3(signature = (path=String::new()))]
+    fn file_info<'py>(&self, py: Python<'py>, path: String) -> PyResult<Bound<'py, PyDict>> {
+        use sandlot::backend::FileKind;
+        let info = self.with_session(py, None, move |s| s.file_info(&path))?;
+        let kind = match info.kind {
+            FileKind::File => "file",
+            FileKind::Directory => "dir",
+            FileKind::Link => "link",
+            _ => "other",
+        };
+        let modified = info.modified.and_then(|t| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_secs_f64())
+        });
+        let dict = PyDict::new(py);
+        dict.set_item("kind", kind)?;
+        dict.set_item("size", info.size)?;
+        dict.set_item("mode", info.mode)?;
+        dict.set_item("modified", modified)?;
+        Ok(dict)
+    }
+
+    /// Makes the sandbox folder ``path`` and its parents; True if it was made, False
+    /// if it was there already.
+    fn make_dir(&self, py: Python<'_>, path: String) -> PyResult<bool> {
+        self.with_session(py, None, move |s| s.make_dir(&path))
+    }
+
+    /// Removes the sandbox file, link (never what it points to) or folder ``path``,
+    /// with everything in it. Raises ``sandlot.NotFoundError`` if nothing is there.
+    fn remove(&self, py: Python<'_>, path: String) -> PyResult<()> {
+        self.with_session(py, None, move |s| s.remove_path(&path))
+    }
+
+    /// Moves the sandbox file, link or folder ``src`` to ``dest``, making ``dest``'s
+    /// folders and replacing a file there.
+    fn rename(&self, py: Python<'_>, src: String, dest: String) -> PyResult<()> {
+        self.with_session(py, None, move |s| s.rename(&src, &dest))
+    }
+
     /// Copies the host file or folder ``src`` into the sandbox folder ``dest``
     /// (``""``: the workspace). Links in a folder are left out.
     #[pyo3(signature = (src, dest=String::new()))]

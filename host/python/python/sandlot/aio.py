@@ -113,6 +113,18 @@ class AsyncSession:
     async def list_files(self, path: str = "") -> list[str]:
         return await self._host._call(self._sync.list_files, path)
 
+    async def file_info(self, path: str = "") -> dict[str, Any]:
+        return await self._host._call(self._sync.file_info, path)
+
+    async def make_dir(self, path: str) -> bool:
+        return await self._host._call(self._sync.make_dir, path)
+
+    async def remove(self, path: str) -> None:
+        await self._host._call(self._sync.remove, path)
+
+    async def rename(self, src: str, dest: str) -> None:
+        await self._host._call(self._sync.rename, src, dest)
+
     async def copy_in(self, src: Any, dest: str = "") -> None:
         await self._host._call(self._sync.copy_in, src, dest)
 
