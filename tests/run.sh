@@ -99,7 +99,7 @@ clients() {
   if [ ! -f "$everything" ]; then
     step "installing @modelcontextprotocol/server-everything"
     mkdir -p "$upstream_npm"
-    npm install --silent --no-audit --no-fund --prefix "$upstream_npm" '@modelcontextprotocol/server-everything@2026.8.31'
+    npm install --loglevel=error --no-audit --no-fund --prefix "$upstream_npm" '@modelcontextprotocol/server-everything@2026.8.31'
   fi
   if ! "$e2b_venv/bin/python" -c 'import e2b, e2b_code_interpreter' 2>/dev/null; then
     step "installing E2B's Python SDKs"
@@ -108,7 +108,7 @@ clients() {
   if [ ! -f "$e2b_npm/node_modules/@e2b/code-interpreter/package.json" ]; then
     step "installing E2B's JavaScript SDKs"
     mkdir -p "$e2b_npm"
-    npm install --silent --no-audit --no-fund --prefix "$e2b_npm" 'e2b@2.51.0' '@e2b/code-interpreter@2.8.0'
+    npm install --loglevel=error --no-audit --no-fund --prefix "$e2b_npm" 'e2b@2.51.0' '@e2b/code-interpreter@2.8.0'
   fi
   if ! "$agents_venv/bin/python" -c 'import agents.extensions.sandbox.e2b' 2>/dev/null; then
     step "installing the OpenAI Agents SDK's E2B client"
