@@ -160,6 +160,9 @@ const CHECKS: &[&str] = &[
     "ok: a timeout ends the sandbox",
 ];
 
+/// What the Python client says once contexts did what they should.
+const CONTEXTS: &str = "ok: contexts with their own state, restarted and removed";
+
 #[test]
 fn the_python_and_javascript_sdks_on_wasm() {
     let server = Server::start();
@@ -172,6 +175,9 @@ fn the_python_and_javascript_sdks_on_wasm() {
             said.contains("ok: commands.run runs the interpreter where there is no shell"),
             "{said}"
         );
+        if matches!(sdk, Sdk::Python) {
+            assert!(said.contains(CONTEXTS), "{said}");
+        }
     }
 }
 
@@ -190,6 +196,7 @@ fn the_python_and_javascript_sdks_on_pooled_docker() {
         said.contains("ok: commands.run with streamed output"),
         "{said}"
     );
+    assert!(said.contains(CONTEXTS), "{said}");
     // The container of the sandbox the client killed is gone.
     let container = said
         .lines()

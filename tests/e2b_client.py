@@ -54,6 +54,18 @@ assert [r.text for r in shown.results] == ["'one'", "{'k': 1}"], shown
 assert shown.text is None and not any(r.is_main_result for r in shown.results), shown
 ok("a last value as the main result, a frame as HTML, display()")
 
+context = sandbox.create_code_context(language="python")
+sandbox.run_code("y = 1", context=context)
+assert sandbox.run_code("y + 1", context=context).text == "2"
+assert sandbox.run_code("'y' in globals()").text == "False", "contexts share state"
+assert context.id in [c.id for c in sandbox.list_code_contexts()]
+sandbox.restart_code_context(context)
+restarted = sandbox.run_code("'y' in globals(), 6 * 7", context=context)
+assert restarted.text == "(False, 42)", restarted
+sandbox.remove_code_context(context)
+assert context.id not in [c.id for c in sandbox.list_code_contexts()]
+ok("contexts with their own state, restarted and removed")
+
 env = sandbox.run_code("import os; print(os.environ['GREETING'])")
 assert env.logs.stdout == ["hello\n"], env.logs
 ok("the sandbox's environment")
@@ -104,6 +116,12 @@ assert listed == [
 ], listed
 top = [e.name for e in sandbox.files.list("/home/user")]
 assert "made" in top and "blob.bin" in top, top
+linked = sandbox.run_code("import os\nos.symlink('made', 'ln')")
+assert linked.error is None, linked.error
+kinds = {e.name: e.type for e in sandbox.files.list("/home/user")}
+assert kinds["ln"] == FileType.SYMLINK, kinds
+sandbox.files.remove("ln")
+assert sandbox.files.exists("made/deeper/b.txt"), "removing a link removed its target"
 sandbox.files.remove("/home/user/made")
 assert not sandbox.files.exists("/home/user/made")
 try:
@@ -116,6 +134,10 @@ try:
     raise AssertionError("a path outside the workspace was listed")
 except InvalidArgumentException as e:
     assert "/home/user" in str(e), e
+# /workspace, the workspace's own name in sandlot's sandboxes, is the same place.
+written = sandbox.files.write("/workspace/w.txt", "same")
+assert written.path == "/workspace/w.txt", written
+assert sandbox.files.read("/home/user/w.txt") == "same"
 ok("files listed, described, made, moved and removed")
 
 def streams_and_fails(prints, fails):
@@ -135,6 +157,9 @@ def streams_and_fails(prints, fails):
 
 if shell:
     streams_and_fails("echo one; echo two >&2; echo $GREETING", "echo partial; exit 3")
+    # A directory outside the workspace is where a command starts, as in E2B.
+    sandbox.commands.run("mkdir -p \"/tmp/it's here\"")
+    assert sandbox.commands.run("pwd", cwd="/tmp/it's here").stdout == "/tmp/it's here\n"
     ok("commands.run with streamed output and exit codes")
     print("container:", sandbox.commands.run("hostname").stdout.strip(), flush=True)
 else:

@@ -141,7 +141,6 @@ fi
 # Debian's source package). Started here, after the last apt-get of this script and
 # before the long Rust builds, they build while those do and while downloads wait;
 # up.sh below takes the same lock and finds them built.
-mkdir -p /var/log/sandlot
 k8s_build_log=/var/log/sandlot/k8s-local-build.log
 "$k8s_local/build.sh" >"$k8s_build_log" 2>&1 &
 k8s_build=$!

@@ -36,6 +36,21 @@ fn io_error(path: &str, source: std::io::Error) -> Error {
     if source.kind() == std::io::ErrorKind::NotFound {
         return Error::NoSuchFile { path: path.into() };
     }
+    // What the request asks of the path cannot be done to what is there: the
+    // caller's to change, as the container backends say it.
+    let refused = [
+        libc::EISDIR,
+        libc::ENOTDIR,
+        libc::ENOTEMPTY,
+        libc::EEXIST,
+        libc::EINVAL,
+    ];
+    if source.raw_os_error().is_some_and(|e| refused.contains(&e)) {
+        return Error::InvalidPath {
+            path: path.into(),
+            reason: source.to_string(),
+        };
+    }
     Error::Io {
         context: format!("sandbox file `{path}`"),
         source,
@@ -145,9 +160,17 @@ impl Workspace {
     }
 
     /// `path` as a relative path whose last component may be a link (described,
-    /// removed or moved as itself), refused if any directory on the way is one.
+    /// removed or moved as itself), refused if any directory on the way is one, or if
+    /// it is in a folder of the host's ([`HIDDEN`], which listings leave out).
     fn resolve_leaf(&self, path: &str) -> Result<PathBuf> {
         let rel = PathBuf::from(path);
+        let top = rel.components().next().map(|c| c.as_os_str());
+        if top.is_some_and(|top| HIDDEN.iter().any(|hidden| top == *hidden)) {
+            return Err(Error::InvalidPath {
+                path: path.into(),
+                reason: "it belongs to the host, not to the sandbox's files".into(),
+            });
+        }
         if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
             self.resolve(&parent.to_string_lossy())?;
         }
@@ -327,6 +350,7 @@ impl SandboxFiles for Workspace {
     }
 
     fn make_dir(&mut self, path: &str) -> Result<bool> {
+        self.resolve_leaf(path)?;
         let rel = self.resolve(path)?;
         match self.root.symlink_metadata(&rel) {
             Ok(meta) if meta.is_dir() => Ok(false),
@@ -462,6 +486,13 @@ mod tests {
         assert!(workspace.stat("").unwrap().is_dir());
         assert_eq!(workspace.stat("data/in.csv").unwrap().size, 4);
         assert!(workspace.remove("").is_err());
+        // The host's own folders are not the sandbox's files.
+        assert!(workspace.stat(".sandlot").is_err());
+        assert!(workspace.remove(".tmp").is_err());
+        assert!(workspace.rename("data", ".tmp/data").is_err());
+        // A directory in a file's place is the request's fault, not an I/O failure.
+        let error = workspace.rename("data", "data/in.csv").unwrap_err();
+        assert!(matches!(error, Error::InvalidPath { .. }), "{error:?}");
         let archive = workspace.pack("data", 1 << 20).unwrap();
         workspace.unpack("copy", &archive).unwrap();
         assert_eq!(workspace.read("copy/in.csv", 10).unwrap(), b"a,b\n");

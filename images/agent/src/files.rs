@@ -149,7 +149,10 @@ pub fn remove(root: &Root, path: &str) -> Result<(), Failure> {
     };
     let stat = beneath::stat_in(&dir, &name).map_err(io)?;
     if beneath::is_dir(&stat) {
-        clear(root, path)?;
+        // Emptied through the handle of the directory just looked at, not by name
+        // again: code swapping it meanwhile cannot point the removal elsewhere.
+        let base = beneath::subdir(&dir, &name).map_err(io)?;
+        empty(base, path)?;
     }
     beneath::remove_in(&dir, &name, beneath::is_dir(&stat)).map_err(io)
 }
@@ -163,6 +166,8 @@ pub fn rename(root: &Root, from: &str, to: &str) -> Result<(), Failure> {
         .map_err(failed("move", from))?
         .ok_or(())
         .map_err(whole)?;
+    // What is not there is said before the destination's folders are made.
+    beneath::stat_in(&from_dir, &from_name).map_err(|e| failed("move", from)(Refused::Io(e)))?;
     let (to_dir, to_name) = root
         .parent(to, true)
         .map_err(failed("move to", to))?
@@ -257,6 +262,12 @@ pub fn clear(root: &Root, path: &str) -> Result<(), String> {
             };
         }
     };
+    empty(base, path)
+}
+
+/// Removes everything in the open directory `base` (named `path` in messages),
+/// following no link.
+fn empty(base: OwnedFd, path: &str) -> Result<(), String> {
     // `tree` lists a directory before those below it: the deepest are emptied first.
     for (rel, dir, items) in tree(base).iter().rev() {
         for (name, stat) in items {

@@ -308,6 +308,25 @@ impl SandboxFiles for MemoryFiles {
 
     fn rename(&mut self, from: &str, to: &str) -> Result<()> {
         let (from_at, to_at) = (under(from), under(to));
+        let refuse = |reason: &str| {
+            Err(Error::InvalidPath {
+                path: to.into(),
+                reason: reason.into(),
+            })
+        };
+        if to_at.starts_with(&from_at) && to_at != from_at {
+            return refuse("a directory cannot move into itself");
+        }
+        if self.is_dir(&to_at) && !to_at.as_os_str().is_empty() {
+            return refuse("a directory is there");
+        }
+        if to_at
+            .ancestors()
+            .skip(1)
+            .any(|a| self.files.contains_key(a))
+        {
+            return refuse("a file is on the way");
+        }
         if let Some(file) = self.files.remove(&from_at) {
             self.files.insert(to_at, file);
             return Ok(());
@@ -467,6 +486,9 @@ mod tests {
         files.rename("a", "z/a").unwrap();
         assert_eq!(files.read("z/a/b.txt", 10).unwrap(), b"hello");
         assert!(matches!(files.stat("a"), Err(Error::NoSuchFile { .. })));
+        assert!(files.rename("z", "z/a/inside").is_err());
+        assert!(files.rename("z/a/b.txt", "z/a/b.txt/c").is_err());
+        assert!(files.rename("empty", "z").is_err());
         files.remove("z").unwrap();
         assert!(files.list("z").is_err());
         assert!(matches!(files.remove("z"), Err(Error::NoSuchFile { .. })));

@@ -42,10 +42,11 @@ pub const HOOK: &str = r#"def _sandlot_e2b_display():
         return found
 
     def emit(value, main):
+        # ASCII escapes: a lone surrogate in a repr cannot fail the write.
         try:
-            line = json.dumps(fields(value, main), ensure_ascii=False, default=repr)
+            line = json.dumps(fields(value, main), default=repr, allow_nan=False)
         except Exception:
-            line = json.dumps({"text": repr(value), "is_main_result": main}, ensure_ascii=False)
+            line = json.dumps({"text": repr(value), "is_main_result": main})
         sys.stdout.write(mark + line + "\n")
         sys.stdout.flush()
 
@@ -82,11 +83,14 @@ const FIELDS: &[(&str, bool)] = &[
 ];
 
 /// A line of stdout split at [`MARK`]: what came before it on the line (printed
-/// without a newline) and the `result` message it carries; `None` when the line
-/// carries none, or one that does not parse (then it is output like any other).
-pub fn result_in(line: &str) -> Option<(&str, Value)> {
+/// without a newline) and the `result` message it carries, if it parses (a line cut
+/// by the output cap does not: it is dropped, not shown as output); `None` when the
+/// line carries no mark.
+pub fn result_in(line: &str) -> Option<(&str, Option<Value>)> {
     let (before, rest) = line.split_once(MARK)?;
-    let sent: Map<String, Value> = serde_json::from_str(rest.trim_end_matches('\n')).ok()?;
+    let Ok(sent) = serde_json::from_str::<Map<String, Value>>(rest.trim_end_matches('\n')) else {
+        return Some((before, None));
+    };
     let mut result = Map::new();
     result.insert("type".into(), Value::from("result"));
     for (field, string) in FIELDS {
@@ -99,7 +103,7 @@ pub fn result_in(line: &str) -> Option<(&str, Value)> {
     }
     let main = sent.get("is_main_result").and_then(Value::as_bool);
     result.insert("is_main_result".into(), Value::from(main.unwrap_or(false)));
-    Some((before, Value::Object(result)))
+    Some((before, Some(Value::Object(result))))
 }
 
 #[cfg(test)]
@@ -112,6 +116,7 @@ mod tests {
             "partial{MARK}{{\"text\": \"2\", \"html\": \"<b>2</b>\", \"is_main_result\": true, \"png\": 7}}\n"
         );
         let (before, result) = result_in(&line).unwrap();
+        let result = result.unwrap();
         assert_eq!(before, "partial");
         assert_eq!(result["type"], "result");
         assert_eq!(result["text"], "2");
@@ -120,7 +125,9 @@ mod tests {
         // A field of the wrong type is left out.
         assert!(result.get("png").is_none());
         assert!(result_in("plain output\n").is_none());
-        assert!(result_in(&format!("{MARK}not json\n")).is_none());
+        // A line the output cap cut is dropped.
+        let cut = format!("x{MARK}{{\"text\": \"2\n");
+        assert_eq!(result_in(&cut), Some(("x", None)));
     }
 
     #[test]

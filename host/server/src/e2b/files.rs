@@ -234,13 +234,15 @@ async fn upload(
         ));
     }
     let mut targets = Vec::with_capacity(files.len());
+    let mut written = Vec::with_capacity(files.len());
     for (path, data) in files {
-        targets.push((workspace_path(&path).map_err(refused)?, data));
+        let place = Place::of(&path).map_err(refused)?;
+        targets.push((place.relative.clone(), data));
+        written.push(place);
     }
     let session = main_session(&sandbox)?;
     let manager = e2b.manager.clone();
     let client = sandbox.client.clone();
-    let written: Vec<String> = targets.iter().map(|(p, _)| p.clone()).collect();
     blocking(move || {
         manager.with_session(&client, &session, |s| {
             for (path, data) in &targets {
@@ -253,11 +255,12 @@ async fn upload(
     .map_err(|e| refused(e.into()))?;
     let entries: Vec<Value> = written
         .iter()
-        .map(|relative| {
+        .map(|place| {
+            let path = place.e2b();
             json!({
-                "name": relative.rsplit('/').next().unwrap_or(relative),
+                "name": path.rsplit('/').next().unwrap_or_default(),
                 "type": "file",
-                "path": e2b_path(relative),
+                "path": path,
             })
         })
         .collect();

@@ -205,7 +205,12 @@ fn walk(
         let child = place.join(entry.name.as_str());
         entries.push(entry_info(&child, &entry.info));
         if entry.is_dir && depth > 1 {
-            walk(session, &child, depth - 1, entries)?;
+            match walk(session, &child, depth - 1, entries) {
+                // Gone since it was listed (the sandbox's code goes on): listed as
+                // it was, not a failure of the whole walk.
+                Err(error) if error.code == Code::NotFound => {}
+                walked => walked?,
+            }
         }
     }
     Ok(())

@@ -194,6 +194,8 @@ async fn restart_context(
                 let old = context.session.clone();
                 context.session = fresh.session.clone();
                 context.executions = 0;
+                // A fresh interpreter has no hook yet.
+                context.displays = false;
                 Some(old)
             }
             None => None,
@@ -280,7 +282,17 @@ async fn execute(
     let sandbox = sandbox.clone();
     tokio::task::spawn_blocking(move || {
         let session = &context.session;
-        if context.language == "python" && !context.displays {
+        // The first run in a Python interpreter claims installing the hook, so that
+        // two first runs at once install it once.
+        let install = context.language == "python" && {
+            let mut contexts = lock(&sandbox.contexts);
+            contexts
+                .iter_mut()
+                .find(|c| c.id == context.id && c.session == *session && !c.displays)
+                .map(|c| c.displays = true)
+                .is_some()
+        };
+        if install {
             // Without the hook a last value is output, as before: a run it fails in
             // (a policy that refuses it) is no reason to refuse the code.
             let _ = manager.run(&client, session, display::HOOK, RunOptions::default());
@@ -292,7 +304,6 @@ async fn execute(
                 .iter_mut()
                 .find(|c| c.id == context.id)
                 .map(|c| {
-                    c.displays = true;
                     c.executions += 1;
                     c.executions
                 })
@@ -370,7 +381,7 @@ fn stdout_messages(text: &str) -> Vec<Bytes> {
                 if !plain.is_empty() {
                     messages.push(output("stdout", &std::mem::take(&mut plain)));
                 }
-                messages.push(line(result));
+                messages.extend(result.map(line));
             }
             None => plain.push_str(piece),
         }
