@@ -163,14 +163,7 @@ impl Workspace {
     /// removed or moved as itself), refused if any directory on the way is one, or if
     /// it is in a folder of the host's ([`HIDDEN`], which listings leave out).
     fn resolve_leaf(&self, path: &str) -> Result<PathBuf> {
-        let rel = PathBuf::from(path);
-        let top = rel.components().next().map(|c| c.as_os_str());
-        if top.is_some_and(|top| HIDDEN.iter().any(|hidden| top == *hidden)) {
-            return Err(Error::InvalidPath {
-                path: path.into(),
-                reason: "it belongs to the host, not to the sandbox's files".into(),
-            });
-        }
+        let rel = not_hidden(path)?;
         if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
             self.resolve(&parent.to_string_lossy())?;
         }
@@ -197,6 +190,20 @@ impl Workspace {
         }
         self.root.open_dir(&rel).map_err(|e| io_error(path, e))
     }
+}
+
+/// `path` as a relative path, refused if it is in a folder of the host's
+/// ([`HIDDEN`], which listings leave out).
+fn not_hidden(path: &str) -> Result<PathBuf> {
+    let rel = PathBuf::from(path);
+    let top = rel.components().next().map(|c| c.as_os_str());
+    if top.is_some_and(|top| HIDDEN.iter().any(|hidden| top == *hidden)) {
+        return Err(Error::InvalidPath {
+            path: path.into(),
+            reason: "it belongs to the host, not to the sandbox's files".into(),
+        });
+    }
+    Ok(rel)
 }
 
 /// What cap-std's metadata (taken without following a link) says of a file.
@@ -350,7 +357,7 @@ impl SandboxFiles for Workspace {
     }
 
     fn make_dir(&mut self, path: &str) -> Result<bool> {
-        self.resolve_leaf(path)?;
+        not_hidden(path)?;
         let rel = self.resolve(path)?;
         match self.root.symlink_metadata(&rel) {
             Ok(meta) if meta.is_dir() => Ok(false),

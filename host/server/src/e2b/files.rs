@@ -104,13 +104,13 @@ fn outside(path: &str) -> ConnectError {
     )
 }
 
-/// The E2B path of a workspace path.
+/// The E2B path of a workspace path, under [`HOME`].
 pub fn e2b_path(relative: &str) -> String {
-    if relative.is_empty() {
-        HOME.to_string()
-    } else {
-        format!("{HOME}/{relative}")
+    Place {
+        root: HOME,
+        relative: relative.to_string(),
     }
+    .e2b()
 }
 
 #[derive(Debug, Deserialize)]

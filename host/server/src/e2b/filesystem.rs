@@ -90,16 +90,9 @@ async fn on_session<T: DeserializeOwned + Send + 'static>(
         let manager: SessionManager = e2b.manager.clone();
         let client = sandbox.client.clone();
         let done = tokio::task::spawn_blocking(move || {
-            let mut outcome = None;
-            let ran = manager.with_session(&client, &session, |s| {
-                outcome = Some(work(request, s));
-                Ok(())
-            });
-            match (ran, outcome) {
-                (Err(error), _) => Err(ConnectError::from(error)),
-                (Ok(()), Some(outcome)) => outcome,
-                (Ok(()), None) => Err(ConnectError::new(Code::Internal, "the call did not run")),
-            }
+            manager
+                .with_session(&client, &session, |s| Ok(work(request, s)))
+                .map_err(ConnectError::from)?
         });
         done.await.map_err(|e| {
             ConnectError::new(
@@ -114,7 +107,8 @@ async fn on_session<T: DeserializeOwned + Send + 'static>(
     }
 }
 
-fn main_session(sandbox: &Sandbox) -> Result<SessionId, ConnectError> {
+/// The session of the sandbox's files and commands, while it has one.
+pub(super) fn main_session(sandbox: &Sandbox) -> Result<SessionId, ConnectError> {
     sandbox
         .main_session()
         .ok_or_else(|| ConnectError::new(Code::Unavailable, "the sandbox has ended"))

@@ -196,9 +196,7 @@ fn started(
     let timeout = connect::deadline(headers)?
         .filter(|d| !d.is_zero())
         .map_or(limit, |d| d.min(limit));
-    let session = sandbox
-        .main_session()
-        .ok_or_else(|| ConnectError::new(Code::Unavailable, "the sandbox has ended"))?;
+    let session = super::filesystem::main_session(&sandbox)?;
     let pid = sandbox.next_pid();
     let interrupt = Interrupt::new();
     let (caller, frames) = mpsc::unbounded_channel::<Bytes>();
