@@ -112,6 +112,13 @@ pub fn archive(name: &str) -> Result<Vec<u8>> {
 /// The agent executable as a file, written once per version under the user's cache,
 /// for engines that mount it into a sandbox from the host.
 pub fn executable_file() -> Result<PathBuf> {
+    executable_file_in(&sandlot_core::dirs::user_cache().join("agent"))
+}
+
+/// The agent executable as a file under `dir` (in `<dir>/<version>/sandlot-agent`),
+/// written once per version: for an engine whose sandboxes reach the host's files as
+/// another user than this process's, who may not get into the user's cache.
+pub fn executable_file_in(base: &std::path::Path) -> Result<PathBuf> {
     use sha2::Digest;
     use std::os::unix::fs::MetadataExt;
     /// Inode, size and modification time (seconds, nanoseconds).
@@ -124,9 +131,7 @@ pub fn executable_file() -> Result<PathBuf> {
             .map(|m| (m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
     };
     let agent = executable();
-    let dir = sandlot_core::dirs::user_cache()
-        .join("agent")
-        .join(&digest()[..16]);
+    let dir = base.join(&digest()[..16]);
     let path = dir.join("sandlot-agent");
     // Hashing the whole binary cost every container start a few milliseconds (the
     // pool's warmer paid it beside every pooled acquire): once the file was found

@@ -44,6 +44,48 @@ pub const SANDBOX_ADDRESS: Ipv4Addr = Ipv4Addr::LOCALHOST;
 /// The port of the HTTP proxy inside the sandbox (`HTTP_PROXY`).
 pub const PROXY_PORT: u16 = 3128;
 
+/// What a proxy lets through now. An engine that cannot give a sandbox a network
+/// later (a network namespace is fixed when it is made) sends everything through a
+/// proxy instead, and switches it around installs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Access {
+    /// Nothing, and nothing recorded as denied: the sandbox simply has no network.
+    Closed,
+    /// Any public destination (an install): no loopback, private or link-local
+    /// address, whatever a name resolves to.
+    Public,
+    /// What the allow-list holds.
+    Listed,
+}
+
+/// The environment that sends a sandbox's code through its proxy: the proxy
+/// variables name the agent's relay, a server the code runs in its own sandbox is
+/// reached directly, and the agent finds the host's socket (`proxy.sock` in
+/// `socket_dir`, as the sandbox sees it) in `SANDLOT_EGRESS_SOCKET`.
+pub fn sandbox_environment(socket_dir: &str) -> Vec<(String, String)> {
+    let proxy = format!("http://{SANDBOX_ADDRESS}:{PROXY_PORT}");
+    let mut env: Vec<(String, String)> = [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ]
+    .iter()
+    .map(|name| (name.to_string(), proxy.clone()))
+    .collect();
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.push((name.to_string(), "localhost,127.0.0.1,::1".to_string()));
+    }
+    env.push((
+        "SANDLOT_EGRESS_SOCKET".to_string(),
+        format!("{socket_dir}/proxy.sock"),
+    ));
+    env
+}
+
 /// A running egress proxy for one sandbox. Dropping it closes every connection it
 /// relays.
 pub struct EgressProxy {
@@ -54,6 +96,8 @@ pub struct EgressProxy {
 struct Shared {
     allow: AllowList,
     denials: Mutex<Vec<Denial>>,
+    /// The [`Access`] in force; closing it ends the connections it relays.
+    access: tokio::sync::watch::Sender<Access>,
 }
 
 impl std::fmt::Debug for EgressProxy {
@@ -72,6 +116,18 @@ impl EgressProxy {
         allow: AllowList,
         runtime: &tokio::runtime::Handle,
     ) -> std::io::Result<EgressProxy> {
+        EgressProxy::serve_with(listener, allow, Access::Listed, runtime)
+    }
+
+    /// Serves the connections that arrive on `listener`, on `runtime`, with `access`
+    /// until [`EgressProxy::set_access`] changes it; `allow` is what
+    /// [`Access::Listed`] lets through.
+    pub fn serve_with(
+        listener: std::os::unix::net::UnixListener,
+        allow: AllowList,
+        access: Access,
+        runtime: &tokio::runtime::Handle,
+    ) -> std::io::Result<EgressProxy> {
         listener.set_nonblocking(true)?;
         let listener = {
             let _entered = runtime.enter();
@@ -80,9 +136,16 @@ impl EgressProxy {
         let shared = Arc::new(Shared {
             allow,
             denials: Mutex::new(Vec::new()),
+            access: tokio::sync::watch::Sender::new(access),
         });
         let task = runtime.spawn(accept(listener, shared.clone()));
         Ok(EgressProxy { shared, task })
+    }
+
+    /// Lets through what `access` says from now on. Closing ends every connection
+    /// open through the proxy: what an install opened does not outlive it.
+    pub fn set_access(&self, access: Access) {
+        self.shared.access.send_replace(access);
     }
 
     /// What was refused since the last call, in the order it happened, each once.
@@ -106,8 +169,14 @@ impl Drop for EgressProxy {
 
 async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
     let mut connections = tokio::task::JoinSet::new();
+    let mut access = shared.access.subscribe();
     loop {
         tokio::select! {
+            Ok(()) = access.changed() => {
+                if *access.borrow_and_update() == Access::Closed {
+                    connections.abort_all();
+                }
+            }
             accepted = listener.accept(), if connections.len() < MAX_CONNECTIONS => {
                 match accepted {
                     Ok((stream, _)) => {
@@ -138,6 +207,18 @@ async fn serve(mut stream: UnixStream, shared: &Shared) -> Io {
     let line = tokio::time::timeout(HEAD_DEADLINE, read_line(&mut stream))
         .await
         .map_err(|_| timed_out())??;
+    if shared.access() == Access::Closed {
+        // Code that asks the proxy is told why; anything else just finds no way out.
+        if line == "proxy" {
+            respond(
+                &mut stream,
+                "403 Forbidden",
+                "sandlot: this sandbox has no network (only its library installs go out)\n",
+            )
+            .await?;
+        }
+        return Ok(());
+    }
     match line.as_str() {
         "proxy" => shared.proxy(stream).await,
         "transparent 80" => shared.transparent_http(stream).await,
@@ -251,13 +332,42 @@ impl Shared {
         denial
     }
 
-    /// Whether `host`, a name or an address, is on the list.
-    /// A name must be a well-formed DNS name as well as listed: a resolver would read
-    /// `1.2.3.4 x.listed.com` or `127.1` otherwise than the list does.
+    fn access(&self) -> Access {
+        *self.access.borrow()
+    }
+
+    /// Whether `host`, a name or an address, may be reached now: on the list, or
+    /// public while the proxy is open to any. A name must be a well-formed DNS name
+    /// as well: a resolver would read `1.2.3.4 x.listed.com` or `127.1` otherwise
+    /// than the list does.
     fn listed(&self, host: &str) -> bool {
-        match host.parse::<IpAddr>() {
-            Ok(address) => self.allow.allows_address(address),
-            Err(_) => host.parse::<DomainName>().is_ok() && self.allow.allows_name(host),
+        match (host.parse::<IpAddr>(), self.access()) {
+            (_, Access::Closed) => false,
+            (Ok(address), Access::Public) => self.reachable(address),
+            (Ok(address), _) => self.allow.allows_address(address),
+            (Err(_), _) => host.parse::<DomainName>().is_ok() && self.name_listed(host),
+        }
+    }
+
+    /// Whether a name may lead to `address` now: a public one, or one the list holds.
+    /// Installs (the proxy open to any public destination, whatever the list says)
+    /// may also reach the documentation ranges: they route nowhere on the
+    /// internet, so where a network uses them (a TLS-inspecting gateway answering
+    /// every name with 203.0.113.x) they lead out of it, never into the host's own.
+    fn reachable(&self, address: IpAddr) -> bool {
+        match self.access() {
+            Access::Closed => false,
+            Access::Public => is_public(address) || is_documentation(address),
+            Access::Listed => is_public(address) || self.allow.allows_address(address),
+        }
+    }
+
+    /// Whether the name `name` may be looked up and reached now.
+    fn name_listed(&self, name: &str) -> bool {
+        match self.access() {
+            Access::Closed => false,
+            Access::Public => true,
+            Access::Listed => self.allow.allows_name(name),
         }
     }
 
@@ -283,7 +393,7 @@ impl Shared {
                 let reachable: Vec<SocketAddr> = found
                     .iter()
                     .copied()
-                    .filter(|a| is_public(a.ip()) || self.allow.allows_address(a.ip()))
+                    .filter(|a| self.reachable(a.ip()))
                     .collect();
                 if reachable.is_empty() {
                     let mut addresses: Vec<IpAddr> = found.iter().map(SocketAddr::ip).collect();
@@ -504,7 +614,7 @@ impl Shared {
             stream.read_exact(&mut message).await?;
             let reply = match dns::read(&message) {
                 Message::Query(query) => {
-                    let listed = self.allow.allows_name(&query.name);
+                    let listed = self.name_listed(&query.name);
                     if !listed {
                         self.deny(&query.name, None, Via::Dns, DenyReason::NotListed);
                     }
@@ -518,6 +628,14 @@ impl Shared {
             stream.write_u16(length).await?;
             stream.write_all(&reply).await?;
         }
+    }
+}
+
+/// Whether `address` is in a range set aside for documentation (RFC 5737, RFC 3849).
+fn is_documentation(address: IpAddr) -> bool {
+    match address {
+        IpAddr::V4(v4) => v4.is_documentation(),
+        IpAddr::V6(v6) => v6.segments()[..2] == [0x2001, 0x0db8],
     }
 }
 
@@ -669,13 +787,27 @@ mod tests {
     where
         F: std::future::Future<Output = ()>,
     {
+        with_switched_proxy(allow, Access::Listed, |socket, port, _| test(socket, port))
+    }
+
+    /// [`with_proxy`], starting with `access`; `test` may switch it.
+    fn with_switched_proxy<F>(
+        allow: &[&str],
+        access: Access,
+        test: impl FnOnce(std::path::PathBuf, u16, Arc<EgressProxy>) -> F,
+    ) -> Vec<Denial>
+    where
+        F: std::future::Future<Output = ()>,
+    {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("egress.sock");
         let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
         let allow =
             AllowList::try_from(allow.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-        let proxy = EgressProxy::serve(listener, allow, runtime.handle()).unwrap();
+        let proxy =
+            Arc::new(EgressProxy::serve_with(listener, allow, access, runtime.handle()).unwrap());
+        let handle = proxy.clone();
         runtime.block_on(async {
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let port = listener.local_addr().unwrap().port();
@@ -693,7 +825,7 @@ mod tests {
                     });
                 }
             });
-            test(socket, port).await;
+            test(socket, port, handle).await;
         });
         proxy.take_denials()
     }
@@ -710,6 +842,75 @@ mod tests {
         let mut got = Vec::new();
         let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut got)).await;
         String::from_utf8_lossy(&got).into_owned()
+    }
+
+    #[test]
+    fn a_closed_proxy_refuses_everything_and_records_nothing() {
+        let denials = with_switched_proxy(
+            &["localhost", "127.0.0.1/32"],
+            Access::Closed,
+            |socket, port, proxy| async move {
+                let request = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\nhello");
+                let got = exchange(&socket, "proxy", request.as_bytes()).await;
+                assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+                assert!(got.contains("no network"), "{got}");
+                assert_eq!(
+                    exchange(
+                        &socket,
+                        "transparent 80",
+                        b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                    )
+                    .await,
+                    ""
+                );
+
+                // Opened to the list, a tunnel goes through; closed again, it is cut.
+                proxy.set_access(Access::Listed);
+                let mut stream = UnixStream::connect(&socket).await.unwrap();
+                stream
+                    .write_all(
+                        format!("proxy\nCONNECT localhost:{port} HTTP/1.1\r\n\r\n").as_bytes(),
+                    )
+                    .await
+                    .unwrap();
+                let mut established = [0u8; 12];
+                stream.read_exact(&mut established).await.unwrap();
+                assert_eq!(&established, b"HTTP/1.1 200");
+                proxy.set_access(Access::Closed);
+                let mut rest = Vec::new();
+                let ended =
+                    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest))
+                        .await;
+                assert!(ended.is_ok(), "the tunnel outlived the closing");
+                assert!(!String::from_utf8_lossy(&rest).contains("echo:"));
+            },
+        );
+        assert_eq!(denials, []);
+    }
+
+    #[test]
+    fn a_public_proxy_reaches_any_public_name_and_no_private_address() {
+        let denials = with_switched_proxy(
+            &["localhost", "127.0.0.1/32"],
+            Access::Public,
+            |socket, port, _| async move {
+                // Listed or not, loopback is not public.
+                let request = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n");
+                let got = exchange(&socket, "proxy", request.as_bytes()).await;
+                assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+                let request = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n");
+                let got = exchange(&socket, "proxy", request.as_bytes()).await;
+                assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+            },
+        );
+        let reasons: Vec<_> = denials.iter().map(|d| d.reason.clone()).collect();
+        assert!(
+            matches!(
+                reasons[..],
+                [DenyReason::PrivateAddress { .. }, DenyReason::NotListed]
+            ),
+            "{denials:?}"
+        );
     }
 
     #[test]

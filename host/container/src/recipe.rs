@@ -13,8 +13,9 @@
 use sandlot_core::error::{Error, Result};
 use serde::Deserialize;
 use sha2::Digest;
-use std::path::Path;
-use std::process::Command;
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// The recipes shipped with sandlot: (file name, contents).
 const RECIPES: &[(&str, &str)] = &[
@@ -131,4 +132,75 @@ impl Recipe {
             .arg(tar);
         command
     }
+
+    /// This recipe's root filesystem as a tar, built with `mmdebstrap` into
+    /// `cache_dir` unless it is there already, so that every engine (Docker, Podman,
+    /// the native backend) starts from the same bytes. `progress` sees one line at a
+    /// time.
+    pub fn rootfs_tar(&self, cache_dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathBuf> {
+        let recipe = self;
+        let io = |context: String| move |e| Error::Io { context, source: e };
+        std::fs::create_dir_all(cache_dir)
+            .map_err(io(format!("cannot create {}", cache_dir.display())))?;
+        let tar = cache_dir.join(format!("{}-{}.tar", recipe.name, &recipe.hash[..16]));
+        if tar.is_file() {
+            progress(&format!("reusing root filesystem {}", tar.display()));
+        } else {
+            let partial = tar.with_extension("partial");
+            progress(&format!(
+                "building the root filesystem with mmdebstrap: {}",
+                recipe.packages.join(" ")
+            ));
+            let mut child = recipe
+                .mmdebstrap(&partial)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| Error::ImageBuild {
+                    image: recipe.image.clone(),
+                    reason: format!(
+                        "cannot run mmdebstrap ({e}); install it with `apt-get install mmdebstrap`"
+                    ),
+                })?;
+            let stdout = child.stdout.take();
+            let chatter = std::thread::spawn(move || {
+                let mut text = String::new();
+                if let Some(mut out) = stdout {
+                    let _ = out.read_to_string(&mut text);
+                }
+                text
+            });
+            let mut last = Vec::new();
+            if let Some(stderr) = child.stderr.take() {
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(|l| l.ok())
+                {
+                    progress(&line);
+                    last.push(line);
+                    if last.len() > 20 {
+                        last.remove(0);
+                    }
+                }
+            }
+            let status = child.wait().map_err(io("waiting for mmdebstrap".into()))?;
+            let _ = chatter.join();
+            if !status.success() {
+                let _ = std::fs::remove_file(&partial);
+                return Err(Error::ImageBuild {
+                    image: recipe.image.clone(),
+                    reason: format!("mmdebstrap failed ({status}): {}", last.join("\n")),
+                });
+            }
+            std::fs::rename(&partial, &tar)
+                .map_err(io(format!("cannot keep {}", tar.display())))?;
+        }
+        Ok(tar)
+    }
+}
+
+/// Where root filesystems are kept between builds.
+pub fn default_rootfs_cache() -> PathBuf {
+    sandlot_core::dirs::user_cache().join("rootfs")
 }

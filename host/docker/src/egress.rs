@@ -4,7 +4,7 @@
 
 use super::socket::open_to_container;
 use bollard::models::{ContainerCreateBody, HostConfig};
-use sandlot_container::proxy::{EgressProxy, PROXY_PORT, SANDBOX_ADDRESS};
+use sandlot_container::proxy::{sandbox_environment, EgressProxy, SANDBOX_ADDRESS};
 use sandlot_core::backend::owner;
 use sandlot_core::egress::Denial;
 use sandlot_core::error::{Error, Result};
@@ -65,23 +65,12 @@ impl Egress {
     /// agent relays the proxy port, ports 80 and 443 and DNS on the container's
     /// loopback to the socket, which it finds in `SANDLOT_EGRESS_SOCKET`.
     pub(super) fn configure(&self, config: &mut ContainerCreateBody) {
-        let proxy = format!("http://{SANDBOX_ADDRESS}:{PROXY_PORT}");
         let env = config.env.get_or_insert_with(Vec::new);
-        for name in [
-            "HTTP_PROXY",
-            "HTTPS_PROXY",
-            "http_proxy",
-            "https_proxy",
-            "ALL_PROXY",
-            "all_proxy",
-        ] {
-            env.push(format!("{name}={proxy}"));
-        }
-        // A server the code runs in its own sandbox is reached directly.
-        for name in ["NO_PROXY", "no_proxy"] {
-            env.push(format!("{name}=localhost,127.0.0.1,::1"));
-        }
-        env.push(format!("SANDLOT_EGRESS_SOCKET={EGRESS_DIR}/proxy.sock"));
+        env.extend(
+            sandbox_environment(EGRESS_DIR)
+                .into_iter()
+                .map(|(name, value)| format!("{name}={value}")),
+        );
         let host: &mut HostConfig = config.host_config.get_or_insert_with(Default::default);
         host.network_mode = Some("none".into());
         let dir = self.dir.path().display();

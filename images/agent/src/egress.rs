@@ -20,29 +20,50 @@ use std::time::Duration;
 /// The environment variable that names the host's socket.
 pub(crate) const SOCKET_VARIABLE: &str = "SANDLOT_EGRESS_SOCKET";
 
-/// Starts relaying to the socket in `SANDLOT_EGRESS_SOCKET`, if it is set. The proxy
+/// The relay's sockets, bound and not yet served: binding may need a capability
+/// (ports below 1024) that the agent drops before it starts any thread.
+pub(crate) struct Relays {
+    socket: Arc<PathBuf>,
+    streams: Vec<(TcpListener, &'static str)>,
+    dns: Option<UdpSocket>,
+}
+
+/// Binds the relay to the socket in `SANDLOT_EGRESS_SOCKET`, if it is set. The proxy
 /// port must be had; the others are a convenience, and a warning if taken.
-pub(crate) fn start_from_environment() -> io::Result<()> {
+pub(crate) fn bind_from_environment() -> io::Result<Option<Relays>> {
     let Some(socket) = std::env::var_os(SOCKET_VARIABLE) else {
-        return Ok(());
+        return Ok(None);
     };
-    let socket = Arc::new(PathBuf::from(socket));
     let proxy = TcpListener::bind((Ipv4Addr::LOCALHOST, 3128))
         .map_err(|e| io::Error::new(e.kind(), format!("egress proxy port 3128: {e}")))?;
-    relay_connections(proxy, socket.clone(), "proxy");
+    let mut streams = vec![(proxy, "proxy")];
     for (port, line) in [(80, "transparent 80"), (443, "transparent 443")] {
         match TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
-            Ok(listener) => relay_connections(listener, socket.clone(), line),
+            Ok(listener) => streams.push((listener, line)),
             Err(e) => eprintln!("sandlot-agent: egress port {port} not relayed: {e}"),
         }
     }
-    match UdpSocket::bind((Ipv4Addr::LOCALHOST, 53)) {
-        Ok(udp) => {
+    let dns = UdpSocket::bind((Ipv4Addr::LOCALHOST, 53))
+        .inspect_err(|e| eprintln!("sandlot-agent: DNS not relayed: {e}"))
+        .ok();
+    Ok(Some(Relays {
+        socket: Arc::new(PathBuf::from(socket)),
+        streams,
+        dns,
+    }))
+}
+
+impl Relays {
+    /// Relays everything that arrives, each listener on a thread of its own.
+    pub(crate) fn start(self) {
+        for (listener, line) in self.streams {
+            relay_connections(listener, self.socket.clone(), line);
+        }
+        if let Some(udp) = self.dns {
+            let socket = self.socket;
             std::thread::spawn(move || relay_dns(&udp, &socket));
         }
-        Err(e) => eprintln!("sandlot-agent: DNS not relayed: {e}"),
     }
-    Ok(())
 }
 
 fn relay_connections(listener: TcpListener, socket: Arc<PathBuf>, line: &'static str) {

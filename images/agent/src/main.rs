@@ -18,6 +18,7 @@ mod egress;
 mod files;
 mod host;
 mod kernel;
+mod privileges;
 mod process;
 mod seccomp;
 mod tool_command;
@@ -179,8 +180,15 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
     let mut kernel: Option<Kernel> = None;
     // Artifacts are collected from here; it exists before any code runs.
     let _ = root.make_dirs("output");
-    // Under an egress allow-list, the way out is there before any code runs.
-    egress::start_from_environment()?;
+    // Under an egress allow-list, the way out is there before any code runs. Its
+    // ports are bound first: the one capability an engine may have handed the agent
+    // is for them, and it goes before any thread or command can inherit it.
+    let relays = egress::bind_from_environment()?;
+    privileges::drop_handed()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot drop capabilities: {e}")))?;
+    if let Some(relays) = relays {
+        relays.start();
+    }
     let writer: Writer = Arc::new(Mutex::new(writer));
     send(
         &writer,

@@ -1,0 +1,97 @@
+//! The capabilities an engine may hand the agent to set a sandbox up, given up for
+//! good before any code runs.
+//!
+//! Docker, Podman and Kubernetes start the agent with none. The native backend's jail
+//! (bubblewrap, unprivileged) can only offer the relay's ports below 1024 through
+//! `CAP_NET_BIND_SERVICE` in the sandbox's own user namespace, as an ambient
+//! capability that every child would inherit: the agent binds its listeners, then
+//! drops everything here, on its only thread, so that no command it starts has any.
+
+use std::io;
+
+/// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
+const VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct Header {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct Data {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Gives up every capability of this thread if an engine handed it any as ambient
+/// ones (what an unprivileged jail can hand over): ambient, effective, permitted and
+/// inheritable sets are cleared. Capabilities that are not ambient (a root sandbox's,
+/// under a permissive policy) are the policy's business and stay. Call it before any
+/// other thread starts: capabilities are per thread, and a thread started earlier
+/// keeps its own.
+pub(crate) fn drop_handed() -> io::Result<()> {
+    if ambient()? == 0 {
+        return Ok(());
+    }
+    // SAFETY: prctl with integer arguments only.
+    let cleared = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    if cleared != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let data = [Data::default(); 2];
+    // SAFETY: capset reads one header and two data words, both valid for the call.
+    let set = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
+    if set != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// This thread's ambient set, from `/proc/thread-self/status` (every engine mounts
+/// a `/proc` of the sandbox's own).
+fn ambient() -> io::Result<u64> {
+    let status = std::fs::read_to_string("/proc/thread-self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapAmb:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .ok_or_else(|| io::Error::other("no CapAmb line in /proc/thread-self/status"))
+}
+
+#[cfg(test)]
+mod tests {
+    /// A set of this thread, from `/proc/thread-self/status`.
+    fn set(name: &str) -> u64 {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+        u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+    }
+
+    #[test]
+    fn capabilities_that_are_not_ambient_stay() {
+        // On a thread of its own: the test harness's other threads keep theirs.
+        std::thread::spawn(|| {
+            let before = set("CapEff:");
+            assert_eq!(set("CapAmb:"), 0, "a test runner with ambient capabilities");
+            super::drop_handed().unwrap();
+            assert_eq!(set("CapEff:"), before);
+        })
+        .join()
+        .unwrap();
+    }
+}
