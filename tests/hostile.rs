@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-const BACKENDS: [&str; 4] = ["wasm", "docker", "podman", "kubernetes"];
+const BACKENDS: [&str; 5] = ["wasm", "docker", "podman", "kubernetes", "native"];
 
 /// One file of `tests/hostile/`.
 #[derive(Deserialize, Clone)]

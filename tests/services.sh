@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Makes the container engines the end-to-end tests use ready, on a fresh Debian 12
-# machine or one where they already run (then it takes a second):
+# Makes the container engines and the native backend the end-to-end tests use ready,
+# on a fresh Debian 12 machine or one where they already run (then it takes a second):
 #
 #   tests/services.sh [SANDLOT_BINARY]
 #
-# 1. installs docker.io, podman and mmdebstrap if missing;
+# 1. installs docker.io, podman, mmdebstrap and bubblewrap if missing;
 # 2. starts dockerd, and Podman's Docker-compatible API on /run/podman/podman.sock with
 #    tests/containers.conf, unless they answer already (there is no systemd here);
 # 3. puts a TLS proxy (stunnel) on 127.0.0.1:2376 in front of Docker's socket, with a
@@ -12,7 +12,8 @@
 #    reach Docker as they would an engine on another machine (DOCKER_HOST=tcp://…,
 #    DOCKER_TLS_VERIFY, DOCKER_CERT_PATH);
 # 4. builds the sandlot images into both engines with `sandlot images build` (from
-#    this machine's Debian sources; images already up to date are skipped).
+#    this machine's Debian sources; images already up to date are skipped), and
+#    unpacks the same root filesystems for the native backend.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sandlot="${1:-target/debug/sandlot}"
@@ -27,6 +28,7 @@ need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v podman >/dev/null || need+=(podman)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v curl >/dev/null || need+=(curl)
 command -v stunnel4 >/dev/null || need+=(stunnel4)
 command -v openssl >/dev/null || need+=(openssl)
@@ -120,5 +122,8 @@ step "the same images, for Podman"
 # its temporary directory (api_load.tar*, about 4 GB for a full build): they filled
 # this machine's disk after three cold builds.
 find /var/tmp "${TMPDIR:-/tmp}" -maxdepth 1 -type f -name 'api_load.tar*' -delete 2>/dev/null || true
+
+step "the same root filesystems, unpacked for the native backend"
+"$sandlot" images build --engine native
 
 step "engines up, images built"

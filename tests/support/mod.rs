@@ -145,6 +145,13 @@ pub fn sandbox_exists(sandlot: &sandlot::Sandlot, backend: &str, name: &str) -> 
                 .unwrap();
             return pods.iter().any(|p| p.name == name);
         }
+        "native" => {
+            return sandlot::native::NativeBackend::of(sandlot)
+                .unwrap()
+                .sandboxes()
+                .iter()
+                .any(|s| s.name == name)
+        }
         "podman" => Engine::Podman,
         _ => Engine::Docker,
     };

@@ -240,10 +240,22 @@ impl Dirs {
 /// there is no home): where sandlot keeps what it can always rebuild, such as the
 /// container agent and the root filesystems of images.
 pub fn user_cache() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
+    user_dir("XDG_CACHE_HOME", ".cache")
+}
+
+/// `$XDG_DATA_HOME/sandlot` (or `~/.local/share/sandlot`; the temporary directory when
+/// there is no home): where sandlot keeps what it made and would take long to make
+/// again, such as the native backend's unpacked root filesystems.
+pub fn user_data() -> PathBuf {
+    user_dir("XDG_DATA_HOME", ".local/share")
+}
+
+/// `$variable/sandlot`, else `$HOME/<under_home>/sandlot`, else the temp dir's.
+fn user_dir(variable: &str, under_home: &str) -> PathBuf {
+    std::env::var_os(variable)
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(under_home)))
         .unwrap_or_else(std::env::temp_dir)
         .join("sandlot")
 }

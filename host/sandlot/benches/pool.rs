@@ -1,4 +1,4 @@
-//! Pools against cold opens, in one run, on wasm, Docker and Kubernetes (Python):
+//! Pools against cold opens, in one run, on wasm, Docker, Kubernetes and native (Python):
 //!
 //! - latency: acquire + `print(1)` + release from a pool that has caught up (the
 //!   timed part starts once a sandbox is ready, as for an agent that calls every few
@@ -80,6 +80,7 @@ fn main() {
     for (backend, size, window, callers) in [
         ("wasm", 4, Duration::from_secs(5), &[1, 4, 16][..]),
         ("docker", 4, Duration::from_secs(15), &[1, 4, 16][..]),
+        ("native", 4, Duration::from_secs(10), &[1, 4, 16][..]),
         // A pod takes seconds: fewer samples, one iteration each, shorter runs.
         ("kubernetes", 3, Duration::from_secs(30), &[1, 4][..]),
     ] {

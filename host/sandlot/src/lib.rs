@@ -10,6 +10,7 @@
 //! | `wasm` (default) | [`wasm`]         | interpreters that are WebAssembly, run in-process  |
 //! | `docker`     | [`docker`], [`container`] | Docker and Podman                             |
 //! | `kubernetes` | [`kubernetes`], [`container`] | pods of a cluster                         |
+//! | `native`     | [`native`], [`container`] | Linux namespaces by bubblewrap: no engine     |
 //! | `server`     | [`server`]           | the session manager both servers share             |
 //! | `http`       | `server::serve`      | `sandlot serve`: the HTTP API (axum)               |
 //! | `mcp`        | `server::mcp`        | `sandlot mcp`: the MCP server (rmcp)               |
@@ -39,12 +40,14 @@
 
 pub use sandlot_core::*;
 
-#[cfg(any(feature = "docker", feature = "kubernetes"))]
+#[cfg(any(feature = "docker", feature = "kubernetes", feature = "native"))]
 pub use sandlot_container as container;
 #[cfg(feature = "docker")]
 pub use sandlot_docker as docker;
 #[cfg(feature = "kubernetes")]
 pub use sandlot_kubernetes as kubernetes;
+#[cfg(feature = "native")]
+pub use sandlot_native as native;
 #[cfg(feature = "server")]
 pub use sandlot_server as server;
 #[cfg(feature = "wasm")]
@@ -54,7 +57,7 @@ use sandlot_core::dirs::Overrides;
 use std::sync::Arc;
 
 /// The backend providers of the enabled features, in the order `auto` tries them:
-/// `wasm`, `docker`, `podman`, `kubernetes`.
+/// `wasm`, `docker`, `podman`, `kubernetes`, `native` (which `auto` does not try yet).
 // With one feature only, clippy sees a lone push after `new`.
 #[allow(clippy::vec_init_then_push)]
 pub fn providers() -> Vec<Arc<dyn BackendProvider>> {
@@ -73,6 +76,8 @@ pub fn providers() -> Vec<Arc<dyn BackendProvider>> {
     }
     #[cfg(feature = "kubernetes")]
     providers.push(Arc::new(kubernetes::KubernetesProvider::default()));
+    #[cfg(feature = "native")]
+    providers.push(Arc::new(native::NativeProvider::default()));
     providers
 }
 

@@ -1,5 +1,5 @@
-//! `sandlot images` and `sandlot gc`: the container engines' and the cluster's side
-//! of sandlot.
+//! `sandlot images` and `sandlot gc`: the container engines', the native backend's
+//! and the cluster's side of sandlot.
 
 use super::output::Table;
 use super::Global;
@@ -10,7 +10,9 @@ use std::process::ExitCode;
 #[derive(Subcommand)]
 pub(super) enum ImagesCommand {
     /// Build images from the built-in recipes with mmdebstrap, from this machine's own
-    /// Debian sources (no registry needed), and import them into the engine.
+    /// Debian sources (no registry needed), and import them into the engine (for
+    /// `native`: unpack them into its store). Each root filesystem is built once and
+    /// shared by every engine.
     Build {
         /// Recipes or languages to build (default: all): python, node, jvm, cpp, go, r,
         /// ruby, polyglot.
@@ -45,25 +47,118 @@ pub(super) enum ImagesCommand {
 pub(super) enum EngineArg {
     Docker,
     Podman,
+    /// The native backend (bubblewrap): no engine, root filesystems in its store.
+    Native,
 }
 
 impl EngineArg {
-    fn engine(self) -> sandlot::docker::Engine {
+    fn engine(self) -> Result<sandlot::docker::Engine> {
         match self {
-            EngineArg::Docker => sandlot::docker::Engine::Docker,
-            EngineArg::Podman => sandlot::docker::Engine::Podman,
+            EngineArg::Docker => Ok(sandlot::docker::Engine::Docker),
+            EngineArg::Podman => Ok(sandlot::docker::Engine::Podman),
+            EngineArg::Native => anyhow::bail!(
+                "the native backend has no image registry: use `images build --engine native` \
+                 and `images list --engine native`"
+            ),
         }
     }
+}
+
+fn native() -> Result<sandlot::native::NativeBackend> {
+    Ok(sandlot::native::NativeBackend::connect(
+        &sandlot::native::default_dir(),
+    )?)
+}
+
+/// `images build --engine native`: each recipe's tarball unpacked into the store.
+fn build_native(names: &[String], force: bool) -> Result<ExitCode> {
+    use sandlot::docker::images::{default_rootfs_cache, Recipe};
+    let backend = native()?;
+    for recipe in Recipe::select(names)? {
+        let current = backend
+            .store()
+            .find(&recipe)
+            .is_some_and(|r| r.recipe_hash == recipe.hash);
+        if current && !force {
+            note!("sandlot: {} is up to date for native", recipe.image);
+            continue;
+        }
+        let started = std::time::Instant::now();
+        backend.build_image(&recipe, &default_rootfs_cache(), &mut |line| {
+            note!("  {line}")
+        })?;
+        note!(
+            "sandlot: {} ready for native in {:.0} s",
+            recipe.image,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    for removed in backend.store().prune()? {
+        note!("sandlot: removed the outdated tree {}", removed.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `images list --engine native`.
+fn list_native(json: bool) -> Result<ExitCode> {
+    use sandlot::docker::images::Recipe;
+    let backend = native()?;
+    let rows: Vec<(Recipe, Option<sandlot::native::Rootfs>)> = Recipe::all()
+        .into_iter()
+        .map(|r| {
+            let found = backend.store().find(&r);
+            (r, found)
+        })
+        .collect();
+    let status = |recipe: &Recipe, found: &Option<sandlot::native::Rootfs>| match found {
+        Some(r) if r.recipe_hash == recipe.hash => "current",
+        Some(_) => "outdated",
+        None => "missing",
+    };
+    if json {
+        let listed: Vec<_> = rows
+            .iter()
+            .map(|(recipe, found)| {
+                serde_json::json!({
+                    "image": recipe.image, "recipe": recipe.name,
+                    "tree": found.as_ref().map(|r| r.path.display().to_string()),
+                    "status": status(recipe, found),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&listed)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut table = Table::new(["IMAGE", "RECIPE", "TREE", "STATUS"]);
+    for (recipe, found) in &rows {
+        table.row([
+            recipe.image.clone(),
+            recipe.name.clone(),
+            found
+                .as_ref()
+                .map(|r| r.path.display().to_string())
+                .unwrap_or_else(|| "-".into()),
+            match status(recipe, found) {
+                "current" => "up to date".to_string(),
+                other => format!(
+                    "{other}: `sandlot images build --engine native {}`",
+                    recipe.name
+                ),
+            },
+        ]);
+    }
+    print!("{table}");
+    Ok(ExitCode::SUCCESS)
 }
 
 fn containers(global: &Global, engine: EngineArg) -> Result<sandlot::docker::ContainerBackend> {
     let config = global.config()?;
     let endpoint = match engine {
-        EngineArg::Docker => config.docker_host.as_deref(),
         EngineArg::Podman => config.podman_host.as_deref(),
+        _ => config.docker_host.as_deref(),
     };
     Ok(sandlot::docker::ContainerBackend::connect(
-        engine.engine(),
+        engine.engine()?,
         endpoint,
     )?)
 }
@@ -76,6 +171,9 @@ pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCod
             engine,
             force,
         } => {
+            if let EngineArg::Native = engine {
+                return build_native(&names, force);
+            }
             let backend = containers(global, engine)?;
             // What a Kubernetes node on this engine starts its pods' agents from.
             let (agent, loaded) = backend.load_agent_image()?;
@@ -114,6 +212,9 @@ pub(super) fn command(global: &Global, command: ImagesCommand) -> Result<ExitCod
             Ok(ExitCode::SUCCESS)
         }
         ImagesCommand::List { engine, json } => {
+            if let EngineArg::Native = engine {
+                return list_native(json);
+            }
             let backend = containers(global, engine)?;
             let images = backend.images()?;
             if json {
@@ -182,6 +283,7 @@ pub(super) enum GcTarget {
     Docker,
     Podman,
     Kubernetes,
+    Native,
 }
 
 /// Removes what killed sandlot processes left on `target`; with `json`, says what
@@ -200,6 +302,7 @@ pub(super) fn gc(global: &Global, target: GcTarget, all: bool, json: bool) -> Re
     let (removed, what) = match target {
         GcTarget::Docker => (containers(global, EngineArg::Docker)?.gc(all)?, "container"),
         GcTarget::Podman => (containers(global, EngineArg::Podman)?.gc(all)?, "container"),
+        GcTarget::Native => (native()?.gc(), "sandbox"),
         GcTarget::Kubernetes => {
             let settings = global.config()?.kubernetes;
             let cluster =

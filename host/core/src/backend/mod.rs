@@ -117,6 +117,8 @@ impl BackendName {
     pub const PODMAN: BackendName = BackendName(Cow::Borrowed("podman"));
     /// A Kubernetes cluster.
     pub const KUBERNETES: BackendName = BackendName(Cow::Borrowed("kubernetes"));
+    /// Linux namespaces on this machine, jailed by bubblewrap: no engine.
+    pub const NATIVE: BackendName = BackendName(Cow::Borrowed("native"));
 
     /// Checks and wraps `name`.
     pub fn new(name: impl Into<String>) -> Result<BackendName> {

@@ -78,23 +78,28 @@ pub fn stamp_alive(stamp: &str) -> bool {
 /// process is gone (killed before it could remove them); returns their paths. No link
 /// inside one is followed.
 pub fn sweep_temp_dirs(prefix: &str) -> Vec<std::path::PathBuf> {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+    left_by_the_gone(&std::env::temp_dir(), prefix)
+        .into_iter()
+        .filter(|path| std::fs::remove_dir_all(path).is_ok())
+        .collect()
+}
+
+/// The entries of `dir` named `<prefix><owner stamp>-...` whose process is gone: what
+/// a host killed before it could clean up left there.
+pub fn left_by_the_gone(dir: &std::path::Path, prefix: &str) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut removed = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(stamp) = name
-            .strip_prefix(prefix)
-            .and_then(|rest| rest.split('-').next())
-        else {
-            continue;
-        };
-        if !stamp_alive(stamp) && std::fs::remove_dir_all(entry.path()).is_ok() {
-            removed.push(entry.path());
-        }
-    }
-    removed
+    entries
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            name.strip_prefix(prefix)
+                .and_then(|rest| rest.split('-').next())
+                .is_some_and(|stamp| !stamp_alive(stamp))
+        })
+        .map(|entry| entry.path())
+        .collect()
 }
 
 /// Whether an owner tag names a process of this machine's current boot: only such an

@@ -1,0 +1,286 @@
+//! The jail: bubblewrap, found once, and the command line that makes one sandbox of
+//! it. The command line is a pure function of what the sandbox is, so that what each
+//! policy turns into can be read and tested without running it.
+
+use sandlot_core::error::{Error, Result};
+use sandlot_core::layout::Layout;
+use sandlot_core::policy::{Policy, Seccomp};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// The oldest bubblewrap with every option the command line uses (`--size`, 0.7.0).
+const OLDEST: (u32, u32) = (0, 7);
+
+/// The `PATH` of a sandbox, as Docker's images have it.
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Where the agent's egress socket directory is in the sandbox.
+pub(crate) const EGRESS_DIR: &str = "/.sandlot/egress";
+
+/// Size of the sandbox's `/dev/shm`.
+const SHM_SIZE: u64 = 64 << 20;
+
+/// A bubblewrap executable that was found to work.
+#[derive(Debug, Clone)]
+pub struct Bwrap {
+    /// Its path.
+    pub path: PathBuf,
+    /// What `bwrap --version` said, e.g. `bubblewrap 0.8.0`.
+    pub version: String,
+    /// Whether it is installed setuid root (it then refuses what this backend needs).
+    pub setuid: bool,
+}
+
+impl Bwrap {
+    /// `SANDLOT_BWRAP`, else `bwrap` on `PATH`, if it runs and is new enough.
+    pub fn find() -> Result<Bwrap> {
+        let path = std::env::var_os("SANDLOT_BWRAP")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("PATH").and_then(|dirs| {
+                    std::env::split_paths(&dirs)
+                        .map(|d| d.join("bwrap"))
+                        .find(|p| p.is_file())
+                })
+            })
+            .ok_or_else(|| unavailable("no `bwrap` on PATH".into()))?;
+        let out = std::process::Command::new(&path)
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| unavailable(format!("{} does not run: {e}", path.display())))?;
+        let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let number: Vec<u32> = version
+            .rsplit(' ')
+            .next()
+            .unwrap_or_default()
+            .split('.')
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if !out.status.success() || number.len() < 2 || (number[0], number[1]) < OLDEST {
+            return Err(unavailable(format!(
+                "{} says `{version}`; sandlot needs bubblewrap {}.{} or newer",
+                path.display(),
+                OLDEST.0,
+                OLDEST.1
+            )));
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let setuid = std::fs::metadata(&path)
+            .map(|m| m.permissions().mode() & 0o4000 != 0)
+            .unwrap_or(false);
+        Ok(Bwrap {
+            path,
+            version,
+            setuid,
+        })
+    }
+}
+
+fn unavailable(reason: String) -> Error {
+    Error::EngineUnavailable {
+        engine: "native".into(),
+        endpoint: "bwrap".into(),
+        reason,
+        hint: "install bubblewrap (`apt-get install bubblewrap`, `dnf install bubblewrap`), \
+               or set SANDLOT_BWRAP to its path"
+            .into(),
+    }
+}
+
+/// What one sandbox's jail is made of.
+#[derive(Debug, Clone)]
+pub(crate) struct JailSpec<'a> {
+    /// The root filesystem, mounted read-only.
+    pub rootfs: &'a Path,
+    /// The agent executable, mounted read-only over `/.sandlot/agent`.
+    pub agent: &'a Path,
+    /// The policy: user, workspace size, seccomp.
+    pub policy: &'a Policy,
+    /// The directory with the egress proxy's socket and the `resolv.conf` that sends
+    /// DNS to the agent's relay, when the sandbox reaches out through the proxy.
+    pub egress: Option<&'a Path>,
+    /// The sandbox's memory cgroup, shown at `/sys/fs/cgroup/memory` so that the
+    /// agent can tell an out-of-memory kill.
+    pub memory_cgroup: Option<&'a Path>,
+}
+
+/// The arguments of `bwrap` for `spec`: fresh namespaces of every kind, no
+/// capability but the one the agent's egress relay needs to bind its ports (it drops
+/// it before any code runs), a read-only root, a size-limited workspace and `/tmp`,
+/// and the agent as process 1 speaking on its standard input and output.
+pub(crate) fn argv(spec: &JailSpec<'_>) -> Vec<OsString> {
+    let policy = spec.policy;
+    let workspace = Layout::WORKSPACE;
+    let mut args: Vec<OsString> = Vec::new();
+    let mut add = |items: &[&str]| args.extend(items.iter().map(OsString::from));
+    add(&[
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup",
+        "--unshare-net",
+        "--hostname",
+        "sandlot",
+        "--die-with-parent",
+        "--new-session",
+        "--as-pid-1",
+        "--cap-drop",
+        "ALL",
+    ]);
+    add(&[
+        "--uid",
+        &policy.uid.to_string(),
+        "--gid",
+        &policy.gid.to_string(),
+    ]);
+    if spec.egress.is_some() {
+        // Ports 53, 80 and 443 of the sandbox's own loopback, for the relay.
+        add(&["--cap-add", "CAP_NET_BIND_SERVICE"]);
+    }
+    add(&["--clearenv"]);
+    for (name, value) in [
+        ("HOME", workspace),
+        ("TMPDIR", "/tmp"),
+        ("LANG", "C.UTF-8"),
+        ("PATH", PATH),
+    ] {
+        add(&["--setenv", name, value]);
+    }
+    if policy.seccomp == Seccomp::Unconfined {
+        add(&["--setenv", sandlot_agent::SECCOMP_VARIABLE, "unconfined"]);
+    }
+    if spec.egress.is_some() {
+        for (name, value) in sandlot_container::proxy::sandbox_environment(EGRESS_DIR) {
+            add(&["--setenv", &name, &value]);
+        }
+    }
+    let mut bind = |flag: &str, from: &Path, to: &str| {
+        args.push(flag.into());
+        args.push(from.into());
+        args.push(to.into());
+    };
+    bind("--ro-bind", spec.rootfs, "/");
+    bind("--ro-bind", spec.agent, "/.sandlot/agent");
+    if let Some(dir) = spec.egress {
+        bind("--ro-bind", dir, EGRESS_DIR);
+        bind("--ro-bind", &dir.join("resolv.conf"), "/etc/resolv.conf");
+    }
+    if let Some(dir) = spec.memory_cgroup {
+        bind("--ro-bind", dir, "/sys/fs/cgroup/memory");
+    }
+    let mut add = |items: &[&str]| args.extend(items.iter().map(OsString::from));
+    add(&["--proc", "/proc"]);
+    // Not `--dev`: it makes a nested user namespace for its ptys, where the relay's
+    // capability would not hold; its tmpfs has no size either.
+    add(&["--perms", "0755", "--size", "65536", "--tmpfs", "/dev"]);
+    for device in ["null", "zero", "full", "random", "urandom"] {
+        let path = format!("/dev/{device}");
+        add(&["--dev-bind", &path, &path]);
+    }
+    for (link, to) in [
+        ("/dev/fd", "/proc/self/fd"),
+        ("/dev/stdin", "/proc/self/fd/0"),
+        ("/dev/stdout", "/proc/self/fd/1"),
+        ("/dev/stderr", "/proc/self/fd/2"),
+    ] {
+        add(&["--symlink", to, link]);
+    }
+    add(&[
+        "--perms",
+        "1777",
+        "--size",
+        &SHM_SIZE.to_string(),
+        "--tmpfs",
+        "/dev/shm",
+    ]);
+    // Not recursive: /dev/shm stays writable.
+    add(&["--remount-ro", "/dev"]);
+    let size = policy.workdir_size.to_string();
+    add(&["--perms", "0755", "--size", &size, "--tmpfs", workspace]);
+    add(&["--perms", "1777", "--size", &size, "--tmpfs", "/tmp"]);
+    add(&["--chdir", workspace]);
+    add(&["/.sandlot/agent", "serve-stdio", workspace]);
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandlot_core::policy::Network;
+
+    fn joined(args: &[OsString]) -> String {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn a_default_sandbox_has_every_namespace_no_capability_and_no_way_out() {
+        let policy = Policy::default();
+        let args = argv(&JailSpec {
+            rootfs: Path::new("/store/objects/abc-u1"),
+            agent: Path::new("/store/agent/sandlot-agent"),
+            policy: &policy,
+            egress: None,
+            memory_cgroup: Some(Path::new("/sys/fs/cgroup/memory/sandlot/x")),
+        });
+        let line = joined(&args);
+        for part in [
+            "--unshare-user --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup --unshare-net",
+            "--die-with-parent",
+            "--as-pid-1",
+            "--cap-drop ALL",
+            "--uid 1000 --gid 1000",
+            "--clearenv",
+            "--ro-bind /store/objects/abc-u1 /",
+            "--ro-bind /store/agent/sandlot-agent /.sandlot/agent",
+            "--ro-bind /sys/fs/cgroup/memory/sandlot/x /sys/fs/cgroup/memory",
+            "--perms 0755 --size 1073741824 --tmpfs /workspace",
+            "--perms 1777 --size 1073741824 --tmpfs /tmp",
+            "--remount-ro /dev",
+        ] {
+            assert!(line.contains(part), "{part} in {line}");
+        }
+        assert!(line.ends_with("--chdir /workspace /.sandlot/agent serve-stdio /workspace"));
+        assert!(!line.contains("--cap-add"), "{line}");
+        assert!(!line.contains("PROXY"), "{line}");
+        assert!(!line.contains("--share-net"), "{line}");
+        assert!(!line.contains(sandlot_agent::SECCOMP_VARIABLE), "{line}");
+    }
+
+    #[test]
+    fn a_sandbox_behind_the_proxy_gets_its_socket_its_resolver_and_one_capability() {
+        let policy = Policy {
+            network: Network::AllowList,
+            seccomp: Seccomp::Unconfined,
+            ..Policy::default()
+        };
+        let args = argv(&JailSpec {
+            rootfs: Path::new("/r"),
+            agent: Path::new("/a"),
+            policy: &policy,
+            egress: Some(Path::new("/tmp/egress")),
+            memory_cgroup: None,
+        });
+        let line = joined(&args);
+        for part in [
+            "--cap-drop ALL --uid 1000 --gid 1000 --cap-add CAP_NET_BIND_SERVICE",
+            "--setenv HTTPS_PROXY http://127.0.0.1:3128",
+            "--setenv SANDLOT_EGRESS_SOCKET /.sandlot/egress/proxy.sock",
+            "--ro-bind /tmp/egress /.sandlot/egress",
+            "--ro-bind /tmp/egress/resolv.conf /etc/resolv.conf",
+            "--unshare-net",
+        ] {
+            assert!(line.contains(part), "{part} in {line}");
+        }
+        assert!(line.contains(&format!(
+            "--setenv {} unconfined",
+            sandlot_agent::SECCOMP_VARIABLE
+        )));
+        assert!(!line.contains("/sys/fs/cgroup/memory"), "{line}");
+    }
+}

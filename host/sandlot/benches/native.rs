@@ -1,0 +1,130 @@
+//! The native backend beside Docker, in one run: a cold open + `print(1)` + close of a
+//! Python sandbox (its first run starts the kernel), a warm `print(1)` as a cell of the
+//! kernel and as a new process through the agent, and the CPU a fresh sandbox costs:
+//! this process and its children (`getrusage`: the jail and everything in it; for
+//! Docker, only the client side), and the whole machine (`/proc/stat`: also the
+//! engine's daemons and the kernel's own work, such as tearing namespaces down), per
+//! sandbox, with 4 callers opening them. Needs bubblewrap, Docker and the images
+//! (`tests/services.sh`). Run with `cargo bench -p sandlot --features full --bench
+//! native`; throughput with 1, 4 and 16 callers is in `--bench pool`.
+
+// criterion's macros generate undocumented functions.
+#![allow(missing_docs)]
+// getrusage(2).
+#![allow(unsafe_code)]
+
+use criterion::Criterion;
+use std::time::{Duration, Instant};
+
+fn print_one(sandlot: &sandlot::Sandlot, backend: &str) {
+    let mut session = sandlot.session("python").backend(backend).open().unwrap();
+    assert_eq!(session.run("print(1)").unwrap().stdout, b"1\n");
+    session.close();
+}
+
+/// CPU time of this process and its reaped children.
+fn own_cpu() -> Duration {
+    let time = |who| {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(who, &mut usage) };
+        let tv = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+        };
+        tv(usage.ru_utime) + tv(usage.ru_stime)
+    };
+    time(libc::RUSAGE_SELF) + time(libc::RUSAGE_CHILDREN)
+}
+
+/// CPU time the whole machine spent busy (every field of `/proc/stat`'s `cpu` line
+/// but idle and iowait).
+fn machine_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap())
+        .collect();
+    let busy: u64 = fields
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, v)| v)
+        .sum();
+    // SAFETY: sysconf with a constant.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_micros(busy * 1_000_000 / ticks)
+}
+
+/// Opens `count` sandboxes with `callers` threads; returns the CPU per sandbox of
+/// this process tree and of the machine.
+fn cpu_per_sandbox(
+    sandlot: &sandlot::Sandlot,
+    backend: &str,
+    callers: usize,
+    count: usize,
+) -> (Duration, Duration) {
+    let (own, machine) = (own_cpu(), machine_cpu());
+    std::thread::scope(|scope| {
+        for _ in 0..callers {
+            scope.spawn(|| {
+                for _ in 0..count / callers {
+                    print_one(sandlot, backend);
+                }
+            });
+        }
+    });
+    let done = (count / callers * callers) as u32;
+    ((own_cpu() - own) / done, (machine_cpu() - machine) / done)
+}
+
+fn main() {
+    let plugins = sandlot::PluginHost::builder().load().unwrap();
+    let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
+    let sandlot = sandlot::builder(plugins)
+        .runtimes_dir(dirs.runtimes_dir())
+        .cache_dir(dirs.cache.value.clone())
+        .build()
+        .unwrap();
+    let mut criterion = Criterion::default()
+        .configure_from_args()
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(10));
+    for backend in ["native", "docker"] {
+        let open_as = |one_shot: bool| {
+            let mut builder = sandlot.session("python");
+            builder.backend(backend).one_shot(one_shot);
+            builder.open().unwrap()
+        };
+        let mut group = criterion.benchmark_group(format!("python ({backend})"));
+        group.bench_function("cold open + print 1 + close", |b| {
+            b.iter(|| print_one(&sandlot, backend))
+        });
+        let mut session = open_as(false);
+        group.bench_function("warm print 1 in the kernel", |b| {
+            b.iter(|| assert_eq!(session.run("print(1)").unwrap().stdout, b"1\n"))
+        });
+        session.close();
+        let mut session = open_as(true);
+        group.bench_function("warm print 1 as a new process through the agent", |b| {
+            b.iter(|| assert_eq!(session.run("print(1)").unwrap().stdout, b"1\n"))
+        });
+        session.close();
+        group.finish();
+    }
+    for (backend, count) in [("native", 200), ("docker", 40)] {
+        let started = Instant::now();
+        let (own, machine) = cpu_per_sandbox(&sandlot, backend, 4, count);
+        println!(
+            "python ({backend}) CPU per fresh sandbox (open + print 1 + close, 4 callers, \
+             {count} sandboxes in {:.1} s): this process and its children {:.1} ms, the \
+             machine {:.1} ms",
+            started.elapsed().as_secs_f64(),
+            own.as_secs_f64() * 1e3,
+            machine.as_secs_f64() * 1e3,
+        );
+    }
+}
