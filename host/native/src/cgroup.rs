@@ -8,7 +8,6 @@
 //! /sys/fs/cgroup/memory/<this process's cgroup>/sandlot/<owner stamp>-<sandbox id>/
 //! ```
 
-use std::ffi::CString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -153,15 +152,9 @@ impl Slot {
         self.memory.as_deref()
     }
 
-    /// The `cgroup.procs` files a process writes itself into to join, prepared for
-    /// a forked child that may not allocate.
-    pub(crate) fn procs_files(&self) -> Vec<CString> {
-        self.dirs
-            .iter()
-            .filter_map(|d| {
-                CString::new(d.join("cgroup.procs").as_os_str().as_encoded_bytes()).ok()
-            })
-            .collect()
+    /// The `cgroup.procs` files a process writes itself into to join.
+    pub(crate) fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
     }
 
     /// Removes the cgroups, killing what is left in them first; waits up to

@@ -3,7 +3,7 @@
 
 use crate::cgroup::{Limits, Slot};
 use crate::jail::{self, JailSpec};
-use crate::spawn::Setup;
+use crate::spawn::{Jailed, Launch};
 use crate::NativeBackend;
 use sandlot_container::proxy::{Access, EgressProxy, SANDBOX_ADDRESS};
 use sandlot_container::{AgentClient, AgentSandbox, SandboxHandle, Transport};
@@ -13,7 +13,6 @@ use sandlot_core::policy::Network;
 use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,7 +29,7 @@ const JAIL_STDERR: usize = 4096;
 /// The host's side of one sandbox.
 struct Jail {
     name: String,
-    child: Option<Child>,
+    child: Option<Jailed>,
     cgroups: Option<Slot>,
     egress: Option<EgressProxy>,
     /// The sandbox's host directory (its egress socket); it goes last.
@@ -67,8 +66,8 @@ impl SandboxHandle for Jail {
             // The agent was told first (the host hung up) and is taking everything
             // down; killing bwrap makes sure: its child, the sandbox's process 1,
             // dies with it, and with process 1 every process of the namespace.
-            let _ = child.kill();
-            let _ = child.wait();
+            child.kill();
+            child.wait();
         }
         if let Some(mut slot) = self.cgroups.take() {
             if !slot.remove(Duration::from_secs(2)) {
@@ -151,30 +150,22 @@ pub(crate) fn open(backend: &NativeBackend, spec: &SandboxSpec<'_>) -> Result<Ag
         memory_cgroup: memory_cgroup.as_deref(),
     });
     let (host, sandbox) = UnixStream::pair().map_err(io("cannot make a socket pair".into()))?;
-    let output = sandbox
-        .try_clone()
-        .map_err(io("cannot make a socket pair".into()))?;
-    let mut command = Command::new(&backend.bwrap.path);
-    command
-        .args(&args)
-        .env_clear()
-        .stdin(Stdio::from(std::os::fd::OwnedFd::from(sandbox)))
-        .stdout(Stdio::from(std::os::fd::OwnedFd::from(output)))
-        .stderr(Stdio::piped());
-    Setup {
+    let launch = Launch {
+        program: backend.bwrap.path.clone(),
+        args,
+        stdio: std::os::fd::OwnedFd::from(sandbox),
         cgroups: jail
             .cgroups
             .as_ref()
             .map(Slot::procs_files)
             .unwrap_or_default(),
         host_uid,
-    }
-    .apply(&mut command);
-    let mut child = backend.spawner.spawn(command).map_err(|e| Error::Agent {
+    };
+    let mut child = backend.spawner.spawn(launch).map_err(|e| Error::Agent {
         reason: format!("cannot start {}: {e}", backend.bwrap.path.display()),
     })?;
-    // The command (and with it the sandbox's ends of the pair) is gone: when the jail
-    // ends, the host's end reads its end.
+    // The sandbox's end of the pair is the jail's alone: when the jail ends, the
+    // host's end reads its end.
     let said = Arc::new(Mutex::new(Vec::new()));
     if let Some(mut stderr) = child.stderr.take() {
         let said = said.clone();
@@ -199,7 +190,7 @@ pub(crate) fn open(backend: &NativeBackend, spec: &SandboxSpec<'_>) -> Result<Ag
         // Give bwrap a moment to say why it stopped.
         if let Some(child) = jail.child.as_mut() {
             for _ in 0..50 {
-                if !matches!(child.try_wait(), Ok(None)) {
+                if child.ended() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(2));
