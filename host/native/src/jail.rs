@@ -32,9 +32,10 @@ pub struct Bwrap {
 }
 
 impl Bwrap {
-    /// `SANDLOT_BWRAP`, else `bwrap` on `PATH`, if it runs and is new enough.
-    pub fn find() -> Result<Bwrap> {
-        let path = std::env::var_os("SANDLOT_BWRAP")
+    /// `SANDLOT_BWRAP`, else `bwrap` on `PATH`: where [`Bwrap::find`] looks, without
+    /// running it.
+    fn path() -> Option<PathBuf> {
+        std::env::var_os("SANDLOT_BWRAP")
             .filter(|p| !p.is_empty())
             .map(PathBuf::from)
             .or_else(|| {
@@ -44,7 +45,16 @@ impl Bwrap {
                         .find(|p| p.is_file())
                 })
             })
-            .ok_or_else(|| unavailable("no `bwrap` on PATH".into()))?;
+    }
+
+    /// Whether there is a `bwrap` to try (it is not run).
+    pub fn on_path() -> bool {
+        Bwrap::path().is_some()
+    }
+
+    /// `SANDLOT_BWRAP`, else `bwrap` on `PATH`, if it runs and is new enough.
+    pub fn find() -> Result<Bwrap> {
+        let path = Bwrap::path().ok_or_else(|| unavailable("no `bwrap` on PATH".into()))?;
         let out = std::process::Command::new(&path)
             .arg("--version")
             .stdin(std::process::Stdio::null())
@@ -104,6 +114,9 @@ pub(crate) struct JailSpec<'a> {
     /// The sandbox's memory cgroup, shown at `/sys/fs/cgroup/memory` so that the
     /// agent can tell an out-of-memory kill.
     pub memory_cgroup: Option<&'a Path>,
+    /// Descriptors of system call filters for bwrap to load before it executes the
+    /// agent, in order (see [`crate::seccomp`]); none when the policy is unconfined.
+    pub seccomp: &'a [std::os::fd::RawFd],
 }
 
 /// The arguments of `bwrap` for `spec`: fresh namespaces of every kind, no
@@ -202,6 +215,9 @@ pub(crate) fn argv(spec: &JailSpec<'_>) -> Vec<OsString> {
     add(&["--perms", "0755", "--size", &size, "--tmpfs", workspace]);
     add(&["--perms", "1777", "--size", &size, "--tmpfs", "/tmp"]);
     add(&["--chdir", workspace]);
+    for fd in spec.seccomp {
+        add(&["--add-seccomp-fd", &fd.to_string()]);
+    }
     add(&["/.sandlot/agent", "serve-stdio", workspace]);
     args
 }
@@ -227,6 +243,7 @@ mod tests {
             policy: &policy,
             egress: None,
             memory_cgroup: Some(Path::new("/sys/fs/cgroup/memory/sandlot/x")),
+            seccomp: &[5, 6],
         });
         let line = joined(&args);
         for part in [
@@ -245,7 +262,10 @@ mod tests {
         ] {
             assert!(line.contains(part), "{part} in {line}");
         }
-        assert!(line.ends_with("--chdir /workspace /.sandlot/agent serve-stdio /workspace"));
+        assert!(line.ends_with(
+            "--chdir /workspace --add-seccomp-fd 5 --add-seccomp-fd 6 \
+             /.sandlot/agent serve-stdio /workspace"
+        ));
         assert!(!line.contains("--cap-add"), "{line}");
         assert!(!line.contains("PROXY"), "{line}");
         assert!(!line.contains("--share-net"), "{line}");
@@ -265,6 +285,7 @@ mod tests {
             policy: &policy,
             egress: Some(Path::new("/tmp/egress")),
             memory_cgroup: None,
+            seccomp: &[],
         });
         let line = joined(&args);
         for part in [
@@ -282,5 +303,6 @@ mod tests {
             sandlot_agent::SECCOMP_VARIABLE
         )));
         assert!(!line.contains("/sys/fs/cgroup/memory"), "{line}");
+        assert!(!line.contains("seccomp-fd"), "{line}");
     }
 }

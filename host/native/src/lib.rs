@@ -12,6 +12,8 @@
 //! - **Limits**: memory, processes and CPU through cgroup v1 as root; elsewhere they
 //!   are said to be unenforced ([`Backend::unenforced`]) and memory limits are not
 //!   offered ([`Capability::MemoryLimit`]).
+//! - **System calls**: Docker's default seccomp profile, loaded by bwrap before the
+//!   agent starts, and the agent's own filter over it, as on every engine.
 //! - **Network**: a network namespace of its own, always; `off` has only loopback,
 //!   every other mode reaches out through the host's egress proxy
 //!   ([`sandlot_container::proxy`]), which installs open and close.
@@ -26,6 +28,7 @@ pub mod jail;
 mod provider;
 pub mod rootfs;
 mod sandbox;
+mod seccomp;
 mod spawn;
 
 pub use jail::Bwrap;
@@ -287,8 +290,37 @@ impl Backend for NativeBackend {
         capabilities
     }
 
+    /// What the capabilities allow, in a root filesystem that is unpacked here: the
+    /// image the session names, else the recipe of its language.
     fn supports(&self, needs: &Needs<'_>) -> std::result::Result<(), Unsuitable> {
-        check_capabilities(needs, &self.capabilities(needs.language))
+        check_capabilities(needs, &self.capabilities(needs.language))?;
+        let recipes = Recipe::all();
+        let recipe = match needs.image {
+            Some(image) => recipes
+                .into_iter()
+                .find(|r| r.image == image)
+                .ok_or_else(|| {
+                    Unsuitable(format!(
+                        "it runs sandlot's own images only (`sandlot images list`), not `{image}`"
+                    ))
+                })?,
+            None => match recipes
+                .into_iter()
+                .find(|r| r.languages.iter().any(|l| l == needs.language))
+            {
+                Some(recipe) => recipe,
+                // No recipe: the session's image comes from sandlot.toml's [images],
+                // which open() checks.
+                None => return Ok(()),
+            },
+        };
+        match self.store.find(&recipe) {
+            Some(_) => Ok(()),
+            None => Err(Unsuitable(format!(
+                "`{}` is not unpacked here: `sandlot images build --engine native {}`",
+                recipe.image, recipe.name
+            ))),
+        }
     }
 
     fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
@@ -302,15 +334,14 @@ impl Backend for NativeBackend {
         Ok(Box::new(sandbox::open(self, spec)?))
     }
 
-    /// Without cgroups, process and CPU limits; and Docker's default system call
-    /// profile, which this backend does not load yet (the agent's own filter, the
-    /// same on every engine, and the user namespace's lack of capabilities hold).
+    /// Without cgroups, process and CPU limits; Docker's system call profile where it
+    /// is not written out for the machine's architecture.
     fn unenforced(&self, policy: &Policy) -> Vec<PolicyField> {
         let mut fields = Vec::new();
         if self.cgroups.is_none() {
             fields.extend([PolicyField::PidsLimit, PolicyField::CpuMillis]);
         }
-        if policy.seccomp == Seccomp::EngineDefault {
+        if !seccomp::WRITTEN_OUT && policy.seccomp == Seccomp::EngineDefault {
             fields.push(PolicyField::Seccomp);
         }
         fields
@@ -354,11 +385,26 @@ impl Backend for NativeBackend {
             ),
         });
         checks.push(self.probe_check());
-        checks.push(Check::gap(
-            "seccomp",
-            "sandlot's own system call filter only; Docker's default profile is not loaded",
-            "use docker or podman where the engine's profile is required",
-        ));
+        checks.push(if seccomp::WRITTEN_OUT {
+            Check::ok(
+                "seccomp",
+                format!(
+                    "Docker's default profile ({}; x86_64 calls only, no io_uring), loaded \
+                     by bwrap, and sandlot's own filter over it",
+                    seccomp::PROFILE
+                ),
+            )
+        } else {
+            Check::gap(
+                "seccomp",
+                format!(
+                    "sandlot's own filter only: Docker's profile is written out for x86_64, \
+                     not {}",
+                    std::env::consts::ARCH
+                ),
+                "use docker or podman where the engine's profile is required",
+            )
+        });
         for recipe in Recipe::all() {
             let state = match self.store.find(&recipe) {
                 Some(rootfs) if rootfs.recipe_hash == recipe.hash => Check::ok(

@@ -9,8 +9,9 @@ use sandlot_container::proxy::{Access, EgressProxy, SANDBOX_ADDRESS};
 use sandlot_container::{AgentClient, AgentSandbox, SandboxHandle, Transport};
 use sandlot_core::backend::{owner, SandboxSpec};
 use sandlot_core::error::{Error, Result};
-use sandlot_core::policy::Network;
+use sandlot_core::policy::{Network, Seccomp};
 use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -142,12 +143,19 @@ pub(crate) fn open(backend: &NativeBackend, spec: &SandboxSpec<'_>) -> Result<Ag
         .as_ref()
         .and_then(Slot::memory)
         .map(Path::to_path_buf);
+    let filters = if policy.seccomp == Seccomp::EngineDefault {
+        crate::seccomp::descriptors().map_err(io("cannot prepare the seccomp profile".into()))?
+    } else {
+        Vec::new()
+    };
+    let filter_fds: Vec<_> = filters.iter().map(AsRawFd::as_raw_fd).collect();
     let args = jail::argv(&JailSpec {
         rootfs: &rootfs.path,
         agent: &agent,
         policy: &policy,
         egress: jail.egress.as_ref().map(|_| egress_dir.as_path()),
         memory_cgroup: memory_cgroup.as_deref(),
+        seccomp: &filter_fds,
     });
     let (host, sandbox) = UnixStream::pair().map_err(io("cannot make a socket pair".into()))?;
     let launch = Launch {
@@ -160,6 +168,7 @@ pub(crate) fn open(backend: &NativeBackend, spec: &SandboxSpec<'_>) -> Result<Ag
             .map(Slot::procs_files)
             .unwrap_or_default(),
         host_uid,
+        inherited: filters,
     };
     let mut child = backend.spawner.spawn(launch).map_err(|e| Error::Agent {
         reason: format!("cannot start {}: {e}", backend.bwrap.path.display()),

@@ -80,6 +80,9 @@ pub(crate) struct Launch {
     pub cgroups: Vec<std::path::PathBuf>,
     /// The host uid (and gid) to become, as root.
     pub host_uid: Option<u32>,
+    /// Descriptors the program inherits under their own numbers (each above 2), such
+    /// as the system call filters `bwrap --add-seccomp-fd` reads.
+    pub inherited: Vec<OwnedFd>,
 }
 
 /// A started jail: the `bwrap` process. Dropped, it is killed and reaped.
@@ -143,6 +146,8 @@ struct ChildPlan {
     report: RawFd,
     cgroups: Vec<CString>,
     host_uid: Option<u32>,
+    /// Made inheritable (their close-on-exec flag cleared).
+    inherited: Vec<RawFd>,
     /// The signal mask to exec with: the spawner thread's own.
     mask: libc::sigset_t,
 }
@@ -185,6 +190,11 @@ extern "C" fn child(plan: *mut libc::c_void) -> libc::c_int {
             || libc::dup2(plan.stderr, 2) < 0
         {
             return fail(plan);
+        }
+        for fd in &plan.inherited {
+            if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
+                return fail(plan);
+            }
         }
         for file in &plan.cgroups {
             let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -243,6 +253,12 @@ fn start(launch: Launch) -> io::Result<Jailed> {
         .iter()
         .map(|f| c_string(f.as_os_str().as_bytes()))
         .collect::<io::Result<Vec<_>>>()?;
+    if let Some(low) = launch.inherited.iter().find(|fd| fd.as_raw_fd() <= 2) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("descriptor {} would be replaced by stdio", low.as_raw_fd()),
+        ));
+    }
     let (stderr_read, stderr_write) = pipe()?;
     let (report_read, report_write) = pipe()?;
     // SAFETY: sigset_t is plain data; sigfillset and pthread_sigmask fill it.
@@ -263,6 +279,7 @@ fn start(launch: Launch) -> io::Result<Jailed> {
         report: report_write.as_raw_fd(),
         cgroups,
         host_uid: launch.host_uid,
+        inherited: launch.inherited.iter().map(AsRawFd::as_raw_fd).collect(),
         mask,
     };
     let mut stack = vec![0u128; CHILD_STACK / 16];
@@ -288,7 +305,7 @@ fn start(launch: Launch) -> io::Result<Jailed> {
         return Err(cloned);
     }
     // The child's ends: the jail holds them now.
-    drop((launch.stdio, stderr_write, report_write));
+    drop((launch.stdio, launch.inherited, stderr_write, report_write));
     let mut jailed = Jailed {
         pid,
         reaped: false,
@@ -365,6 +382,7 @@ mod tests {
                 stdio: OwnedFd::from(theirs),
                 cgroups: Vec::new(),
                 host_uid: None,
+                inherited: Vec::new(),
             },
             ours,
         )
@@ -400,6 +418,43 @@ mod tests {
         assert_eq!(errors, "oops\n");
         jailed.wait();
         assert!(jailed.ended());
+    }
+
+    #[test]
+    fn inherited_descriptors_stay_open_under_their_numbers_and_no_others_leak() {
+        let spawner = Spawner::start().unwrap();
+        let (given, kept) = pipe().unwrap();
+        let (other_read, other_write) = pipe().unwrap();
+        let number = given.as_raw_fd();
+        let (mut launch, mut ours) = launch(
+            "/bin/sh",
+            &[
+                "-c",
+                "ls /proc/self/fd | sort -n | tr '\\n' ' '; cat <&$0",
+                "",
+            ],
+        );
+        launch.args[2] = number.to_string().into();
+        launch.inherited.push(given);
+        let mut jailed = spawner.spawn(launch).unwrap();
+        use std::io::Write;
+        File::from(kept).write_all(b"filter").unwrap();
+        let mut said = String::new();
+        ours.read_to_string(&mut said).unwrap();
+        jailed.wait();
+        // Descriptors the test process holds without close-on-exec (cargo's jobserver)
+        // are inherited as by any spawn; sandlot's own are not.
+        let listed: Vec<i32> = said
+            .split_whitespace()
+            .take_while(|w| w.parse::<i32>().is_ok())
+            .map(|w| w.parse().unwrap())
+            .collect();
+        assert!(listed.starts_with(&[0, 1, 2]), "{said}");
+        assert!(listed.contains(&number), "{number} not in {said}");
+        for other in [other_read.as_raw_fd(), other_write.as_raw_fd()] {
+            assert!(!listed.contains(&other), "{other} leaked: {said}");
+        }
+        assert!(said.ends_with("filter"), "{said}");
     }
 
     #[test]
