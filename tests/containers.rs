@@ -1293,7 +1293,11 @@ fn a_missing_image_says_how_to_get_it(engine: Engine) {
     assert!(matches!(error, Error::ImageMissing { .. }), "{error}");
     let message = error.to_string();
     assert!(message.contains("sandlot/does-not-exist:1"), "{message}");
-    assert!(message.contains("sandlot images build ruby"), "{message}");
+    let build = match engine {
+        Engine::Podman => "`sandlot images build --engine podman ruby`",
+        _ => "`sandlot images build ruby`",
+    };
+    assert!(message.contains(build), "{message}");
 }
 
 #[test]

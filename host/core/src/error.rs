@@ -610,11 +610,12 @@ pub enum Error {
 
     /// The image a language runs in is not in the engine.
     #[error(
-        "{engine} has no image `{image}` for {language}; build it with `sandlot images build {language}`, \
-         or name an image that has {language} in sandlot.toml's [images] table"
+        "{engine} has no image `{image}` for {language}; build it with `{}`, \
+         or name an image that has {language} in sandlot.toml's [images] table",
+        image_build_command(.engine, .language)
     )]
     ImageMissing {
-        /// `docker`, `podman` or `kubernetes`.
+        /// `docker`, `podman`, `native` or `kubernetes`.
         engine: String,
         /// The image looked for.
         image: String,
@@ -765,6 +766,15 @@ impl fmt::Display for ErrorKind {
     }
 }
 
+/// The command that builds `language`'s image for `engine`: Docker is the default
+/// engine of `images build`, and a cluster's node is reached through it.
+fn image_build_command(engine: &str, language: &str) -> String {
+    match engine {
+        "podman" | "native" => format!("sandlot images build --engine {engine} {language}"),
+        _ => format!("sandlot images build {language}"),
+    }
+}
+
 impl Error {
     /// What kind of failure this is; see [`ErrorKind`].
     pub fn kind(&self) -> ErrorKind {
@@ -880,5 +890,20 @@ mod tests {
         };
         assert_eq!(lost.kind(), ErrorKind::Internal);
         assert!(!lost.kind().is_caller_error());
+    }
+
+    #[test]
+    fn a_missing_image_names_the_command_that_builds_it_for_its_engine() {
+        let missing = |engine: &str| {
+            Error::ImageMissing {
+                engine: engine.into(),
+                image: "sandlot/ruby:latest".into(),
+                language: "ruby".into(),
+            }
+            .to_string()
+        };
+        assert!(missing("docker").contains("`sandlot images build ruby`"));
+        assert!(missing("podman").contains("`sandlot images build --engine podman ruby`"));
+        assert!(missing("native").contains("`sandlot images build --engine native ruby`"));
     }
 }
