@@ -77,6 +77,16 @@ impl Cgroups {
         Ok(Cgroups { parents })
     }
 
+    /// Whether every controller's v1 hierarchy is mounted: what [`Cgroups::detect`]
+    /// needs before it makes anything, read without making anything.
+    pub(crate) fn mounted() -> bool {
+        std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|mountinfo| {
+            Controller::ALL
+                .iter()
+                .all(|c| v1_mount(&mountinfo, c.name()).is_some())
+        })
+    }
+
     /// Where the controllers' parents are, for `doctor`.
     pub(crate) fn describe(&self) -> String {
         self.parents

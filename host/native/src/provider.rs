@@ -33,10 +33,12 @@ impl BackendProvider for NativeProvider {
         BackendName::NATIVE
     }
 
-    /// Not yet: until it loads a system call profile as strict as the engines', a
-    /// session gets it only by naming it.
+    /// Where it enforces every limit a container engine does: as root, with
+    /// bubblewrap installed and cgroup v1 hierarchies to put limits in. Elsewhere a
+    /// session gets it only by naming it (and `doctor` says what is missing), so that
+    /// `auto` never trades a limit for speed behind the caller's back.
     fn in_auto(&self, _config: &Config) -> bool {
-        false
+        crate::spawn::is_root() && crate::Bwrap::on_path() && crate::cgroup::Cgroups::mounted()
     }
 
     fn connect(&self, context: &ProviderContext) -> Result<Arc<dyn Backend>> {
