@@ -12,7 +12,8 @@
 #    build in the background from after step 1, 10-20 min)
 # 5. Docker and Podman run, with sandlot's images built (tests/services.sh), in the
 #    background while the wasm backend's Python and JavaScript runtimes and the fuzz
-#    targets build
+#    targets build; the images' root filesystems start building as soon as step 3
+#    has linked the `sandlot` binary
 # 6. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples, then
 #    the Python package's (tests/python/run.sh: its wheel built with maturin, installed
 #    into a clean venv)
@@ -137,6 +138,12 @@ if [ -z "$k8s_local" ] || [ ! -x "$k8s_local/up.sh" ]; then
   echo "k8s-local not found: set SANDLOT_K8S_LOCAL to the folder holding up.sh" >&2
   exit 1
 fi
+
+# What the images' builds need (mmdebstrap, bubblewrap, Podman), installed now: they
+# start during the Rust build below, and this is the last apt-get before the cluster's.
+step "packages the images' builds need (tests/services.sh --install)"
+tests/services.sh --install
+
 # On a fresh machine the cluster's binaries take 10-20 minutes to build (Go, from
 # Debian's source package). Started here, after the last apt-get of this script and
 # before the long Rust builds, they build while those do and while downloads wait;
@@ -164,8 +171,33 @@ clippy_driver="$(rustup which clippy-driver 2>/dev/null || command -v clippy-dri
 export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
 export CLIPPY_ARGS="-Dwarnings__CLIPPY_HACKERY__"
 step "the test binaries, benches, examples and the sandlot binary, linted by clippy"
-cargo test --workspace --all-targets --locked --no-run
 sandlot_bin="${CARGO_TARGET_DIR:-target}/debug/sandlot"
+built_after="$(mktemp)"
+cargo test --workspace --all-targets --locked --no-run &
+build=$!
+# The images' root filesystems (mmdebstrap, no engine needed: 10-15 minutes on a fresh
+# machine, mostly dpkg) need only the `sandlot` binary, which this build links well
+# before the end-to-end suites that run it: they start as soon as it is there.
+# `images build --engine native` makes each recipe's tarball and unpacks it; the engines
+# import the same tarballs later (tests/services.sh), waiting for any still being made.
+rootfs_log=/var/log/sandlot/rootfs.log
+rootfs() {
+  step "root filesystems of the images, in the background (log: $rootfs_log)"
+  "$sandlot_bin" images build --engine native >"$rootfs_log" 2>&1 &
+  rootfs_job=$!
+}
+rootfs_job=""
+while kill -0 "$build" 2>/dev/null; do
+  if [ -z "$rootfs_job" ] && [ "$sandlot_bin" -nt "$built_after" ]; then rootfs; fi
+  sleep 2
+done
+if ! wait "$build"; then
+  echo "building the test binaries failed (above)" >&2
+  exit 1
+fi
+rm -f "$built_after"
+# A binary that was up to date already: the root filesystems most likely are too.
+[ -n "$rootfs_job" ] || rootfs
 
 # First: its up.sh starts the dockerd the kubelet needs (with the runc-clamp runtime)
 # and refuses a dockerd something else started; services.sh then finds Docker answering.
@@ -179,9 +211,9 @@ k8s_env="$("$k8s_local/up.sh" --env)"
 eval "$k8s_env"
 export KUBECONFIG
 
-# On a fresh machine the images take some 25 minutes, mostly downloads, unpacking and
-# imports: they build in the background while the runtimes and the fuzz targets take
-# the processors.
+# The engines start and import the root filesystems made above, each as it is ready
+# (some 5 minutes on a fresh machine), in the background while the runtimes and the
+# fuzz targets build.
 step "container engines and images, in the background (log: /var/log/sandlot/services.log)"
 services_log=/var/log/sandlot/services.log
 tests/services.sh "$sandlot_bin" >"$services_log" 2>&1 &
@@ -197,6 +229,12 @@ step "the fuzz targets"
 host/fuzz/run.sh --build-only
 
 step "waiting for the container engines and images"
+if ! wait "$rootfs_job"; then
+  cat "$rootfs_log" >&2
+  echo "building the root filesystems failed (log above: $rootfs_log)" >&2
+  exit 1
+fi
+cat "$rootfs_log"
 if ! wait "$services"; then
   cat "$services_log" >&2
   echo "starting the engines or building the images failed (log above: $services_log)" >&2

@@ -3,6 +3,7 @@
 # on a fresh Debian 12 machine or one where they already run (then it takes a second):
 #
 #   tests/services.sh [SANDLOT_BINARY]
+#   tests/services.sh --install        (step 1 only: what the images' builds need)
 #
 # 1. installs docker.io, podman, mmdebstrap and bubblewrap if missing;
 # 2. starts dockerd, and Podman's Docker-compatible API on /run/podman/podman.sock with
@@ -16,6 +17,11 @@
 #    unpacks the same root filesystems for the native backend.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+install_only=false
+if [ "${1:-}" = "--install" ]; then
+  install_only=true
+  shift
+fi
 sandlot="${1:-target/debug/sandlot}"
 logs=/var/log/sandlot
 mkdir -p "$logs"
@@ -25,7 +31,9 @@ started=$SECONDS
 step() { printf '\n==> [%s +%ds] %s\n' "$(date -u +%H:%M:%S)" "$((SECONDS - started))" "$*"; }
 
 need=()
-command -v dockerd >/dev/null || need+=(docker.io)
+# Not with --install: that runs before k8s-local's up.sh, which installs Docker itself
+# and must be the one to start it.
+$install_only || command -v dockerd >/dev/null || need+=(docker.io)
 command -v podman >/dev/null || need+=(podman)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v bwrap >/dev/null || need+=(bubblewrap)
@@ -36,6 +44,9 @@ if [ "${#need[@]}" -ne 0 ]; then
   step "installing ${need[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+if $install_only; then
+  exit 0
 fi
 
 answers() { curl -sf --max-time 5 --unix-socket "$1" http://engine/_ping >/dev/null 2>&1; }

@@ -137,12 +137,35 @@ impl Recipe {
     /// `cache_dir` unless it is there already, so that every engine (Docker, Podman,
     /// the native backend) starts from the same bytes. `progress` sees one line at a
     /// time.
+    ///
+    /// Processes building the same tarball at once take turns (a lock file beside it):
+    /// the second finds it built, so `images build` for several engines can run side by
+    /// side, each importing what the other has just built.
     pub fn rootfs_tar(&self, cache_dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathBuf> {
         let recipe = self;
         let io = |context: String| move |e| Error::Io { context, source: e };
         std::fs::create_dir_all(cache_dir)
             .map_err(io(format!("cannot create {}", cache_dir.display())))?;
-        let tar = cache_dir.join(format!("{}-{}.tar", recipe.name, &recipe.hash[..16]));
+        let stem = format!("{}-{}", recipe.name, &recipe.hash[..16]);
+        let tar = cache_dir.join(format!("{stem}.tar"));
+        let lock_path = cache_dir.join(format!("{stem}.lock"));
+        let lock = std::fs::File::create(&lock_path)
+            .map_err(io(format!("cannot create {}", lock_path.display())))?;
+        // Held until this function returns, built or failed.
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                progress(&format!(
+                    "waiting for another sandlot building {}",
+                    tar.display()
+                ));
+                lock.lock()
+                    .map_err(io(format!("cannot lock {}", lock_path.display())))?;
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(io(format!("cannot lock {}", lock_path.display()))(e))
+            }
+        }
         if tar.is_file() {
             progress(&format!("reusing root filesystem {}", tar.display()));
         } else {
@@ -203,4 +226,36 @@ impl Recipe {
 /// Where root filesystems are kept between builds.
 pub fn default_rootfs_cache() -> PathBuf {
     sandlot_core::dirs::user_cache().join("rootfs")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_build_of_the_same_tarball_waits_and_reuses_it() {
+        let cache = tempfile::tempdir().unwrap();
+        let recipe = Recipe::select(&["python".into()]).unwrap().remove(0);
+        let stem = format!("{}-{}", recipe.name, &recipe.hash[..16]);
+        // Another builder holds the lock while it writes the tarball.
+        let held = std::fs::File::create(cache.path().join(format!("{stem}.lock"))).unwrap();
+        held.lock().unwrap();
+        let dir = cache.path().to_path_buf();
+        let second = std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            let tar = recipe.rootfs_tar(&dir, &mut |l| lines.push(l.to_string()));
+            (tar, lines)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let tar = cache.path().join(format!("{stem}.tar"));
+        std::fs::write(&tar, b"a root filesystem").unwrap();
+        held.unlock().unwrap();
+        let (built, lines) = second.join().unwrap();
+        assert_eq!(built.unwrap(), tar, "it reuses the other builder's tarball");
+        assert!(
+            lines[0].starts_with("waiting for another sandlot"),
+            "{lines:?}"
+        );
+        assert!(lines[1].starts_with("reusing root filesystem"), "{lines:?}");
+    }
 }
