@@ -1,7 +1,10 @@
-//! The Docker and Podman backends end to end, against the real engines: every
-//! language, every hardening default, files in and out, and cleanup. The same tests run
-//! once per engine (`docker::…`, `podman::…`). They need both engines running and the
-//! images built; `tests/services.sh` does both.
+//! The Docker and Podman backends end to end, against the real engines, and the native
+//! backend over the same images: every language, every hardening default, files in and
+//! out, and cleanup. The same tests run once per backend (`docker::…`, `podman::…`,
+//! `native::…`); what only an engine has (its containers, `gc`) runs on the engines.
+//! They need both engines running and the images built and unpacked;
+//! `tests/services.sh` does both. `tests/run.sh` runs `native::…` again with no engine
+//! reachable.
 
 mod support;
 
@@ -30,15 +33,42 @@ fn sandlot() -> Sandlot {
         .unwrap()
 }
 
-fn choice(engine: Engine) -> &'static str {
+/// A backend this suite runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    Docker,
+    Podman,
+    Native,
+}
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::Docker => "docker",
+            Target::Podman => "podman",
+            Target::Native => "native",
+        }
+    }
+
+    /// The engine, for the tests of what only an engine has.
+    fn engine(self) -> Engine {
+        match self {
+            Target::Docker => Engine::Docker,
+            Target::Podman => Engine::Podman,
+            Target::Native => unreachable!("engine-only tests do not run on native"),
+        }
+    }
+}
+
+fn choice(engine: Target) -> &'static str {
     engine.name()
 }
 
-fn open(engine: Engine, language: &str) -> Session {
+fn open(engine: Target, language: &str) -> Session {
     open_with(engine, language, Policy::default())
 }
 
-fn open_with(engine: Engine, language: &str, policy: Policy) -> Session {
+fn open_with(engine: Target, language: &str, policy: Policy) -> Session {
     let sandlot = sandlot();
     let mut builder = sandlot.session(language);
     builder
@@ -146,7 +176,7 @@ const PROGRAMS: &[Programs] = &[
     },
 ];
 
-fn every_program_of(engine: Engine, language: &str) {
+fn every_program_of(engine: Target, language: &str) {
     let programs = PROGRAMS.iter().find(|p| p.language == language).unwrap();
     let mut session = open(engine, language);
     let hello = run_streamed(&mut session, programs.hello);
@@ -196,11 +226,12 @@ fn run_for_two_seconds(session: &mut Session, code: &str) -> Execution {
         .unwrap()
 }
 
-fn timeout_kills_the_whole_tree(engine: Engine) {
+fn timeout_kills_the_whole_tree(engine: Target) {
     let mut session = open(engine, "bash");
     let marker = match engine {
-        Engine::Podman => "987652",
-        _ => "987651",
+        Target::Docker => "987651",
+        Target::Podman => "987652",
+        Target::Native => "987653",
     };
     // A background job, a new session (setsid) and a double-forked daemon: none may
     // survive the time limit.
@@ -219,7 +250,7 @@ fn timeout_kills_the_whole_tree(engine: Engine) {
     assert_eq!(session.run("echo again").unwrap().stdout_text(), "again\n");
 }
 
-fn changing_process_group_does_not_escape_the_time_limit(engine: Engine) {
+fn changing_process_group_does_not_escape_the_time_limit(engine: Target) {
     // A program of its own (one-shot): in a kernel, the interpreter leads its own
     // session and cannot join another group at all; that case follows below.
     let sandlot = sandlot();
@@ -227,8 +258,9 @@ fn changing_process_group_does_not_escape_the_time_limit(engine: Engine) {
     builder.backend(choice(engine)).one_shot(true);
     let mut session = open_session(&builder).unwrap();
     let marker = match engine {
-        Engine::Podman => "876542",
-        _ => "876541",
+        Target::Docker => "876541",
+        Target::Podman => "876542",
+        Target::Native => "876545",
     };
     // The parent moves itself into its child's new process group, so killing the
     // command's own group reaches nobody; output every half second keeps the host's
@@ -256,8 +288,9 @@ fn changing_process_group_does_not_escape_the_time_limit(engine: Engine) {
     // interrupted cell, and the kernel keeps its state.
     let mut session = open(engine, "python");
     let marker = match engine {
-        Engine::Podman => "876544",
-        _ => "876543",
+        Target::Docker => "876543",
+        Target::Podman => "876544",
+        Target::Native => "876546",
     };
     session.run("kept = 'yes'").unwrap();
     let code = format!(
@@ -276,7 +309,7 @@ fn changing_process_group_does_not_escape_the_time_limit(engine: Engine) {
     assert_eq!(session.run("print(kept)").unwrap().stdout_text(), "yes\n");
 }
 
-fn a_fifo_cannot_wedge_the_sandbox(engine: Engine) {
+fn a_fifo_cannot_wedge_the_sandbox(engine: Target) {
     let mut session = open(engine, "bash");
     assert!(session
         .run("mkfifo data.csv output/plot.png")
@@ -292,7 +325,7 @@ fn a_fifo_cannot_wedge_the_sandbox(engine: Engine) {
     assert!(later.artifacts.is_empty());
 }
 
-fn memory_cap_is_reported(engine: Engine) {
+fn memory_cap_is_reported(engine: Target) {
     let sandlot = sandlot();
     let mut builder = sandlot.session("python");
     builder.backend(choice(engine)).memory(128 << 20);
@@ -322,7 +355,7 @@ fn memory_cap_is_reported(engine: Engine) {
 
 const FETCH: &str = "import urllib.request\ntry:\n    urllib.request.urlopen('http://deb.debian.org/debian/', timeout=10)\n    print('reachable')\nexcept Exception as e:\n    print('unreachable', type(e).__name__)";
 
-fn network_only_when_the_policy_allows_it(engine: Engine) {
+fn network_only_when_the_policy_allows_it(engine: Target) {
     let mut session = open(engine, "python");
     let closed = session.run(FETCH).unwrap();
     assert!(
@@ -365,7 +398,7 @@ fn install_six(session: &mut Session) {
 
 /// With the network only for installs, code must not get it while libraries install:
 /// a thread an earlier cell left running in the kernel keeps trying to connect.
-fn code_is_offline_while_libraries_install(engine: Engine) {
+fn code_is_offline_while_libraries_install(engine: Target) {
     let mut session = open(engine, "python");
     session
         .run(
@@ -393,7 +426,7 @@ fn code_is_offline_while_libraries_install(engine: Engine) {
 
 /// Configuration that earlier code plants where installers look for it (here pip's
 /// user configuration, in what is the code's home) does not steer a later install.
-fn planted_configuration_does_not_steer_an_install(engine: Engine) {
+fn planted_configuration_does_not_steer_an_install(engine: Target) {
     let mut session = open(engine, "python");
     session
         .run(
@@ -435,7 +468,7 @@ fn planted_configuration_does_not_steer_an_install(engine: Engine) {
     );
 }
 
-fn hardening_is_in_force(engine: Engine) {
+fn hardening_is_in_force(engine: Target) {
     let mut session = open(engine, "bash");
     let execution = session
         .run(
@@ -456,7 +489,7 @@ fn hardening_is_in_force(engine: Engine) {
     assert_eq!(policy.uid, 1000);
 }
 
-fn files_round_trip_and_escapes_are_refused(engine: Engine) {
+fn files_round_trip_and_escapes_are_refused(engine: Target) {
     let mut session = open(engine, "python");
     let data: Vec<u8> = (0..=255u8).chain([0xff, 0x00]).collect();
     session.write_file("input/data.bin", &data).unwrap();
@@ -547,7 +580,7 @@ fn files_round_trip_and_escapes_are_refused(engine: Engine) {
 /// a final expression shows its value, input is per run, and a kernel that dies is
 /// replaced with the next run, which says its state is gone. One-shot sessions run a
 /// fresh program each time.
-fn python_sessions_are_interactive(engine: Engine) {
+fn python_sessions_are_interactive(engine: Target) {
     let mut session = open(engine, "python");
     assert!(session
         .capabilities()
@@ -704,13 +737,13 @@ const TURNS: &[Turns] = &[
 /// language's kernel, as Python's do: what earlier runs defined is there, a final expression
 /// shows its value, an error ends only its run, and a run past its time limit is
 /// interrupted without losing the state.
-fn sessions_keep_state_in(engine: Engine, language: &str) {
+fn sessions_keep_state_in(engine: Target, language: &str) {
     keeps_state(&sandlot(), engine, language);
 }
 
 /// The Perl example is a plugin on contract 0.2 with a kernel: dropped into a plugin
 /// directory, it is as interactive as a built-in language.
-fn an_out_of_tree_language_keeps_state_too(engine: Engine) {
+fn an_out_of_tree_language_keeps_state_too(engine: Target) {
     let dir = support::plugin_dir(&[("examples/perl", "perl.wasm")]);
     let plugins = sandlot::PluginHost::builder()
         .plugin_dir(dir.path())
@@ -725,7 +758,7 @@ fn an_out_of_tree_language_keeps_state_too(engine: Engine) {
     keeps_state(&sandlot, engine, "perl");
 }
 
-fn keeps_state(sandlot: &Sandlot, engine: Engine, language: &str) {
+fn keeps_state(sandlot: &Sandlot, engine: Target, language: &str) {
     let turns = TURNS.iter().find(|t| t.language == language).unwrap();
     let mut builder = sandlot.session(language);
     builder
@@ -799,7 +832,7 @@ fn keeps_state(sandlot: &Sandlot, engine: Engine, language: &str) {
 /// once each and in the run that made them; a plotly figure as its HTML page; R's
 /// ggplot2 and base graphics as PNG plots. Nothing may be installed: the network is
 /// off.
-fn the_data_stack_plots_offline(engine: Engine) {
+fn the_data_stack_plots_offline(engine: Target) {
     let mut python = open(engine, "python");
     let count = |run: &Execution| run.plots().count();
     let shown = python
@@ -840,7 +873,7 @@ fn the_data_stack_plots_offline(engine: Engine) {
 
 /// An image without the language's interpreter cannot start its kernel: the run says
 /// so, with what the kernel wrote, instead of hanging or pretending.
-fn a_kernel_that_cannot_start_is_a_clear_error(engine: Engine) {
+fn a_kernel_that_cannot_start_is_a_clear_error(engine: Target) {
     let sandlot = sandlot();
     let mut builder = sandlot.session("python");
     builder.backend(choice(engine)).image("sandlot/go:latest");
@@ -852,7 +885,7 @@ fn a_kernel_that_cannot_start_is_a_clear_error(engine: Engine) {
     assert!(message.contains("one_shot"), "{message}");
 }
 
-fn code_cannot_hijack_a_later_install(engine: Engine) {
+fn code_cannot_hijack_a_later_install(engine: Target) {
     let mut session = open(engine, "python");
     // A module named like the installer, left by untrusted code for a later install
     // (which has the network) to import.
@@ -873,7 +906,7 @@ fn code_cannot_hijack_a_later_install(engine: Engine) {
     assert_eq!(install.stdout_text(), "six\n");
 }
 
-fn libraries_are_installed_then_the_network_is_cut(engine: Engine, language: &str) {
+fn libraries_are_installed_then_the_network_is_cut(engine: Target, language: &str) {
     let (library, code) = match language {
         "python" => (
             "numpy",
@@ -910,7 +943,7 @@ fn libraries_are_installed_then_the_network_is_cut(engine: Engine, language: &st
 /// proxy.golang.org is not reachable from the machines this runs on, so the module
 /// comes from a module proxy in the workspace (`GOPROXY=file://…`): `go get` still
 /// resolves, downloads, verifies and builds it the way it would from the internet.
-fn go_module_is_installed(engine: Engine) {
+fn go_module_is_installed(engine: Target) {
     let sandlot = sandlot();
     let mut builder = sandlot.session("go");
     builder
@@ -965,9 +998,9 @@ fn go_module_is_installed(engine: Engine) {
     assert_eq!(execution.stdout_text(), "hello from a module\n");
 }
 
-fn nothing_is_left_after_close(engine: Engine) {
+fn nothing_is_left_after_close(engine: Target) {
     let sandlot = sandlot();
-    let backend = sandlot::docker::ContainerBackend::of(&sandlot, engine).unwrap();
+    let backend = sandlot::docker::ContainerBackend::of(&sandlot, engine.engine()).unwrap();
     let mut builder = sandlot.session("bash");
     builder.backend(choice(engine));
     let session = open_session(&builder).unwrap();
@@ -1004,9 +1037,9 @@ fn scratch_dirs() -> std::collections::BTreeSet<String> {
 /// A `sandlot run` killed with -9 while its container runs leaves nothing: the agent
 /// sees the host's end of its stream close, stops everything and exits, and the
 /// container removes itself, without `sandlot gc`. `env` points the host at the engine.
-fn a_killed_host_leaves_nothing(engine: Engine, env: &[(&str, &str)]) {
+fn a_killed_host_leaves_nothing(engine: Target, env: &[(&str, &str)]) {
     let sandlot = sandlot();
-    let backend = sandlot::docker::ContainerBackend::of(&sandlot, engine).unwrap();
+    let backend = sandlot::docker::ContainerBackend::of(&sandlot, engine.engine()).unwrap();
     let dirs_before = scratch_dirs();
     // The host opens a session, and with it reaps orphans: not while `gc` is tested.
     let opening = OPENING.read().unwrap_or_else(|e| e.into_inner());
@@ -1041,9 +1074,53 @@ fn a_killed_host_leaves_nothing(engine: Engine, env: &[(&str, &str)]) {
     assert!(leaked.is_empty(), "left behind in the temp dir: {leaked:?}");
 }
 
+/// A `sandlot run` killed with -9 while its jail runs: every process of the jail dies
+/// with it (bubblewrap's die-with-parent and the jail's PID namespace), and what it
+/// left on the host's disk is removed by `gc`.
+fn a_killed_native_host_leaves_nothing() {
+    let sandlot = sandlot();
+    let backend = sandlot::native::NativeBackend::of(&sandlot).unwrap();
+    let before: std::collections::BTreeSet<String> =
+        backend.sandboxes().into_iter().map(|s| s.name).collect();
+    let opening = OPENING.read().unwrap_or_else(|e| e.into_inner());
+    let mut host = support::start_host("native", &[], "echo started; sleep 600417");
+    drop(opening);
+    let jail = backend
+        .sandboxes()
+        .into_iter()
+        .find(|s| !before.contains(&s.name))
+        .expect("the host process made a jail");
+    // `started` comes just before the shell starts the program.
+    let started = std::time::Instant::now();
+    while !host_has_process(&["sleep", "600417"]) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the program never ran"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    host.kill().unwrap();
+    host.wait().unwrap();
+    let killed = std::time::Instant::now();
+    while host_has_process(&["sleep", "600417"]) {
+        assert!(
+            killed.elapsed() < Duration::from_secs(10),
+            "the jail's program outlived its host by 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _gc = OPENING.write().unwrap_or_else(|e| e.into_inner());
+    backend.gc();
+    assert!(
+        !backend.sandboxes().iter().any(|s| s.name == jail.name),
+        "{} is still on disk after gc",
+        jail.name
+    );
+}
+
 /// A pooled sandbox whose agent was killed while it waited is found out before it is
 /// handed out, destroyed and counted; the session gets a healthy one.
-fn an_unhealthy_pooled_sandbox_is_replaced(engine: Engine) {
+fn an_unhealthy_pooled_sandbox_is_replaced(engine: Target) {
     use sandlot::backend::pool::PoolOptions;
     // The pool opens in the background: not while `gc` is tested.
     let _opening = OPENING.read().unwrap_or_else(|e| e.into_inner());
@@ -1088,7 +1165,7 @@ fn an_unhealthy_pooled_sandbox_is_replaced(engine: Engine) {
 /// A process with a pool (`[pool.ENGINE]` in its sandlot.toml), killed with -9 while
 /// one pooled session runs and more sandboxes wait ready, then `sandlot gc`: nothing
 /// of it is left.
-fn a_killed_pool_owner_leaves_nothing_after_gc(engine: Engine) {
+fn a_killed_pool_owner_leaves_nothing_after_gc(engine: Target) {
     let home = tempfile::tempdir().unwrap();
     let config = home.path().join("sandlot.toml");
     std::fs::write(
@@ -1096,7 +1173,7 @@ fn a_killed_pool_owner_leaves_nothing_after_gc(engine: Engine) {
         format!("[pool.{}]\nmin_idle = 2\nmax_size = 4\n", engine.name()),
     )
     .unwrap();
-    let backend = sandlot::docker::ContainerBackend::of(&sandlot(), engine).unwrap();
+    let backend = sandlot::docker::ContainerBackend::of(&sandlot(), engine.engine()).unwrap();
     // The host opens sandboxes (and reaps orphans) until it dies, and this test runs
     // `gc`: neither while the `gc` test runs.
     let opening = OPENING.read().unwrap_or_else(|e| e.into_inner());
@@ -1146,9 +1223,9 @@ fn a_killed_pool_owner_leaves_nothing_after_gc(engine: Engine) {
 
 /// What `gc` is still for: a container whose agent never learnt that its host is
 /// gone (here: made by hand, owned by a process that has exited, never started).
-fn gc_reaps_containers_whose_owner_is_gone(engine: Engine) {
+fn gc_reaps_containers_whose_owner_is_gone(engine: Target) {
     let sandlot = sandlot();
-    let backend = sandlot::docker::ContainerBackend::of(&sandlot, engine).unwrap();
+    let backend = sandlot::docker::ContainerBackend::of(&sandlot, engine.engine()).unwrap();
     let _alone = OPENING.write().unwrap_or_else(|e| e.into_inner());
     let mut gone = std::process::Command::new("true").spawn().unwrap();
     let pid = gone.id();
@@ -1216,7 +1293,7 @@ fn images_list_says_each_recipe_and_its_state_as_json() {
     );
 }
 
-fn shell_commands_run_through_sh(engine: Engine) {
+fn shell_commands_run_through_sh(engine: Target) {
     // A Python session: the command line needs a shell even where the language has none.
     let mut session = open(engine, "python");
     let execution = session
@@ -1243,7 +1320,7 @@ fn shell_commands_run_through_sh(engine: Engine) {
     );
 }
 
-fn output_is_capped(engine: Engine) {
+fn output_is_capped(engine: Target) {
     let sandlot = sandlot();
     let mut builder = sandlot.session("python");
     builder.backend(choice(engine)).limits(sandlot::Limits {
@@ -1273,7 +1350,7 @@ fn output_is_capped(engine: Engine) {
     );
 }
 
-fn a_missing_image_says_how_to_get_it(engine: Engine) {
+fn a_missing_image_says_how_to_get_it(engine: Target) {
     let plugins = sandlot::PluginHost::builder().load().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = sandlot::Config::parse(
@@ -1294,8 +1371,9 @@ fn a_missing_image_says_how_to_get_it(engine: Engine) {
     let message = error.to_string();
     assert!(message.contains("sandlot/does-not-exist:1"), "{message}");
     let build = match engine {
-        Engine::Podman => "`sandlot images build --engine podman ruby`",
-        _ => "`sandlot images build ruby`",
+        Target::Docker => "`sandlot images build ruby`",
+        Target::Podman => "`sandlot images build --engine podman ruby`",
+        Target::Native => "`sandlot images build --engine native ruby`",
     };
     assert!(message.contains(build), "{message}");
 }
@@ -1321,11 +1399,13 @@ fn an_unreachable_engine_says_how_to_start_one() {
     }
 }
 
+/// The tests every backend of this suite runs, in a module of its own; `$extra` names
+/// a macro of more tests for that module.
 macro_rules! engine_tests {
-    ($module:ident, $engine:expr) => {
+    ($module:ident, $target:expr $(, $extra:ident)?) => {
         mod $module {
             use super::*;
-            const ENGINE: Engine = $engine;
+            const ENGINE: Target = $target;
 
             #[test]
             fn python() {
@@ -1448,10 +1528,6 @@ macro_rules! engine_tests {
                 go_module_is_installed(ENGINE);
             }
             #[test]
-            fn no_container_after_close() {
-                nothing_is_left_after_close(ENGINE);
-            }
-            #[test]
             fn shell_commands_use_sh() {
                 shell_commands_run_through_sh(ENGINE);
             }
@@ -1463,28 +1539,52 @@ macro_rules! engine_tests {
             fn missing_image_is_a_clear_error() {
                 a_missing_image_says_how_to_get_it(ENGINE);
             }
-            #[test]
-            fn a_killed_host_leaves_nothing() {
-                super::a_killed_host_leaves_nothing(ENGINE, &[]);
-            }
-            #[test]
-            fn gc_reaps_containers_whose_owner_is_gone() {
-                super::gc_reaps_containers_whose_owner_is_gone(ENGINE);
-            }
-            #[test]
-            fn an_unhealthy_pooled_sandbox_is_replaced() {
-                super::an_unhealthy_pooled_sandbox_is_replaced(ENGINE);
-            }
-            #[test]
-            fn a_killed_pool_owner_leaves_nothing_after_gc() {
-                super::a_killed_pool_owner_leaves_nothing_after_gc(ENGINE);
-            }
+            $($extra!();)?
         }
     };
 }
 
-engine_tests!(docker, Engine::Docker);
-engine_tests!(podman, Engine::Podman);
+/// What only an engine has: its containers, their socket directories, `sandlot gc`, a
+/// container killed with the engine's own command.
+macro_rules! engine_only_tests {
+    () => {
+        #[test]
+        fn no_container_after_close() {
+            nothing_is_left_after_close(ENGINE);
+        }
+        #[test]
+        fn a_killed_host_leaves_nothing() {
+            super::a_killed_host_leaves_nothing(ENGINE, &[]);
+        }
+        #[test]
+        fn gc_reaps_containers_whose_owner_is_gone() {
+            super::gc_reaps_containers_whose_owner_is_gone(ENGINE);
+        }
+        #[test]
+        fn an_unhealthy_pooled_sandbox_is_replaced() {
+            super::an_unhealthy_pooled_sandbox_is_replaced(ENGINE);
+        }
+        #[test]
+        fn a_killed_pool_owner_leaves_nothing_after_gc() {
+            super::a_killed_pool_owner_leaves_nothing_after_gc(ENGINE);
+        }
+    };
+}
+
+/// What the native backend promises where an engine's containers would remove
+/// themselves.
+macro_rules! native_only_tests {
+    () => {
+        #[test]
+        fn a_killed_host_takes_its_jail_along_and_gc_the_rest() {
+            super::a_killed_native_host_leaves_nothing();
+        }
+    };
+}
+
+engine_tests!(docker, Target::Docker, engine_only_tests);
+engine_tests!(podman, Target::Podman, engine_only_tests);
+engine_tests!(native, Target::Native, native_only_tests);
 
 /// The same for an engine reached over TCP with TLS, as one on another machine is:
 /// the agent is copied in and talks over the container's attached streams.
@@ -1495,7 +1595,7 @@ fn a_killed_host_of_a_remote_engine_leaves_nothing() {
     let endpoint = std::env::var("SANDLOT_TEST_DOCKER_TLS_ENDPOINT")
         .unwrap_or_else(|_| "tcp://127.0.0.1:2376".into());
     a_killed_host_leaves_nothing(
-        Engine::Docker,
+        Target::Docker,
         &[
             ("DOCKER_HOST", endpoint.as_str()),
             ("DOCKER_TLS_VERIFY", "1"),

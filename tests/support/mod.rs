@@ -102,16 +102,14 @@ pub fn start_repl(
 /// Starts `sandlot run --backend BACKEND -l bash -c 'echo started; sleep 600'` with
 /// `env`, and returns once the program runs in its sandbox: a host to kill.
 pub fn start_sleeping_host(backend: &str, env: &[(&str, &str)]) -> std::process::Child {
+    start_host(backend, env, "echo started; sleep 600")
+}
+
+/// Starts `sandlot run --backend BACKEND -l bash -c SCRIPT` with `env`, and returns
+/// once the script has printed `started`.
+pub fn start_host(backend: &str, env: &[(&str, &str)], script: &str) -> std::process::Child {
     let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
-        .args([
-            "run",
-            "--backend",
-            backend,
-            "-l",
-            "bash",
-            "-c",
-            "echo started; sleep 600",
-        ])
+        .args(["run", "--backend", backend, "-l", "bash", "-c", script])
         .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
