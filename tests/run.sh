@@ -13,7 +13,7 @@
 # 5. Docker and Podman run, with sandlot's images built (tests/services.sh), in the
 #    background while the wasm backend's Python and JavaScript runtimes and the fuzz
 #    targets build; the images' root filesystems start building as soon as step 3
-#    has linked the `sandlot` binary
+#    has linked the `sandlot` binary, before the test binaries
 # 6. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples (the
 #    native backend's with no container engine in reach), then the Python package's
 #    (tests/python/run.sh: its wheel built with maturin, installed into a clean venv)
@@ -155,11 +155,13 @@ k8s_build=$!
 step "cargo fmt --check"
 cargo fmt --all --check
 
-# One build for everything after: the test binaries and the `sandlot` binary (the
-# end-to-end suites' own), with which the runtimes and images are installed. Built by
-# `cargo run` instead, the binary's dependencies would be resolved without the tests'
-# dev-dependencies, and some 70 crates (wasmtime, tokio, hyper, kube among them)
-# compiled twice, with two sets of features: minutes on a fresh machine.
+# One build for everything after, in two steps that share every artifact: the
+# `sandlot` binary (the end-to-end suites' own, with which the runtimes and images are
+# installed), then the test binaries. Built by `cargo run` (`-p sandlot-cli`) instead,
+# the binary's dependencies would be resolved for that package alone, and some 70
+# crates (wasmtime, tokio, hyper, kube among them) compiled twice, with two sets of
+# features: minutes on a fresh machine. `--workspace` resolves them as the test build
+# does (the native step below asks for its tests the same way).
 #
 # Clippy lints the workspace's own crates inside this build, as their compiler
 # (RUSTC_WORKSPACE_WRAPPER is how `cargo clippy` itself runs clippy-driver, and
@@ -170,34 +172,27 @@ cargo fmt --all --check
 clippy_driver="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)"
 export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
 export CLIPPY_ARGS="-Dwarnings__CLIPPY_HACKERY__"
-step "the test binaries, benches, examples and the sandlot binary, linted by clippy"
 sandlot_bin="${CARGO_TARGET_DIR:-target}/debug/sandlot"
-built_after="$(mktemp)"
-cargo test --workspace --all-targets --locked --no-run &
-build=$!
+# The images' root filesystems need only the `sandlot` binary: they build during the
+# rest of the Rust build.
+step "the sandlot binary and the workspace's other binaries, linted by clippy"
+cargo build --workspace --bins --locked
+
 # The images' root filesystems (mmdebstrap, no engine needed: 10-15 minutes on a fresh
-# machine, mostly dpkg) need only the `sandlot` binary, which this build links well
-# before the end-to-end suites that run it: they start as soon as it is there.
-# `images build --engine native` makes each recipe's tarball and unpacks it; the engines
-# import the same tarballs later (tests/services.sh), waiting for any still being made.
-rootfs_log=/var/log/sandlot/rootfs.log
-rootfs() {
-  step "root filesystems of the images, in the background (log: $rootfs_log)"
-  "$sandlot_bin" images build --engine native >"$rootfs_log" 2>&1 &
-  rootfs_job=$!
-}
-rootfs_job=""
-while kill -0 "$build" 2>/dev/null; do
-  if [ -z "$rootfs_job" ] && [ "$sandlot_bin" -nt "$built_after" ]; then rootfs; fi
-  sleep 2
+# machine, mostly dpkg), made and unpacked for the native backend in two lanes of
+# about the same length; the engines import the same tarballs later
+# (tests/services.sh), each waiting for one still being made.
+rootfs_log=/var/log/sandlot/rootfs
+step "root filesystems of the images, in the background (logs: $rootfs_log-*.log)"
+rootfs_jobs=()
+for lane in "python node cpp r" "polyglot jvm go ruby"; do
+  # shellcheck disable=SC2086 # a lane is a list of recipes
+  "$sandlot_bin" images build --engine native $lane >"$rootfs_log-${lane%% *}.log" 2>&1 &
+  rootfs_jobs+=($!)
 done
-if ! wait "$build"; then
-  echo "building the test binaries failed (above)" >&2
-  exit 1
-fi
-rm -f "$built_after"
-# A binary that was up to date already: the root filesystems most likely are too.
-[ -n "$rootfs_job" ] || rootfs
+
+step "the test binaries, benches and examples, linted by clippy"
+cargo test --workspace --all-targets --locked --no-run
 
 # First: its up.sh starts the dockerd the kubelet needs (with the runc-clamp runtime)
 # and refuses a dockerd something else started; services.sh then finds Docker answering.
@@ -229,12 +224,14 @@ step "the fuzz targets"
 host/fuzz/run.sh --build-only
 
 step "waiting for the container engines and images"
-if ! wait "$rootfs_job"; then
-  cat "$rootfs_log" >&2
-  echo "building the root filesystems failed (log above: $rootfs_log)" >&2
-  exit 1
-fi
-cat "$rootfs_log"
+for job in "${rootfs_jobs[@]}"; do
+  if ! wait "$job"; then
+    cat "$rootfs_log"-*.log >&2
+    echo "building the root filesystems failed (logs above: $rootfs_log-*.log)" >&2
+    exit 1
+  fi
+done
+cat "$rootfs_log"-*.log
 if ! wait "$services"; then
   cat "$services_log" >&2
   echo "starting the engines or building the images failed (log above: $services_log)" >&2
@@ -259,7 +256,7 @@ cargo test --workspace --locked -- --skip native::
 step "the native backend's suites with no engine in reach"
 SANDLOT_TEST_NO_ENGINE=1 DOCKER_HOST=unix:///nonexistent/docker.sock \
   CONTAINER_HOST=unix:///nonexistent/podman.sock \
-  cargo test --locked -p sandlot-cli --test containers --test conformance -- native::
+  cargo test --workspace --locked --test containers --test conformance -- native::
 
 step "the Python package: its wheel, a clean venv, its tests (tests/python/run.sh)"
 tests/python/run.sh
