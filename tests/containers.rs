@@ -325,6 +325,44 @@ fn a_fifo_cannot_wedge_the_sandbox(engine: Target) {
     assert!(later.artifacts.is_empty());
 }
 
+/// Forking stops at the policy's process limit (a pids cgroup, or on native without
+/// cgroups `RLIMIT_NPROC`, counted per sandbox). (The agent does not yet survive a
+/// kernel cell that leaves the sandbox at its limit: on every engine the session ends.)
+fn processes_stop_at_the_limit(engine: Target) {
+    let mut session = open_with(
+        engine,
+        "python",
+        Policy {
+            pids_limit: 48,
+            ..Policy::default()
+        },
+    );
+    let execution = session
+        .run(
+            "import os, time\n\
+             started = 0\n\
+             try:\n\
+             \x20   for _ in range(200):\n\
+             \x20       if os.fork() == 0:\n\
+             \x20           time.sleep(3)\n\
+             \x20           os._exit(0)\n\
+             \x20       started += 1\n\
+             except OSError as e:\n\
+             \x20   print('refused', e.errno)\n\
+             print('started', started)",
+        )
+        .unwrap();
+    let text = execution.stdout_text();
+    assert!(text.starts_with("refused 11\n"), "{text}");
+    let started: u32 = text
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("started "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!((10..48).contains(&started), "{started} processes started");
+}
+
 fn memory_cap_is_reported(engine: Target) {
     let sandlot = sandlot();
     let mut builder = sandlot.session("python");
@@ -1118,6 +1156,39 @@ fn a_killed_native_host_leaves_nothing() {
     );
 }
 
+/// `images build --engine native` into a directory this user cannot write stops before
+/// it builds anything, and says what to do: as root, a read-only mount (in a mount
+/// namespace of its own); as another user (tests/native_user.sh), one in root's home.
+fn a_native_directory_it_cannot_write_says_what_to_do() {
+    let bin = env!("CARGO_BIN_EXE_sandlot");
+    let scratch = tempfile::tempdir().unwrap();
+    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+    let output = if String::from_utf8_lossy(&uid.stdout).trim() == "0" {
+        std::process::Command::new("unshare")
+            .args(["--mount", "sh", "-c"])
+            .arg("mount -t tmpfs -o ro tmpfs \"$1\" && exec \"$2\" images build --engine native python")
+            .arg("sh")
+            .arg(scratch.path())
+            .arg(bin)
+            .env("SANDLOT_NATIVE_DIR", scratch.path().join("native"))
+            .output()
+            .unwrap()
+    } else {
+        std::process::Command::new(bin)
+            .args(["images", "build", "--engine", "native", "python"])
+            .env("SANDLOT_NATIVE_DIR", "/root/sandlot-native")
+            .output()
+            .unwrap()
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("this user cannot write there; set SANDLOT_NATIVE_DIR"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("mmdebstrap"), "it built first: {stderr}");
+}
+
 /// A pooled sandbox whose agent was killed while it waited is found out before it is
 /// handed out, destroyed and counted; the session gets a healthy one.
 fn an_unhealthy_pooled_sandbox_is_replaced(engine: Target) {
@@ -1456,6 +1527,10 @@ macro_rules! engine_tests {
                 a_fifo_cannot_wedge_the_sandbox(ENGINE);
             }
             #[test]
+            fn processes_stop_at_the_limit() {
+                super::processes_stop_at_the_limit(ENGINE);
+            }
+            #[test]
             fn out_of_memory_is_reported() {
                 memory_cap_is_reported(ENGINE);
             }
@@ -1578,6 +1653,10 @@ macro_rules! native_only_tests {
         #[test]
         fn a_killed_host_takes_its_jail_along_and_gc_the_rest() {
             super::a_killed_native_host_leaves_nothing();
+        }
+        #[test]
+        fn a_directory_it_cannot_write_says_what_to_do() {
+            super::a_native_directory_it_cannot_write_says_what_to_do();
         }
     };
 }

@@ -15,7 +15,8 @@
 #    targets build; the images' root filesystems start building as soon as step 3
 #    has linked the `sandlot` binary, before the test binaries
 # 6. every test of the workspace: unit, end-to-end (tests/*.rs) and doc examples (the
-#    native backend's with no container engine in reach), then the Python package's
+#    native backend's with no container engine in reach, as root and as an ordinary
+#    user: tests/native_user.sh), then the Python package's
 #    (tests/python/run.sh: its wheel built with maturin, installed into a clean venv)
 # 7. every fuzz target for a bounded time, after replaying the inputs it once crashed on
 set -euo pipefail
@@ -161,7 +162,7 @@ cargo fmt --all --check
 # the binary's dependencies would be resolved for that package alone, and some 70
 # crates (wasmtime, tokio, hyper, kube among them) compiled twice, with two sets of
 # features: minutes on a fresh machine. `--workspace` resolves them as the test build
-# does (the native step below asks for its tests the same way).
+# does (tests/native_user.sh and the native step below ask for theirs the same way).
 #
 # Clippy lints the workspace's own crates inside this build, as their compiler
 # (RUSTC_WORKSPACE_WRAPPER is how `cargo clippy` itself runs clippy-driver, and
@@ -257,6 +258,11 @@ step "the native backend's suites with no engine in reach"
 SANDLOT_TEST_NO_ENGINE=1 DOCKER_HOST=unix:///nonexistent/docker.sock \
   CONTAINER_HOST=unix:///nonexistent/podman.sock \
   cargo test --workspace --locked --test containers --test conformance -- native::
+
+# And as an ordinary user, with the cgroups root delegates to it, its share of the
+# hostile corpus too.
+step "the native backend's suites as an ordinary user (tests/native_user.sh)"
+tests/native_user.sh "$sandlot_bin"
 
 step "the Python package: its wheel, a clean venv, its tests (tests/python/run.sh)"
 tests/python/run.sh

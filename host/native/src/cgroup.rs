@@ -1,12 +1,19 @@
 //! Memory, process and CPU limits through cgroup v1, where this process may make
-//! cgroups (it runs as root on a v1 hierarchy). Each sandbox gets one cgroup per
-//! controller, under this process's own (so a limit on the host process still holds
-//! its sandboxes), named after this process so that `gc` can remove what a killed
-//! host left.
+//! cgroups: as root, or as a user root has delegated a cgroup to. Each sandbox gets one
+//! cgroup per controller, under this process's own (so a limit on the host process
+//! still holds its sandboxes), named after this process so that `gc` can remove what a
+//! killed host left.
 //!
 //! ```text
 //! /sys/fs/cgroup/memory/<this process's cgroup>/sandlot/<owner stamp>-<sandbox id>/
+//! /sys/fs/cgroup/memory/<this process's cgroup>/sandlot-<uid>/<...>/   (not root)
 //! ```
+//!
+//! Delegation on v1 is a directory root makes and gives the user (`chown`): the kernel
+//! then gives the user every cgroup made under it, with its limit files, and lets the
+//! user's own processes move in. Limits set there hold as root's do: the user's
+//! sandboxes cannot raise them (they have no access to the hierarchy at all), and the
+//! directory's own limits stay root's.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -48,33 +55,59 @@ pub(crate) struct Limits {
 }
 
 impl Cgroups {
-    /// The parents under this process's own cgroups, made if need be; `Err` says why
-    /// there are none (not root, cgroup v2 only, a controller missing).
+    /// The parents under this process's own cgroups: as root, made if need be; as
+    /// another user, the ones root delegated to it. `Err` says why there are none
+    /// (cgroup v2 only, a controller missing, nothing delegated) and what to do.
     pub(crate) fn detect() -> Result<Cgroups, String> {
+        let uid = crate::spawn::euid();
+        let mut parents = Vec::new();
+        let mut missing = Vec::new();
+        for (controller, parent) in Cgroups::parents(uid)? {
+            if uid == 0 {
+                std::fs::create_dir_all(&parent)
+                    .map_err(|e| format!("cannot make {} ({e})", parent.display()))?;
+            } else if !delegated(&parent, uid) {
+                missing.push(parent);
+                continue;
+            }
+            parents.push((controller, parent));
+        }
+        if !missing.is_empty() {
+            return Err(format!(
+                "no cgroup is delegated to uid {uid} (as root: {})",
+                delegation_commands(&missing, uid)
+            ));
+        }
+        Ok(Cgroups { parents })
+    }
+
+    /// Where `uid`'s sandboxes' cgroups go, one parent per controller.
+    fn parents(uid: u32) -> Result<Vec<(Controller, PathBuf)>, String> {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
             .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
         let own = std::fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-        let mut parents = Vec::new();
-        for controller in Controller::ALL {
-            let mount = v1_mount(&mountinfo, controller.name()).ok_or_else(|| {
-                format!(
-                    "no cgroup v1 `{}` hierarchy is mounted (cgroup v2 delegation is not \
-                     supported yet)",
-                    controller.name()
-                )
-            })?;
-            let path = own_path(&own, controller.name()).unwrap_or_else(|| "/".into());
-            let parent = mount.join(path.trim_start_matches('/')).join("sandlot");
-            std::fs::create_dir_all(&parent).map_err(|e| {
-                format!(
-                    "cannot make {} ({e}): run sandlot as root, or delegate the cgroup",
-                    parent.display()
-                )
-            })?;
-            parents.push((controller, parent));
-        }
-        Ok(Cgroups { parents })
+        let name = match uid {
+            0 => "sandlot".to_string(),
+            uid => format!("sandlot-{uid}"),
+        };
+        Controller::ALL
+            .into_iter()
+            .map(|controller| {
+                let mount = v1_mount(&mountinfo, controller.name()).ok_or_else(|| {
+                    format!(
+                        "no cgroup v1 `{}` hierarchy is mounted (cgroup v2 is not supported \
+                         yet)",
+                        controller.name()
+                    )
+                })?;
+                let path = own_path(&own, controller.name()).unwrap_or_else(|| "/".into());
+                Ok((
+                    controller,
+                    mount.join(path.trim_start_matches('/')).join(&name),
+                ))
+            })
+            .collect()
     }
 
     /// Whether every controller's v1 hierarchy is mounted: what [`Cgroups::detect`]
@@ -189,6 +222,21 @@ impl Slot {
     }
 }
 
+/// Whether root gave `dir` to `uid`: it is a directory `uid` owns.
+fn delegated(dir: &Path, uid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid)
+}
+
+/// The shell commands with which root delegates `dirs` to `uid`.
+fn delegation_commands(dirs: &[PathBuf], uid: u32) -> String {
+    let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    format!(
+        "`mkdir -p {dirs} && chown {uid} {dirs}`",
+        dirs = dirs.join(" ")
+    )
+}
+
 /// Sends SIGKILL to every process in the cgroup at `dir`.
 fn kill_all(dir: &Path) {
     let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) else {
@@ -256,5 +304,26 @@ mod tests {
         );
         assert_eq!(own_path(cgroup, "cpu").as_deref(), Some("/"));
         assert_eq!(own_path(cgroup, "blkio"), None);
+    }
+
+    #[test]
+    fn delegation_is_a_directory_the_user_owns_and_the_error_says_how() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = crate::spawn::euid();
+        assert!(delegated(dir.path(), me));
+        assert!(!delegated(dir.path(), me + 1));
+        assert!(!delegated(&dir.path().join("absent"), me));
+        let commands = delegation_commands(
+            &[
+                "/sys/fs/cgroup/memory/sandlot-1001".into(),
+                "/sys/fs/cgroup/pids/sandlot-1001".into(),
+            ],
+            1001,
+        );
+        assert_eq!(
+            commands,
+            "`mkdir -p /sys/fs/cgroup/memory/sandlot-1001 /sys/fs/cgroup/pids/sandlot-1001 \
+             && chown 1001 /sys/fs/cgroup/memory/sandlot-1001 /sys/fs/cgroup/pids/sandlot-1001`"
+        );
     }
 }

@@ -88,6 +88,41 @@ impl Bwrap {
     }
 }
 
+/// Why this kernel refuses the user namespaces every jail is made in (bubblewrap makes
+/// them unprivileged, also for root's sandboxes, which it starts as another uid), and
+/// the setting to change; `None` where nothing says it does.
+pub(crate) fn user_namespaces_refused() -> Option<String> {
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    refused_by(
+        read("/proc/sys/user/max_user_namespaces").as_deref(),
+        read("/proc/sys/kernel/unprivileged_userns_clone").as_deref(),
+    )
+}
+
+/// [`user_namespaces_refused`] over the two settings' values.
+fn refused_by(
+    max_user_namespaces: Option<&str>,
+    unprivileged_clone: Option<&str>,
+) -> Option<String> {
+    if max_user_namespaces.map(str::trim) == Some("0") {
+        return Some(
+            "the kernel allows no user namespaces (user.max_user_namespaces = 0): \
+             `sysctl -w user.max_user_namespaces=15000` as root"
+                .into(),
+        );
+    }
+    // Debian's and Ubuntu's older kernels have a switch of their own.
+    if unprivileged_clone.map(str::trim) == Some("0") {
+        return Some(
+            "the kernel refuses user namespaces to users other than root \
+             (kernel.unprivileged_userns_clone = 0): `sysctl -w \
+             kernel.unprivileged_userns_clone=1` as root"
+                .into(),
+        );
+    }
+    None
+}
+
 fn unavailable(reason: String) -> Error {
     Error::EngineUnavailable {
         engine: "native".into(),
@@ -117,6 +152,9 @@ pub(crate) struct JailSpec<'a> {
     /// Descriptors of system call filters for bwrap to load before it executes the
     /// agent, in order (see [`crate::seccomp`]); none when the policy is unconfined.
     pub seccomp: &'a [std::os::fd::RawFd],
+    /// The processes the sandbox may have, for the agent to set as `RLIMIT_NPROC`
+    /// where no cgroup limits them.
+    pub process_limit: Option<u32>,
 }
 
 /// The arguments of `bwrap` for `spec`: fresh namespaces of every kind, no
@@ -164,6 +202,13 @@ pub(crate) fn argv(spec: &JailSpec<'_>) -> Vec<OsString> {
     }
     if policy.seccomp == Seccomp::Unconfined {
         add(&["--setenv", sandlot_agent::SECCOMP_VARIABLE, "unconfined"]);
+    }
+    if let Some(limit) = spec.process_limit {
+        add(&[
+            "--setenv",
+            sandlot_agent::PROCESS_LIMIT_VARIABLE,
+            &limit.to_string(),
+        ]);
     }
     if spec.egress.is_some() {
         for (name, value) in sandlot_container::proxy::sandbox_environment(EGRESS_DIR) {
@@ -244,6 +289,7 @@ mod tests {
             egress: None,
             memory_cgroup: Some(Path::new("/sys/fs/cgroup/memory/sandlot/x")),
             seccomp: &[5, 6],
+            process_limit: None,
         });
         let line = joined(&args);
         for part in [
@@ -270,6 +316,10 @@ mod tests {
         assert!(!line.contains("PROXY"), "{line}");
         assert!(!line.contains("--share-net"), "{line}");
         assert!(!line.contains(sandlot_agent::SECCOMP_VARIABLE), "{line}");
+        assert!(
+            !line.contains(sandlot_agent::PROCESS_LIMIT_VARIABLE),
+            "{line}"
+        );
     }
 
     #[test]
@@ -286,10 +336,12 @@ mod tests {
             egress: Some(Path::new("/tmp/egress")),
             memory_cgroup: None,
             seccomp: &[],
+            process_limit: Some(64),
         });
         let line = joined(&args);
         for part in [
             "--cap-drop ALL --uid 1000 --gid 1000 --cap-add CAP_NET_BIND_SERVICE",
+            "--setenv SANDLOT_PROCESS_LIMIT 64",
             "--setenv HTTPS_PROXY http://127.0.0.1:3128",
             "--setenv SANDLOT_EGRESS_SOCKET /.sandlot/egress/proxy.sock",
             "--ro-bind /tmp/egress /.sandlot/egress",
@@ -304,5 +356,18 @@ mod tests {
         )));
         assert!(!line.contains("/sys/fs/cgroup/memory"), "{line}");
         assert!(!line.contains("seccomp-fd"), "{line}");
+    }
+
+    #[test]
+    fn a_kernel_without_user_namespaces_is_named_with_the_setting_to_change() {
+        assert_eq!(refused_by(Some("15000\n"), None), None);
+        assert_eq!(refused_by(Some("15000\n"), Some("1\n")), None);
+        let none = refused_by(Some("0\n"), Some("1\n")).unwrap();
+        assert!(none.contains("user.max_user_namespaces=15000"), "{none}");
+        let debian = refused_by(Some("15000"), Some("0")).unwrap();
+        assert!(
+            debian.contains("kernel.unprivileged_userns_clone=1"),
+            "{debian}"
+        );
     }
 }

@@ -9,9 +9,11 @@
 //! - **Users**: as root, each sandbox runs as a host uid of its own from a range no
 //!   system hands out, never as root; not as root, as the calling user (where the
 //!   kernel allows unprivileged user namespaces).
-//! - **Limits**: memory, processes and CPU through cgroup v1 as root; elsewhere they
-//!   are said to be unenforced ([`Backend::unenforced`]) and memory limits are not
-//!   offered ([`Capability::MemoryLimit`]).
+//! - **Limits**: memory, processes and CPU through cgroup v1, as root or as a user root
+//!   delegated a cgroup to; elsewhere processes through `RLIMIT_NPROC` (set by the
+//!   agent inside the sandbox's user namespace, so it counts that sandbox alone), the
+//!   CPU limit is said to be unenforced ([`Backend::unenforced`]) and memory limits
+//!   are not offered ([`Capability::MemoryLimit`]).
 //! - **System calls**: Docker's default seccomp profile, loaded by bwrap before the
 //!   agent starts, and the agent's own filter over it, as on every engine.
 //! - **Network**: a network namespace of its own, always; `off` has only loopback,
@@ -89,6 +91,21 @@ pub fn default_dir() -> PathBuf {
     sandlot_core::dirs::user_data().join("native")
 }
 
+/// An error about a file in the backend's directory ([`default_dir`]) that says what to
+/// do where the directory cannot be written.
+pub(crate) fn data_dir_error(context: String, source: std::io::Error) -> Error {
+    use std::io::ErrorKind;
+    let context = match source.kind() {
+        ErrorKind::ReadOnlyFilesystem | ErrorKind::PermissionDenied => format!(
+            "{context}: this user cannot write there; set SANDLOT_NATIVE_DIR to a directory \
+             it can (the root filesystems and the agent live in it), or run \
+             `sandlot images build --engine native` as the directory's owner"
+        ),
+        _ => context,
+    };
+    Error::Io { context, source }
+}
+
 /// A sandbox of this backend, as [`NativeBackend::sandboxes`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -107,16 +124,9 @@ impl NativeBackend {
     pub fn connect(dir: &Path) -> Result<NativeBackend> {
         let bwrap = Bwrap::find()?;
         let root = spawn::is_root();
-        let (cgroups, no_cgroups) = if root {
-            match cgroup::Cgroups::detect() {
-                Ok(cgroups) => (Some(cgroups), None),
-                Err(why) => (None, Some(why)),
-            }
-        } else {
-            (
-                None,
-                Some("not root: cgroups are made by root (delegation is not supported yet)".into()),
-            )
+        let (cgroups, no_cgroups) = match cgroup::Cgroups::detect() {
+            Ok(cgroups) => (Some(cgroups), None),
+            Err(why) => (None, Some(why)),
         };
         let unavailable = |reason: String| Error::EngineUnavailable {
             engine: "native".into(),
@@ -164,6 +174,7 @@ impl NativeBackend {
         cache_dir: &Path,
         progress: &mut dyn FnMut(&str),
     ) -> Result<Rootfs> {
+        self.store.prepare()?;
         let tar = recipe.rootfs_tar(cache_dir, progress)?;
         let rootfs = self.store.unpack(recipe, &tar, progress)?;
         progress(&format!("built {} for native", recipe.image));
@@ -185,7 +196,12 @@ impl NativeBackend {
     }
 
     fn agent_file(&self) -> Result<PathBuf> {
-        let file = sandlot_container::executable_file_in(&self.agent_dir)?;
+        let file = sandlot_container::executable_file_in(&self.agent_dir).map_err(|e| match e {
+            Error::Io {
+                context, source, ..
+            } => data_dir_error(context, source),
+            e => e,
+        })?;
         // The sandboxes' uids must get to it.
         for dir in [self.agent_dir.parent(), Some(self.agent_dir.as_path())]
             .into_iter()
@@ -334,12 +350,13 @@ impl Backend for NativeBackend {
         Ok(Box::new(sandbox::open(self, spec)?))
     }
 
-    /// Without cgroups, process and CPU limits; Docker's system call profile where it
-    /// is not written out for the machine's architecture.
+    /// Without cgroups, the CPU limit (processes are limited by `RLIMIT_NPROC`
+    /// instead); Docker's system call profile where it is not written out for the
+    /// machine's architecture.
     fn unenforced(&self, policy: &Policy) -> Vec<PolicyField> {
         let mut fields = Vec::new();
         if self.cgroups.is_none() {
-            fields.extend([PolicyField::PidsLimit, PolicyField::CpuMillis]);
+            fields.push(PolicyField::CpuMillis);
         }
         if !seccomp::WRITTEN_OUT && policy.seccomp == Seccomp::EngineDefault {
             fields.push(PolicyField::Seccomp);
@@ -365,6 +382,14 @@ impl Backend for NativeBackend {
                 format!("{} at {}", self.bwrap.version, self.bwrap.path.display()),
             )
         }];
+        checks.push(match jail::user_namespaces_refused() {
+            Some(why) => Check::gap(
+                "user namespaces",
+                "every jail is made in user namespaces, and this kernel refuses them",
+                why,
+            ),
+            None => Check::ok("user namespaces", "allowed"),
+        });
         checks.push(Check::ok(
             "users",
             if self.root {
@@ -378,10 +403,15 @@ impl Backend for NativeBackend {
             (None, why) => Check::gap(
                 "limits",
                 format!(
-                    "no cgroups ({}): memory, process and CPU limits are not enforced",
+                    "no cgroups ({}): memory and CPU limits are not enforced; each \
+                     sandbox's processes are limited by RLIMIT_NPROC",
                     why.as_deref().unwrap_or("unknown")
                 ),
-                "run sandlot as root on a cgroup v1 host",
+                if self.root {
+                    "run sandlot on a host with cgroup v1 hierarchies mounted"
+                } else {
+                    "delegate a cgroup as said above, or run sandlot as root"
+                },
             ),
         });
         checks.push(self.probe_check());

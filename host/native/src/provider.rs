@@ -33,12 +33,18 @@ impl BackendProvider for NativeProvider {
         BackendName::NATIVE
     }
 
-    /// Where it enforces every limit a container engine does: as root, with
-    /// bubblewrap installed and cgroup v1 hierarchies to put limits in. Elsewhere a
+    /// Where it enforces every limit a container engine does: with bubblewrap
+    /// installed and cgroup v1 hierarchies to put limits in, as root or as a user root
+    /// delegated a cgroup to. Elsewhere a
     /// session gets it only by naming it (and `doctor` says what is missing), so that
     /// `auto` never trades a limit for speed behind the caller's back.
     fn in_auto(&self, _config: &Config) -> bool {
-        crate::spawn::is_root() && crate::Bwrap::on_path() && crate::cgroup::Cgroups::mounted()
+        crate::Bwrap::on_path()
+            && if crate::spawn::is_root() {
+                crate::cgroup::Cgroups::mounted()
+            } else {
+                crate::cgroup::Cgroups::detect().is_ok()
+            }
     }
 
     fn connect(&self, context: &ProviderContext) -> Result<Arc<dyn Backend>> {

@@ -69,6 +69,21 @@ impl RootfsStore {
         })
     }
 
+    /// Makes the store's directories, readable to every sandbox: what unpacking
+    /// needs, checked before a tarball is built (minutes) for a store that cannot be
+    /// written.
+    pub fn prepare(&self) -> Result<()> {
+        for sub in ["objects", "images", "staging"] {
+            let dir = self.dir.join(sub);
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                crate::data_dir_error(format!("cannot create {}", dir.display()), e)
+            })?;
+        }
+        // Every sandbox's user must get to the trees, whatever uid it runs as.
+        set_mode(&self.dir, 0o755)?;
+        set_mode(&self.dir.join("objects"), 0o755)
+    }
+
     /// Unpacks `tar`, built from `recipe`, and makes it the recipe's tree. A tar
     /// unpacked before (same bytes) is not unpacked again.
     pub fn unpack(
@@ -78,19 +93,12 @@ impl RootfsStore {
         progress: &mut dyn FnMut(&str),
     ) -> Result<Rootfs> {
         let io = |context: String| move |source| Error::Io { context, source };
-        for sub in ["objects", "images", "staging"] {
-            let dir = self.dir.join(sub);
-            std::fs::create_dir_all(&dir)
-                .map_err(io(format!("cannot create {}", dir.display())))?;
-        }
-        // Every sandbox's user must get to the trees, whatever uid it runs as.
-        set_mode(&self.dir, 0o755)?;
-        set_mode(&self.dir.join("objects"), 0o755)?;
+        self.prepare()?;
         sweep_staging(&self.dir.join("staging"));
         let staging = tempfile::Builder::new()
             .prefix(&format!("{}-", sandlot_core::backend::owner::owner_stamp()))
             .tempdir_in(self.dir.join("staging"))
-            .map_err(io("cannot make a staging directory".into()))?;
+            .map_err(|e| crate::data_dir_error("cannot make a staging directory".into(), e))?;
         progress(&format!(
             "unpacking {} into {}",
             tar.display(),
@@ -157,10 +165,7 @@ impl RootfsStore {
 fn set_mode(path: &Path, mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|source| {
-        Error::Io {
-            context: format!("cannot set the mode of {}", path.display()),
-            source,
-        }
+        crate::data_dir_error(format!("cannot set the mode of {}", path.display()), source)
     })
 }
 

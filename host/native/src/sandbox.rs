@@ -156,6 +156,7 @@ pub(crate) fn open(backend: &NativeBackend, spec: &SandboxSpec<'_>) -> Result<Ag
         egress: jail.egress.as_ref().map(|_| egress_dir.as_path()),
         memory_cgroup: memory_cgroup.as_deref(),
         seccomp: &filter_fds,
+        process_limit: backend.cgroups.is_none().then_some(policy.pids_limit),
     });
     let (host, sandbox) = UnixStream::pair().map_err(io("cannot make a socket pair".into()))?;
     let launch = Launch {
@@ -209,11 +210,14 @@ pub(crate) fn open(backend: &NativeBackend, spec: &SandboxSpec<'_>) -> Result<Ag
         let said = String::from_utf8_lossy(&said.lock().unwrap_or_else(|e| e.into_inner()))
             .trim()
             .to_string();
-        if said.is_empty() {
+        let kernel = crate::jail::user_namespaces_refused()
+            .map(|why| format!("; {why}"))
+            .unwrap_or_default();
+        if said.is_empty() && kernel.is_empty() {
             e
         } else {
             Error::Agent {
-                reason: format!("the jail stopped before its agent answered: {said}"),
+                reason: format!("the jail stopped before its agent answered: {said}{kernel}"),
             }
         }
     })?;

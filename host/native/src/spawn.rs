@@ -36,10 +36,15 @@ const NSIG: libc::c_int = 65;
 /// calls it makes.
 const CHILD_STACK: usize = 64 << 10;
 
+/// The user this process runs as.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid(2) cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// Whether this process runs as root.
 pub(crate) fn is_root() -> bool {
-    // SAFETY: geteuid(2) cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    euid() == 0
 }
 
 /// Sends SIGKILL to `pid`.

@@ -71,6 +71,13 @@ pub struct ToolChannel {
 /// agent's `seccomp` module); any other value, or none, leaves it on.
 pub const SECCOMP_VARIABLE: &str = "SANDLOT_SECCOMP";
 
+/// The environment variable that, set to a number in the agent's environment, limits
+/// the processes (and threads) of the sandbox's user to it: `RLIMIT_NPROC`, which the
+/// agent sets on itself inside the sandbox's user namespace, so that it counts that
+/// sandbox alone. For a host that has no cgroup to do it (the native backend without
+/// cgroups); an engine's pids cgroup does it everywhere else.
+pub const PROCESS_LIMIT_VARIABLE: &str = "SANDLOT_PROCESS_LIMIT";
+
 /// Largest frame either side accepts.
 pub const MAX_FRAME: usize = 256 << 20;
 

@@ -175,7 +175,9 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
             format!("cannot open {}: {e}", root_path.display()),
         )
     })?;
-    // Before any thread or process is started, so that every one inherits it.
+    // Before any thread or process is started, so that every one inherits them.
+    privileges::limit_processes_from_environment()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot limit processes: {e}")))?;
     seccomp::install_from_environment().map_err(io::Error::other)?;
     let mut kernel: Option<Kernel> = None;
     // Artifacts are collected from here; it exists before any code runs.

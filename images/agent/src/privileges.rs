@@ -73,6 +73,34 @@ fn ambient() -> io::Result<u64> {
         .ok_or_else(|| io::Error::other("no CapAmb line in /proc/thread-self/status"))
 }
 
+/// Limits the processes of the sandbox's user to the number in
+/// [`sandlot_agent::PROCESS_LIMIT_VARIABLE`], if the host set it: `RLIMIT_NPROC`, soft
+/// and hard, so no command can raise it. Set here, after the jail made the sandbox's
+/// user namespace, the kernel counts that namespace's processes against it; set before,
+/// it would count every process of the host user.
+pub(crate) fn limit_processes_from_environment() -> io::Result<()> {
+    const VARIABLE: &str = sandlot_agent::PROCESS_LIMIT_VARIABLE;
+    let Some(value) = std::env::var_os(VARIABLE) else {
+        return Ok(());
+    };
+    std::env::remove_var(VARIABLE);
+    let limit: libc::rlim_t = value.to_str().and_then(|v| v.parse().ok()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{VARIABLE} is not a number: {value:?}"),
+        )
+    })?;
+    let rlimit = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: setrlimit(2) reads the struct it is given.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &rlimit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     /// A set of this thread, from `/proc/thread-self/status`.
