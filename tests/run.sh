@@ -174,12 +174,11 @@ clippy_driver="$(rustup which clippy-driver 2>/dev/null || command -v clippy-dri
 export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
 export CLIPPY_ARGS="-Dwarnings__CLIPPY_HACKERY__"
 sandlot_bin="${CARGO_TARGET_DIR:-target}/debug/sandlot"
-# The images' root filesystems need only the `sandlot` binary: they build during the
-# rest of the Rust build.
 step "the sandlot binary and the workspace's other binaries, linted by clippy"
 cargo build --workspace --bins --locked
 
-# The images' root filesystems (mmdebstrap, no engine needed: 10-15 minutes on a fresh
+# The images' root filesystems need only the `sandlot` binary: they build during the
+# rest of the Rust build (mmdebstrap, no engine needed: 10-15 minutes on a fresh
 # machine, mostly dpkg), made and unpacked for the native backend in two lanes of
 # about the same length; the engines import the same tarballs later
 # (tests/services.sh), each waiting for one still being made.

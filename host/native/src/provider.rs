@@ -35,9 +35,9 @@ impl BackendProvider for NativeProvider {
 
     /// Where it enforces every limit a container engine does: with bubblewrap
     /// installed and cgroup v1 hierarchies to put limits in, as root or as a user root
-    /// delegated a cgroup to. Elsewhere a
-    /// session gets it only by naming it (and `doctor` says what is missing), so that
-    /// `auto` never trades a limit for speed behind the caller's back.
+    /// delegated a cgroup to. Elsewhere a session gets it only by naming it (and
+    /// `doctor` says what is missing), so that `auto` never trades a limit for speed
+    /// behind the caller's back.
     fn in_auto(&self, _config: &Config) -> bool {
         crate::Bwrap::on_path()
             && if crate::spawn::is_root() {
