@@ -31,6 +31,22 @@ mount_of() {
   }' /proc/self/mountinfo | head -1
 }
 own_of() { awk -F: -v c="$1" '("," $2 ",") ~ ("," c ",") { print $3 }' /proc/self/cgroup; }
+# Removes cgroup $1 and every cgroup in it, deepest first. A run stopped before its end
+# leaves the delegation behind with its sandboxes' cgroups in it (and perhaps their
+# processes): a cgroup with children or processes cannot be removed.
+remove_cgroup_tree() {
+  [ -d "$1" ] || return 0
+  local tries=0
+  while ! find "$1" -depth -type d -exec rmdir {} + 2>/dev/null; do
+    find "$1" -name cgroup.procs -exec cat {} + | xargs -r kill -9 2>/dev/null || true
+    tries=$((tries + 1))
+    if [ "$tries" -gt 50 ]; then
+      echo "cannot remove the cgroup $1 (processes in it: $(find "$1" -name cgroup.procs -exec cat {} + | tr '\n' ' '))" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
 # Where the backend looks for the cgroups delegated to the user; none is there yet (a
 # run stopped before its end may have left them).
 delegated=()
@@ -41,7 +57,7 @@ for controller in memory pids cpu; do
     exit 1
   fi
   dir="$mount$(own_of "$controller" | sed 's:/$::')/sandlot-$uid"
-  [ ! -d "$dir" ] || rmdir "$dir"
+  remove_cgroup_tree "$dir"
   delegated+=("$dir")
 done
 
@@ -82,7 +98,7 @@ for dir in "${delegated[@]}"; do
 done
 # Empty once the suites closed their sandboxes; a cgroup with children would keep the
 # one this script runs in from being removed.
-trap 'rmdir "${delegated[@]}" 2>/dev/null || true' EXIT
+trap 'for dir in "${delegated[@]}"; do remove_cgroup_tree "$dir" || true; done' EXIT
 
 echo "==> as $user (uid $uid), cgroups delegated: ${delegated[*]}"
 as_user "$(binary containers)" native::
