@@ -19,13 +19,27 @@
 #    user: tests/native_user.sh), then the Python package's
 #    (tests/python/run.sh: its wheel built with maturin, installed into a clean venv)
 # 7. every fuzz target for a bounded time, after replaying the inputs it once crashed on
+#    (beside the native and Python suites, at the lowest priority)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Each step says when it started and how long the run has taken so far, so a slow run
-# (a cold one above all) can be broken down from its log.
+# Each step says when it started, how long the run has taken so far and how busy the
+# processors were since the step before (all processes of the machine, background work
+# included), so a slow run (a cold one above all) can be broken down from its log, and
+# idle time told from work.
 started=$SECONDS
-step() { printf '\n==> [%s +%ds] %s\n' "$(date -u +%H:%M:%S)" "$((SECONDS - started))" "$*"; }
+cpu_busy=0 cpu_total=0
+step() {
+  local _ user nice system idle iowait irq softirq steal busy total usage=""
+  read -r _ user nice system idle iowait irq softirq steal _ </proc/stat
+  busy=$((user + nice + system + irq + softirq + steal))
+  total=$((busy + idle + iowait))
+  if [ "$total" -gt "$cpu_total" ] && [ "$cpu_total" -gt 0 ]; then
+    usage=", $((100 * (busy - cpu_busy) / (total - cpu_total)))% busy before"
+  fi
+  cpu_busy=$busy cpu_total=$total
+  printf '\n==> [%s +%ds%s] %s\n' "$(date -u +%H:%M:%S)" "$((SECONDS - started))" "$usage" "$*"
+}
 
 # The end-to-end tests carry out plans for real with these toolchains.
 need=()
@@ -67,7 +81,8 @@ fi
 #   server-everything (npm);
 # - E2B's Python and JavaScript SDKs (tests/e2b_client.py, tests/e2b_client.mjs);
 # - the OpenAI Agents SDK's E2B client (tests/e2b_agents.py), which pins an older
-#   `e2b` of its own.
+#   `e2b` of its own;
+# - maturin, and the agent frameworks the Python package's tests use.
 # Downloads, not builds: they go on in the background while the Rust build takes the
 # processors, and the tests wait for them.
 mcp_venv="${SANDLOT_MCP_VENV:-/var/tmp/sandlot-ci/mcp-venv}"
@@ -116,6 +131,8 @@ clients() {
     step "installing the OpenAI Agents SDK's E2B client"
     pip_into "$agents_venv" 'openai-agents[e2b]==0.24.0'
   fi
+  step "the Python package's build and test venvs (tests/python/run.sh --prepare)"
+  tests/python/run.sh --prepare
   step "client packages ready"
 }
 mkdir -p /var/log/sandlot
@@ -251,6 +268,15 @@ cat "$clients_log"
 step "cargo test"
 cargo test --workspace --locked -- --skip native::
 
+# The fuzz targets (CPU-bound, one per processor) run beside the suites from here on,
+# at the lowest priority: these suites' sandboxes mostly wait, and the fuzzers take
+# only the time they leave idle (each runs its 20 s, with fewer inputs when the suites
+# are busy), instead of 2 minutes of their own at the end.
+fuzz_log=/var/log/sandlot/fuzz.log
+step "fuzz targets, 20 s each, in the background at the lowest priority (log: $fuzz_log)"
+nice -n 19 host/fuzz/run.sh 20 >"$fuzz_log" 2>&1 &
+fuzz_job=$!
+
 # The native backend needs no engine: its suites run with Docker and Podman out of
 # reach (nothing is stopped; every way to an engine points nowhere).
 step "the native backend's suites with no engine in reach"
@@ -266,7 +292,10 @@ tests/native_user.sh "$sandlot_bin"
 step "the Python package: its wheel, a clean venv, its tests (tests/python/run.sh)"
 tests/python/run.sh
 
-step "fuzz targets, 20 s each (host/fuzz/run.sh)"
-host/fuzz/run.sh 20
+step "waiting for the fuzz targets"
+fuzz_ok=true
+wait "$fuzz_job" || fuzz_ok=false
+cat "$fuzz_log"
+$fuzz_ok || { echo "a fuzz target failed (above; log: $fuzz_log)" >&2; exit 1; }
 
 step "all checks passed"

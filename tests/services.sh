@@ -12,9 +12,9 @@
 #    test CA and client certificate in /var/lib/sandlot-tests/docker-tls, so the tests
 #    reach Docker as they would an engine on another machine (DOCKER_HOST=tcp://…,
 #    DOCKER_TLS_VERIFY, DOCKER_CERT_PATH);
-# 4. builds the sandlot images into both engines with `sandlot images build` (from
-#    this machine's Debian sources; images already up to date are skipped), and
-#    unpacks the same root filesystems for the native backend.
+# 4. builds the sandlot images into both engines, side by side, with `sandlot images
+#    build` (from this machine's Debian sources; images already up to date are
+#    skipped), and unpacks the same root filesystems for the native backend.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 install_only=false
@@ -125,10 +125,21 @@ CONF
   tls_answers || { echo "the TLS proxy did not start; see $logs/docker-tls.log" >&2; exit 1; }
 fi
 
-step "container images (built once from this machine's Debian sources)"
-"$sandlot" images build --engine docker
-step "the same images, for Podman"
-"$sandlot" images build --engine podman
+# Both engines import the same root filesystems, each as it is ready (the builds in
+# tests/run.sh may still be making some): side by side, so that Podman's imports, mostly
+# disk, go on while the rest are made instead of after.
+step "container images for Docker and Podman, side by side (built once from this machine's Debian sources)"
+"$sandlot" images build --engine podman >"$logs/images-podman.log" 2>&1 &
+podman_images=$!
+if ! "$sandlot" images build --engine docker; then
+  kill "$podman_images" 2>/dev/null || true
+  exit 1
+fi
+step "waiting for Podman's images"
+podman_ok=true
+wait "$podman_images" || podman_ok=false
+cat "$logs/images-podman.log"
+$podman_ok || { echo "building the images for Podman failed (above)" >&2; exit 1; }
 # Podman 4.3's Docker-compatible API leaves a copy of every image loaded through it in
 # its temporary directory (api_load.tar*, about 4 GB for a full build): they filled
 # this machine's disk after three cold builds.

@@ -10,17 +10,35 @@
 #    test venv.
 #
 #   tests/python/run.sh [PYTEST ARGS...]
+#   tests/python/run.sh --prepare     (the two venvs only: downloads, no build, no test;
+#                                      tests/run.sh does this while the Rust build runs)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="${SANDLOT_PY_ROOT:-/var/tmp/sandlot-ci}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 pip=(pip install --quiet --disable-pip-version-check)
 
+# The venv with maturin, and the one the tests run in: pytest, the agent frameworks the
+# integrations are tested with, and docker-py for the llm-sandbox examples that pass a
+# client; pinned, so a release on PyPI cannot change what CI tests.
 build="$root/py-build"
+venv="${SANDLOT_PY_VENV:-$root/py-venv}"
+test_deps=(pytest==8.3.4 openai-agents==0.24.0 langchain-core==1.5.6 langchain-protocol==0.0.20
+  pydantic-ai-slim==2.68.0 docker==7.1.0)
 if ! "$build/bin/maturin" --version 2>/dev/null | grep -qx 'maturin 1.16.0'; then
   python3 -m venv "$build"
   "$build/bin/python" -m "${pip[@]}" 'maturin==1.16.0'
 fi
+if [ "$(cat "$venv/.sandlot-deps" 2>/dev/null)" != "${test_deps[*]}" ]; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m "${pip[@]}" "${test_deps[@]}"
+  echo "${test_deps[*]}" >"$venv/.sandlot-deps"
+fi
+if [ "${1:-}" = "--prepare" ]; then
+  exit 0
+fi
+
 wheels="$(mktemp -d)"
 clean="$(mktemp -d)"
 trap 'rm -rf "$wheels" "$clean"' EXIT
@@ -41,18 +59,6 @@ if [ "$answer" != "42" ]; then
 fi
 echo "a clean venv with only the wheel: the one-liner printed 42"
 
-venv="${SANDLOT_PY_VENV:-$root/py-venv}"
-# pytest, the agent frameworks the integrations are tested with, and docker-py for
-# the llm-sandbox examples that pass a client: pinned, so a release on PyPI cannot
-# change what CI tests.
-test_deps=(pytest==8.3.4 openai-agents==0.24.0 langchain-core==1.5.6 langchain-protocol==0.0.20
-  pydantic-ai-slim==2.68.0 docker==7.1.0)
-if [ "$(cat "$venv/.sandlot-deps" 2>/dev/null)" != "${test_deps[*]}" ]; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m "${pip[@]}" "${test_deps[@]}"
-  echo "${test_deps[*]}" >"$venv/.sandlot-deps"
-fi
 "$venv/bin/python" -m "${pip[@]}" --force-reinstall --no-deps "$wheel"
 # From the clean venv's folder, so `import sandlot` cannot find host/python/python.
 cd "$clean" && "$venv/bin/python" -m pytest -q -p no:cacheprovider --rootdir "$OLDPWD" "$OLDPWD/tests/python" "$@"
