@@ -293,9 +293,11 @@ step "the Python package: its wheel, a clean venv, its tests (tests/python/run.s
 tests/python/run.sh
 
 step "waiting for the fuzz targets"
-fuzz_ok=true
-wait "$fuzz_job" || fuzz_ok=false
+if ! wait "$fuzz_job"; then
+  cat "$fuzz_log" >&2
+  echo "a fuzz target failed (log above: $fuzz_log)" >&2
+  exit 1
+fi
 cat "$fuzz_log"
-$fuzz_ok || { echo "a fuzz target failed (above; log: $fuzz_log)" >&2; exit 1; }
 
 step "all checks passed"

@@ -136,10 +136,12 @@ if ! "$sandlot" images build --engine docker; then
   exit 1
 fi
 step "waiting for Podman's images"
-podman_ok=true
-wait "$podman_images" || podman_ok=false
+if ! wait "$podman_images"; then
+  cat "$logs/images-podman.log" >&2
+  echo "building the images for Podman failed (log above: $logs/images-podman.log)" >&2
+  exit 1
+fi
 cat "$logs/images-podman.log"
-$podman_ok || { echo "building the images for Podman failed (above)" >&2; exit 1; }
 # Podman 4.3's Docker-compatible API leaves a copy of every image loaded through it in
 # its temporary directory (api_load.tar*, about 4 GB for a full build): they filled
 # this machine's disk after three cold builds.
