@@ -1,20 +1,26 @@
-"""The native API on the container backends (Docker, Podman, Kubernetes): what the
-conformance suite asks of every backend, seen from Python, and closing a session
-removes its sandbox."""
+"""The native API on the container backends (Docker, Podman, Kubernetes, and the
+native backend's bubblewrap jails): what the conformance suite asks of every backend,
+seen from Python, and closing a session removes its sandbox."""
 
+import glob
 import os
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 
 import sandlot
 
-BACKENDS = ["docker", "podman", "kubernetes"]
+BACKENDS = ["docker", "podman", "kubernetes", "native"]
 
 
 def sandbox_exists(backend, name):
-    """Whether the engine or cluster still has the sandbox called `name`."""
+    """Whether the engine or cluster still has the sandbox called `name` (for native:
+    whether its host directory, which lives as long as its jail, is still there)."""
+    if backend == "native":
+        sandbox_id = name.removeprefix("sandlot-")
+        return bool(glob.glob(os.path.join(tempfile.gettempdir(), f"sandlot-native-*-{sandbox_id}-*")))
     if backend == "kubernetes":
         kubectl = os.environ.get("K8S_LOCAL_KUBECTL") or shutil.which("kubectl")
         out = subprocess.run(

@@ -37,6 +37,7 @@ from sandlot.llm_sandbox.exceptions import (
     ValidationError,
 )
 from sandlot.llm_sandbox.interactive import InteractiveSettings
+from sandlot.llm_sandbox.local import LocalSandboxConfig
 from sandlot.llm_sandbox.pool import (
     ArtifactPooledSandboxSession,
     ExhaustionStrategy,
@@ -178,8 +179,12 @@ def test_security_policies_are_checked_like_llm_sandbox_and_enforced():
 
 
 def test_bad_input_gets_llm_sandbox_exceptions_that_say_what_was_wrong():
-    with pytest.raises(UnsupportedBackendError, match="bubblewrap.*wasm"):
-        SandboxSession(backend="bubblewrap")
+    with pytest.raises(UnsupportedBackendError, match="wsl2-bubblewrap.*native"):
+        SandboxSession(backend="wsl2-bubblewrap")
+    with pytest.raises(TypeError, match="Unknown native sandbox options: some_future_option"):
+        SandboxSession(backend="bubblewrap", some_future_option=1)
+    with pytest.raises(ValidationError, match="network='bridge'"):
+        SandboxSession(backend="nsjail", sandbox_config=LocalSandboxConfig(network="bridge"))
     with pytest.raises(UnsupportedBackendError):
         SandboxSession(backend="no such backend")
     with pytest.raises(LanguageNotSupportedError):
@@ -249,6 +254,40 @@ def test_an_interactive_session_keeps_state_and_honours_its_settings():
         assert session.history == ["print(f'Result: {value}')", "1 / 0"]
         with pytest.raises(SandboxTimeoutError):
             session.run("import time\ntime.sleep(5)")
+
+
+# ---- llm-sandbox's local backends, on sandlot's native backend -------------------------
+
+
+def test_bubblewrap_and_nsjail_sessions_run_in_native_jails_with_their_config():
+    config = LocalSandboxConfig(memory_limit_bytes=128 << 20, max_output_bytes=1000, env={"GREETING": "hi"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        session = SandboxSession(backend="bubblewrap", lang="python", sandbox_config=config)
+    assert [str(w.message) for w in caught] == []
+    assert session.config.default_timeout == 60.0  # llm-sandbox's local backends' default
+    with session:
+        assert session.container.backend == "bubblewrap"
+        result = session.run(
+            "import os, socket\nprint(os.environ['GREETING'], os.getuid() != 0)\n"
+            "socket.create_connection(('1.1.1.1', 53), timeout=2)"
+        )
+        assert result.stdout == "hi True\n"
+        assert result.exit_code != 0 and "Error" in result.stderr  # network="none": no way out
+        flood = session.run("print('x' * 5000)")
+        assert 0 < len(flood.stdout) <= 1000  # max_output_bytes
+        bomb = session.run("b = b'x' * (512 << 20)\nprint('allocated')")
+        assert "allocated" not in bomb.stdout and bomb.exit_code != 0
+        assert session.session.backend == "native"
+    with pytest.warns(UserWarning, match="cpu_time_limit"):
+        session = SandboxSession(
+            backend="nsjail", lang="javascript", sandbox_config=LocalSandboxConfig(cpu_time_limit=5)
+        )
+    with session:
+        assert session.run("console.log(6 * 7)").stdout == "42\n"
+    with InteractiveSandboxSession(backend="bubblewrap", lang="python") as session:
+        session.run("value = 21 * 2")
+        assert session.run("print(value)").stdout == "42\n"
 
 
 # ---- the llm-sandbox README's examples, on Docker (its default backend) ----------------

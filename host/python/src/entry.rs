@@ -174,8 +174,9 @@ impl Sandlot {
     /// Opens a session for ``language`` (an id or alias: ``"python"``, ``"js"``...)
     /// and returns it; use it as a context manager.
     ///
-    /// ``backend`` is ``"auto"`` (the first that can serve: wasm, then Docker,
-    /// Podman, Kubernetes), or a backend's name. ``image`` picks the container image;
+    /// ``backend`` is ``"auto"`` (the first that can serve: wasm, then native where
+    /// it enforces every limit, then Docker, Podman, Kubernetes), or a backend's name.
+    /// ``image`` picks the container image;
     /// ``libraries`` are installed with the first run; ``policy`` is a ``Policy``, a
     /// preset's name or a dict of its keys; ``timeout`` (seconds per run),
     /// ``memory`` and ``max_output`` (bytes, or ``"512M"``) are the limits;

@@ -1,6 +1,6 @@
 """sandlot runs untrusted, often model-written, code in sandboxes — in-process
-WebAssembly, Docker, Podman or Kubernetes — and hands back its output, exit code and
-files::
+WebAssembly, bubblewrap jails (``native``), Docker, Podman or Kubernetes — and hands
+back its output, exit code and files::
 
     import sandlot
     with sandlot.Sandlot().session("python") as session:

@@ -1,8 +1,9 @@
 """llm-sandbox's backend registry (``llm_sandbox.backends``).
 
-sandlot's backends are built in: ``docker``, ``podman``, ``kubernetes`` and ``wasm``.
-A backend registered here is a factory ``SandboxSession(backend=NAME)`` calls, as in
-llm-sandbox.
+sandlot's backends are built in: ``docker``, ``podman``, ``kubernetes``, ``wasm`` and
+``native`` (bubblewrap jails, no daemon), which llm-sandbox's local backends
+``bubblewrap`` and ``nsjail`` also name. A backend registered here is a factory
+``SandboxSession(backend=NAME)`` calls, as in llm-sandbox.
 """
 
 from __future__ import annotations
@@ -55,15 +56,26 @@ _builtin("docker", BackendCapabilities(daemon_required=True, **_container))
 _builtin("podman", BackendCapabilities(daemon_required=True, **_container))
 _builtin("kubernetes", BackendCapabilities(daemon_required=True, **_container))
 _builtin("wasm", BackendCapabilities(interactive=True, platforms=("linux", "darwin", "windows")))
+# sandlot's native backend jails sandlot's images with bubblewrap: llm-sandbox's two
+# local backends run there, with sandlot's limits, seccomp profile and egress proxy.
+for _name in ("native", "bubblewrap", "nsjail"):
+    _builtin(_name, BackendCapabilities(**_container))
+
+# The sandlot backend each built-in llm-sandbox name runs on.
+_SANDLOT = {"bubblewrap": "native", "nsjail": "native"}
 
 # llm-sandbox backends sandlot does not run, and what to use instead.
 _ELSEWHERE = {
     "micromamba": "use image= with a conda image on docker",
-    "bubblewrap": "use backend='wasm' (in-process, no daemon) or docker",
-    "nsjail": "use backend='wasm' (in-process, no daemon) or docker",
     "windows-mxc": "use backend='wasm'",
-    "wsl2-bubblewrap": "use backend='wasm'",
+    "wsl2-bubblewrap": "use backend='native' (bubblewrap on Linux) or 'wasm'",
 }
+
+
+def sandlot_backend(name: str) -> str:
+    """The sandlot backend a built-in llm-sandbox backend name runs on (``bubblewrap``
+    and ``nsjail`` run on ``native``; the others are sandlot's own names)."""
+    return _SANDLOT.get(name, name)
 
 
 def _normal(name: Any) -> str:

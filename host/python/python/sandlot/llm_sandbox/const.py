@@ -21,9 +21,10 @@ class StrEnum(str, Enum):
 
 
 class SandboxBackend(StrEnum):
-    """Where a session runs. sandlot runs ``docker``, ``podman``, ``kubernetes`` and its
-    own in-process ``wasm``; the others are named so that code importing them loads,
-    and opening a session on one raises ``UnsupportedBackendError``."""
+    """Where a session runs. sandlot runs ``docker``, ``podman``, ``kubernetes``, its own
+    in-process ``wasm`` and ``native`` (bubblewrap jails, no daemon), on which
+    ``bubblewrap`` and ``nsjail`` run too; the others are named so that code importing
+    them loads, and opening a session on one raises ``UnsupportedBackendError``."""
 
     DOCKER = "docker"
     KUBERNETES = "kubernetes"
@@ -34,6 +35,7 @@ class SandboxBackend(StrEnum):
     WINDOWS_MXC = "windows-mxc"
     WSL2_BUBBLEWRAP = "wsl2-bubblewrap"
     WASM = "wasm"
+    NATIVE = "native"
 
 
 class SupportedLanguage(StrEnum):

@@ -61,7 +61,7 @@ class InteractiveSandboxSession(BaseSession):
         if str(lang).lower() != "python":
             raise LanguageNotSupportedError(str(lang))
         name = str(getattr(backend, "value", backend)).lower()
-        if name not in ("docker", "podman", "kubernetes", "wasm"):
+        if name not in ("docker", "podman", "kubernetes", "wasm", "native", "bubblewrap", "nsjail"):
             raise UnsupportedBackendError(name)
         self.settings = interactive_settings or InteractiveSettings(
             kernel_type=kernel_type, max_memory=max_memory, history_size=history_size, timeout=timeout

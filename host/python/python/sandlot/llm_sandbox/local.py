@@ -1,8 +1,9 @@
 """The settings of llm-sandbox's local backends (bubblewrap, nsjail, Windows MXC).
 
-They are here so that code importing them loads; sandlot does not run those backends
-(``SandboxSession(backend="bubblewrap")`` raises ``UnsupportedBackendError`` naming
-what to use instead: ``backend="wasm"`` runs without a daemon).
+``SandboxSession(backend="bubblewrap", sandbox_config=LocalSandboxConfig(...))`` (or
+``"nsjail"``) runs on sandlot's native backend, which applies the network mode, the
+memory limit, the output cap and the environment, and warns about the rest; Windows
+MXC has no counterpart (``UnsupportedBackendError`` says what to use instead).
 """
 
 from __future__ import annotations

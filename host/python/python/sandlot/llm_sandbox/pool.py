@@ -127,7 +127,9 @@ class ContainerPoolManager:
         )
         self._libraries = self._template._checked_libraries(self._template._pending)
         settings = self._template._settings
-        self._host = Sandlot(_config_file(settings) if settings else None, pools={self.backend: self.config.to_sandlot()})
+        self._host = Sandlot(
+            _config_file(settings) if settings else None, pools={self._template.engine: self.config.to_sandlot()}
+        )
         self._lock = threading.Lock()
         self._closed = False
         self._borrowed: dict[str, PooledContainer] = {}
@@ -144,7 +146,7 @@ class ContainerPoolManager:
         try:
             return self._host.session(
                 self.lang,
-                backend=self.backend,
+                backend=template.engine,
                 image=template.docker_image,
                 libraries=self._libraries,
                 one_shot=not session._kernel,
@@ -184,7 +186,7 @@ class ContainerPoolManager:
         """llm-sandbox's statistics: sizes, and sandboxes per state."""
         with self._lock:
             closed = self._closed
-        stats = {} if closed else self._host.pool_stats(self.backend)
+        stats = {} if closed else self._host.pool_stats(self._template.engine)
         counts = {state.value: 0 for state in ContainerState}
         counts["initializing"] = stats.get("warming", 0)
         counts["idle"] = stats.get("idle", 0)
@@ -219,9 +221,10 @@ def create_pool_manager(
     lang: SupportedLanguage | str = SupportedLanguage.PYTHON,
     **kwargs: Any,
 ) -> ContainerPoolManager:
-    """A pool on ``docker``, ``podman`` or ``kubernetes``."""
+    """A pool on ``docker``, ``podman``, ``kubernetes`` or ``native`` (which
+    ``bubblewrap`` and ``nsjail`` name too)."""
     name = str(getattr(backend, "value", backend)).lower()
-    if name not in ("docker", "podman", "kubernetes"):
+    if name not in ("docker", "podman", "kubernetes", "native", "bubblewrap", "nsjail"):
         raise UnsupportedBackendError(name)
     return ContainerPoolManager(config=config, lang=str(lang), backend=name, client=client, **kwargs)
 

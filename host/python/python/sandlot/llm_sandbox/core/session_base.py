@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ... import errors as _errors
+from ..backends import sandlot_backend
 from ..const import DefaultImage, SandboxBackend
 from ..data import ConsoleOutput, StreamCallback, with_execution
 from ..exceptions import (
@@ -38,6 +39,7 @@ from ..exceptions import (
     UnsupportedBackendError,
     ValidationError,
 )
+from ..local import DEFAULT_BLOCKED_SYSCALLS, LocalSandboxConfig
 from ..security import SecurityPattern, SecurityPolicy, check, validate_package_name
 
 logger = logging.getLogger("sandlot.llm_sandbox")
@@ -48,7 +50,11 @@ _open_lock = threading.Lock()
 
 # The languages whose handlers install libraries in llm-sandbox (Java's does not).
 _NO_INSTALL = frozenset({"java"})
-_BACKENDS = {"docker", "podman", "kubernetes", "wasm"}
+_BACKENDS = {"docker", "podman", "kubernetes", "wasm", "native", "bubblewrap", "nsjail"}
+# llm-sandbox's local backends, which run on sandlot's native backend with their own
+# arguments (sandbox_config=, bwrap_path=, nsjail_path=) and their own rules: a 60 s
+# default timeout, and an unknown argument is a TypeError.
+_LOCAL = {"bubblewrap", "nsjail"}
 # runtime_configs keys that ask for what sandlot's sandboxes already are.
 _ALREADY = {"security_opt": "no-new-privileges is always set", "cap_drop": "every capability is dropped"}
 
@@ -190,6 +196,10 @@ class BaseSession:
         self.backend = str(SandboxBackend(backend)) if _valid_backend(backend) else str(backend)
         if self.backend not in _BACKENDS:
             raise UnsupportedBackendError(self.backend)
+        # The sandlot backend the session runs on (``native`` for ``bubblewrap``).
+        self.engine = sandlot_backend(self.backend)
+        if self.backend in _LOCAL and default_timeout is None:
+            default_timeout = 60.0
         self.config = SessionConfig(
             lang=str(lang).lower(),
             image=image,
@@ -235,6 +245,16 @@ class BaseSession:
     def _session_options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         options: dict[str, Any] = {}
         configs = self.config.runtime_configs
+        local = kwargs.pop("sandbox_config", None)
+        if local is None and self.backend in _LOCAL:
+            local = LocalSandboxConfig()
+        if local is not None and self.engine != "native":
+            _warn("sandbox_config=", f"is for the local backends and not applied on {self.engine}")
+            local = None
+        for name, default in (("bwrap_path", "bwrap"), ("nsjail_path", "nsjail")):
+            path = kwargs.pop(name, None)
+            if path not in (None, default):
+                _warn(f"{name}={path!r}", "is not used: sandlot's native backend runs the bwrap on PATH")
         mounts = kwargs.pop("mounts", None)
         if mounts:
             _warn("mounts=", "are not mounted: sandlot never shares host folders; use copy_to_runtime")
@@ -272,6 +292,8 @@ class BaseSession:
                 logger.debug("runtime_configs %s has no effect on sandlot", key)
             else:
                 _warn(f"runtime_configs {key}={value!r}", "has no counterpart in sandlot and is not applied")
+        if local is not None:
+            self._local_options(local, options, env)
         if env:
             options["env"] = env
         if policy:
@@ -285,9 +307,40 @@ class BaseSession:
             _warn("commit_container=", "is not supported: sandlot does not commit sandboxes to images")
         if self.keep_template:
             logger.debug("keep_template: sandlot never deletes the image a session ran in")
+        if kwargs and self.backend in _LOCAL:
+            raise TypeError(f"Unknown native sandbox options: {', '.join(sorted(kwargs))}")
         for name in kwargs:
             _warn(f"{name}=", "is not an argument sandlot knows and is ignored")
         return options
+
+    @staticmethod
+    def _local_options(config: LocalSandboxConfig, options: dict[str, Any], env: dict[str, str]) -> None:
+        """llm-sandbox's ``LocalSandboxConfig`` as sandlot's session options."""
+        network = config.network
+        if network == "none":
+            options["network"] = "off"
+        elif network == "host":
+            options["network"] = "on"
+            _warn("sandbox_config network='host'", "gets a network of its own (on), through sandlot's egress proxy")
+        else:
+            raise ValidationError(f"sandbox_config network={network!r}: give 'none' or 'host'")
+        if config.memory_limit_bytes is not None:
+            options["memory"] = int(config.memory_limit_bytes)
+        options["max_output"] = int(config.max_output_bytes)
+        env.update({str(k): str(v) for k, v in (config.env or {}).items()})
+        for name in ("cpu_time_limit", "file_size_limit", "open_files_limit"):
+            if getattr(config, name) is not None:
+                _warn(
+                    f"sandbox_config {name}=",
+                    "is not applied: sandlot limits a run's time (default_timeout), its CPU share "
+                    "(runtime_configs cpus) and the workspace's size instead",
+                )
+        if tuple(config.seccomp.blocked_syscalls) != DEFAULT_BLOCKED_SYSCALLS:
+            _warn("sandbox_config seccomp=", "is not applied: sandlot's jails load Docker's default seccomp profile")
+        if config.max_artifact_bytes != 8 << 20:
+            _warn("sandbox_config max_artifact_bytes=", "is not applied: sandlot caps the workspace's size instead")
+        # read_only_paths and python_executable have nothing to do: the jail's root is
+        # read-only whole, and the interpreter is the image's.
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -320,7 +373,7 @@ class BaseSession:
         self._pending = []
         return host_for(self._settings).session(
             self.config.lang,
-            backend=self.backend,
+            backend=self.engine,
             image=self.docker_image,
             libraries=libraries,
             one_shot=not self._kernel,
