@@ -654,6 +654,25 @@ fn state_lives_across_runs(backend: &str) {
         return;
     }
     assert_eq!(last.stdout_text(), "82 13\n", "{}", last.stderr_text());
+    // A traceback the code prints itself quotes the lines of this run and of earlier
+    // ones, as one the session prints does.
+    let printed = session
+        .run(
+            "import traceback\ntry:\n    twice(None)\nexcept TypeError:\n    traceback.print_exc()",
+        )
+        .unwrap();
+    let stderr = printed.stderr_text();
+    assert_eq!(printed.exit_code, 0, "{stderr}");
+    assert!(
+        stderr.contains("    twice(None)\n") && stderr.contains("    return 2 * n\n"),
+        "{stderr}"
+    );
+    let failed = session.run("b.v / (x - 40)").unwrap();
+    assert!(
+        failed.stderr_text().contains("b.v / (x - 40)"),
+        "{}",
+        failed.stderr_text()
+    );
     let failed = session.run("1/0").unwrap();
     assert_eq!(failed.exit_code, 1);
     assert!(

@@ -21,19 +21,19 @@ def _sandlot_kernel():
             if sys.path_importer_cache.get(entry, False) is None:
                 del sys.path_importer_cache[entry]
 
-    import ast
+    # Only built-in modules up front: `ast`, `signal`, `traceback` and `linecache`
+    # import enum, re and tokenize, milliseconds of every sandbox's start that most
+    # sessions never need. `_ast` and `_signal` are what those modules wrap.
+    import _ast
+    import _signal
     import builtins
     import io
-    import linecache
-    import signal
-    import traceback
-    import types
 
     cells = os.fdopen(int(os.environ.pop("SANDLOT_CELL_FD")), "rb", buffering=0)
     done = os.fdopen(int(os.environ.pop("SANDLOT_DONE_FD")), "wb", buffering=0)
     # The cells' namespace is a fresh `__main__`, so what they define pickles, and
     # `if __name__ == "__main__":` runs.
-    main = types.ModuleType("__main__")
+    main = type(sys)("__main__")
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
     names = main.__dict__
@@ -44,7 +44,7 @@ def _sandlot_kernel():
         if running[0]:
             raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, interrupt)
+    _signal.signal(_signal.SIGINT, interrupt)
     # A cell's `sys.exit()` ends the cell; the kernel itself leaves through this.
     leave = os._exit
     # A process the cell forked that comes back here is a copy of the kernel: it must
@@ -73,7 +73,47 @@ def _sandlot_kernel():
             leave(2)
         return [read_exact(int(n)) for n in fields[1:]]
 
+    # Each cell's source, for tracebacks to quote: handed to `linecache` when
+    # something first imports it (a traceback, a warning), and from then on as each
+    # cell runs.
+    sources = {}
+
+    def remember(lines, filename):
+        source = sources[filename]
+        lines.cache[filename] = (len(source), None, source.splitlines(True), filename)
+
+    class LinecacheHook:
+        def find_spec(self, name, path=None, target=None):
+            if name != "linecache":
+                return None
+            sys.meta_path.remove(self)
+            for finder in sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                spec = find(name, path, target) if find is not None else None
+                if spec is not None:
+                    break
+            else:
+                return None
+            # The path finder makes a loader for each module it finds: this one's
+            # loading can be extended without touching any other module's.
+            loader = spec.loader
+            if loader is not None and not isinstance(loader, type):
+                load = loader.exec_module
+
+                def exec_module(module):
+                    load(module)
+                    for filename in sources:
+                        remember(module, filename)
+
+                loader.exec_module = exec_module
+            return spec
+
+    if "linecache" not in sys.modules:
+        sys.meta_path.insert(0, LinecacheHook())
+
     def show_error(kind, value, tb):
+        import traceback
+
         # The kernel's own frames are noise: the traceback starts in the cell, and
         # ends where the cell's code was when the interrupt handler raised.
         while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell"):
@@ -88,11 +128,14 @@ def _sandlot_kernel():
 
     def execute(code, filename):
         source = code.decode("utf-8", "surrogateescape")
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        tree = ast.parse(source, filename, "exec")
+        sources[filename] = source
+        lines = sys.modules.get("linecache")
+        if lines is not None:
+            remember(lines, filename)
+        tree = compile(source, filename, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
+        if tree.body and isinstance(tree.body[-1], _ast.Expr):
+            last = _ast.Expression(tree.body.pop().value)
         exec(compile(tree, filename, "exec", dont_inherit=True), names)
         if last is not None:
             value = eval(compile(last, filename, "eval", dont_inherit=True), names)
