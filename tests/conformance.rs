@@ -987,6 +987,12 @@ fn plots_come_back_once(backend: &str) {
             .collect::<Vec<_>>()
     };
     assert_eq!(plots("plt.plot([1, 2])\nplt.show()").len(), 1);
+    // 3D axes live in mpl_toolkits, a package of its own beside matplotlib.
+    assert_eq!(
+        plots("ax = plt.figure().add_subplot(projection='3d')\nax.plot([1, 2], [2, 1], [0, 1])")
+            .len(),
+        1
+    );
     assert_eq!(
         plots("fig = plt.figure()\nplt.bar(['a', 'b'], [1, 2])\nfig.savefig('output/saved.png')"),
         ["saved.png"]

@@ -1,13 +1,15 @@
 //! Image recipes: the `recipes/*.toml` files of this crate, built into it.
-//! Each names an image, the languages it serves and the Debian packages in it; the
-//! Docker backend builds images from them, and the Kubernetes backend knows by them
-//! which images carry the agent already.
+//! Each names an image, the languages it serves, the Debian packages in it and,
+//! optionally, files of those packages to leave out; the Docker backend builds images
+//! from them, and the Kubernetes backend knows by them which images carry the agent
+//! already.
 //!
 //! ```toml
 //! # Python 3 with pip and venv.
 //! image = "sandlot/python:latest"
 //! languages = ["python"]
 //! packages = ["python3", "python3-pip", "python3-venv"]
+//! exclude = ["/usr/lib/python3/dist-packages/*-nspkg.pth"]
 //! ```
 
 use sandlot_core::error::{Error, Result};
@@ -47,6 +49,8 @@ pub struct Recipe {
     pub languages: Vec<String>,
     /// Debian packages installed into it.
     pub packages: Vec<String>,
+    /// Files of those packages dpkg does not install (`path-exclude` globs).
+    pub exclude: Vec<String>,
     /// SHA-256 of the recipe text; an image whose label differs is out of date.
     pub hash: String,
 }
@@ -57,6 +61,8 @@ struct RecipeFile {
     image: String,
     languages: Vec<String>,
     packages: Vec<String>,
+    #[serde(default)]
+    exclude: Vec<String>,
 }
 
 impl Recipe {
@@ -77,6 +83,7 @@ impl Recipe {
                     image: file.image,
                     languages: file.languages,
                     packages: file.packages,
+                    exclude: file.exclude,
                     hash: hex::encode(sha2::Sha256::digest(text.as_bytes())),
                 }
             })
@@ -127,8 +134,13 @@ impl Recipe {
                 "--customize-hook=cp /etc/ssl/certs/ca-certificates.crt \"$1\"/etc/ssl/certs/ca-certificates.crt",
                 "--customize-hook=echo \"sandlot:x:1000:1000:sandlot:/workspace:/bin/sh\" >> \"$1\"/etc/passwd; echo \"sandlot:x:1000:\" >> \"$1\"/etc/group",
                 "--customize-hook=rm -rf \"$1\"/var/lib/apt/lists/* \"$1\"/var/cache/apt/*",
-                "bookworm",
             ])
+            .args(
+                self.exclude
+                    .iter()
+                    .map(|glob| format!("--dpkgopt=path-exclude={glob}")),
+            )
+            .arg("bookworm")
             .arg(tar);
         command
     }
