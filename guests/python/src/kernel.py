@@ -199,6 +199,13 @@ def _sandlot_kernel():
                     sys.stderr.write("%s\n" % (e.code,))
                     status = 1
             except KeyboardInterrupt:
+                if os.getpid() != kernel:
+                    # A copy the cell forked, interrupted with the kernel's process
+                    # group: the kernel reports the interrupt once. Hundreds of copies
+                    # (a fork bomb at its time limit) each printing it would starve
+                    # the kernel past its grace.
+                    flush()
+                    leave(130)
                 show_error(*sys.exc_info())
                 status = 130
             except BaseException:
