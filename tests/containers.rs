@@ -1123,10 +1123,18 @@ fn a_killed_native_host_leaves_nothing() {
     let opening = OPENING.read().unwrap_or_else(|e| e.into_inner());
     let mut host = support::start_host("native", &[], "echo started; sleep 600417");
     drop(opening);
+    // Its own: other tests open jails meanwhile. The host directory's name starts
+    // with its owner's stamp, `<pid>.<start time>`.
+    let own = format!("sandlot-native-{}.", host.id());
     let jail = backend
         .sandboxes()
         .into_iter()
-        .find(|s| !before.contains(&s.name))
+        .find(|s| {
+            !before.contains(&s.name)
+                && s.dir
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&own))
+        })
         .expect("the host process made a jail");
     // `started` comes just before the shell starts the program.
     let started = std::time::Instant::now();
