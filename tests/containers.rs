@@ -391,6 +391,47 @@ fn memory_cap_is_reported(engine: Target) {
     );
 }
 
+/// Without cgroups (an ordinary user root delegated none: tests/native_user.sh runs
+/// it so), no memory cap is offered for the sandbox as a whole, but each process is
+/// held to the session's memory limit by `RLIMIT_DATA`: an allocation past it fails
+/// and the session goes on. With cgroups, the cgroup caps the sandbox, and no process
+/// has an rlimit that would keep a runtime from sizing itself by the cgroup.
+fn memory_is_capped_per_process_without_cgroups() {
+    let sandlot = sandlot();
+    let capped = sandlot
+        .backend("native")
+        .unwrap()
+        .capabilities("python")
+        .has(sandlot::backend::Capability::MemoryLimit);
+    let mut builder = sandlot.session("python");
+    builder.backend("native").memory(256 << 20);
+    let mut session = open_session(&builder).unwrap();
+    let limit = session
+        .run(
+            "import resource
+print(resource.getrlimit(resource.RLIMIT_DATA))",
+        )
+        .unwrap();
+    if capped {
+        assert_eq!(limit.stdout_text(), "(-1, -1)\n", "{}", limit.stderr_text());
+        return;
+    }
+    assert_eq!(
+        limit.stdout_text(),
+        "(268435456, 268435456)\n",
+        "{}",
+        limit.stderr_text()
+    );
+    let refused = session
+        .run("try:\n    x = bytearray(1 << 30)\nexcept MemoryError:\n    print('refused')")
+        .unwrap();
+    assert_eq!(refused.stdout_text(), "refused\n", "{refused:?}");
+    let within = session
+        .run("y = bytearray(64 << 20)\nprint(len(y))")
+        .unwrap();
+    assert_eq!(within.stdout_text(), "67108864\n", "{within:?}");
+}
+
 const FETCH: &str = "import urllib.request\ntry:\n    urllib.request.urlopen('http://deb.debian.org/debian/', timeout=10)\n    print('reachable')\nexcept Exception as e:\n    print('unreachable', type(e).__name__)";
 
 fn network_only_when_the_policy_allows_it(engine: Target) {
@@ -1665,6 +1706,10 @@ macro_rules! native_only_tests {
         #[test]
         fn a_directory_it_cannot_write_says_what_to_do() {
             super::a_native_directory_it_cannot_write_says_what_to_do();
+        }
+        #[test]
+        fn memory_is_capped_per_process_without_cgroups() {
+            super::memory_is_capped_per_process_without_cgroups();
         }
     };
 }

@@ -7,7 +7,8 @@
 #
 # 1. makes the user `sandlot-test` if there is none;
 # 2. as that user, with no cgroup delegated yet: `sandlot doctor` must say what root
-#    has to run, and a sandbox's processes must still stop at its limit (RLIMIT_NPROC);
+#    has to run, and a sandbox's processes and each process's memory must still stop
+#    at their limits (RLIMIT_NPROC, RLIMIT_DATA);
 # 3. delegates it a cgroup per controller sandlot limits by (cgroup v1: a directory
 #    root makes and gives the user, under this process's own cgroups, which the user's
 #    processes inherit), as `sandlot doctor` says;
@@ -88,7 +89,8 @@ if ! grep -q "no cgroup is delegated to uid $uid (as root: \`mkdir -p" <<<"$doct
   echo "sandlot doctor, run by a user without a delegated cgroup, did not say how to delegate one" >&2
   exit 1
 fi
-as_user "$(binary containers)" native::processes_stop_at_the_limit
+as_user "$(binary containers)" native::processes_stop_at_the_limit \
+  native::memory_is_capped_per_process_without_cgroups
 
 for dir in "${delegated[@]}"; do
   mkdir -p "$dir"

@@ -152,9 +152,18 @@ pub(crate) struct JailSpec<'a> {
     /// Descriptors of system call filters for bwrap to load before it executes the
     /// agent, in order (see [`crate::seccomp`]); none when the policy is unconfined.
     pub seccomp: &'a [std::os::fd::RawFd],
-    /// The processes the sandbox may have, for the agent to set as `RLIMIT_NPROC`
-    /// where no cgroup limits them.
-    pub process_limit: Option<u32>,
+    /// Where no cgroup limits the sandbox: the rlimits the agent sets instead.
+    pub rlimits: Option<Rlimits>,
+}
+
+/// What stands in for the cgroups where there are none: limits the agent sets on
+/// itself, inside the sandbox's user namespace, for every process to inherit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rlimits {
+    /// The processes (and threads) of the sandbox: `RLIMIT_NPROC`.
+    pub processes: u32,
+    /// The memory of each process (not of the sandbox as a whole): `RLIMIT_DATA`.
+    pub memory_per_process: u64,
 }
 
 /// The arguments of `bwrap` for `spec`: fresh namespaces of every kind, no
@@ -203,11 +212,14 @@ pub(crate) fn argv(spec: &JailSpec<'_>) -> Vec<OsString> {
     if policy.seccomp == Seccomp::Unconfined {
         add(&["--setenv", sandlot_agent::SECCOMP_VARIABLE, "unconfined"]);
     }
-    if let Some(limit) = spec.process_limit {
+    if let Some(limits) = spec.rlimits {
         add(&[
             "--setenv",
             sandlot_agent::PROCESS_LIMIT_VARIABLE,
-            &limit.to_string(),
+            &limits.processes.to_string(),
+            "--setenv",
+            sandlot_agent::MEMORY_LIMIT_VARIABLE,
+            &limits.memory_per_process.to_string(),
         ]);
     }
     if spec.egress.is_some() {
@@ -289,7 +301,7 @@ mod tests {
             egress: None,
             memory_cgroup: Some(Path::new("/sys/fs/cgroup/memory/sandlot/x")),
             seccomp: &[5, 6],
-            process_limit: None,
+            rlimits: None,
         });
         let line = joined(&args);
         for part in [
@@ -316,10 +328,8 @@ mod tests {
         assert!(!line.contains("PROXY"), "{line}");
         assert!(!line.contains("--share-net"), "{line}");
         assert!(!line.contains(sandlot_agent::SECCOMP_VARIABLE), "{line}");
-        assert!(
-            !line.contains(sandlot_agent::PROCESS_LIMIT_VARIABLE),
-            "{line}"
-        );
+        assert!(!line.contains("SANDLOT_PROCESS_LIMIT"), "{line}");
+        assert!(!line.contains("SANDLOT_MEMORY_LIMIT"), "{line}");
     }
 
     #[test]
@@ -336,12 +346,15 @@ mod tests {
             egress: Some(Path::new("/tmp/egress")),
             memory_cgroup: None,
             seccomp: &[],
-            process_limit: Some(64),
+            rlimits: Some(Rlimits {
+                processes: 64,
+                memory_per_process: 128 << 20,
+            }),
         });
         let line = joined(&args);
         for part in [
             "--cap-drop ALL --uid 1000 --gid 1000 --cap-add CAP_NET_BIND_SERVICE",
-            "--setenv SANDLOT_PROCESS_LIMIT 64",
+            "--setenv SANDLOT_PROCESS_LIMIT 64 --setenv SANDLOT_MEMORY_LIMIT 134217728",
             "--setenv HTTPS_PROXY http://127.0.0.1:3128",
             "--setenv SANDLOT_EGRESS_SOCKET /.sandlot/egress/proxy.sock",
             "--ro-bind /tmp/egress /.sandlot/egress",

@@ -10,10 +10,12 @@
 //!   system hands out, never as root; not as root, as the calling user (where the
 //!   kernel allows unprivileged user namespaces).
 //! - **Limits**: memory, processes and CPU through cgroup v1, as root or as a user root
-//!   delegated a cgroup to; elsewhere processes through `RLIMIT_NPROC` (set by the
-//!   agent inside the sandbox's user namespace, so it counts that sandbox alone), the
-//!   CPU limit is said to be unenforced ([`Backend::unenforced`]) and memory limits
-//!   are not offered ([`Capability::MemoryLimit`]).
+//!   delegated a cgroup to; elsewhere rlimits the agent sets ([`jail::Rlimits`]):
+//!   processes through `RLIMIT_NPROC` (set inside the sandbox's user namespace, so it
+//!   counts that sandbox alone) and the memory of each process through `RLIMIT_DATA`;
+//!   the CPU limit is said to be unenforced ([`Backend::unenforced`]), and since no
+//!   rlimit caps the sandbox's memory as a whole, [`Capability::MemoryLimit`] is not
+//!   offered.
 //! - **System calls**: Docker's default seccomp profile, loaded by bwrap before the
 //!   agent starts, and the agent's own filter over it, as on every engine.
 //! - **Network**: a network namespace of its own, always; `off` has only loopback,
@@ -350,8 +352,8 @@ impl Backend for NativeBackend {
         Ok(Box::new(sandbox::open(self, spec)?))
     }
 
-    /// Without cgroups, the CPU limit (processes are limited by `RLIMIT_NPROC`
-    /// instead); Docker's system call profile where it is not written out for the
+    /// Without cgroups, the CPU limit (processes and each process's memory are
+    /// limited by rlimits instead); Docker's system call profile where it is not written out for the
     /// machine's architecture.
     fn unenforced(&self, policy: &Policy) -> Vec<PolicyField> {
         let mut fields = Vec::new();
@@ -403,8 +405,9 @@ impl Backend for NativeBackend {
             (None, why) => Check::gap(
                 "limits",
                 format!(
-                    "no cgroups ({}): memory and CPU limits are not enforced; each \
-                     sandbox's processes are limited by RLIMIT_NPROC",
+                    "no cgroups ({}): the CPU limit is not enforced, and memory is \
+                     capped per process (RLIMIT_DATA), not per sandbox; each sandbox's \
+                     processes are limited by RLIMIT_NPROC",
                     why.as_deref().unwrap_or("unknown")
                 ),
                 if self.root {

@@ -156,7 +156,10 @@ pub(crate) fn open(backend: &NativeBackend, spec: &SandboxSpec<'_>) -> Result<Ag
         egress: jail.egress.as_ref().map(|_| egress_dir.as_path()),
         memory_cgroup: memory_cgroup.as_deref(),
         seccomp: &filter_fds,
-        process_limit: backend.cgroups.is_none().then_some(policy.pids_limit),
+        rlimits: backend.cgroups.is_none().then_some(jail::Rlimits {
+            processes: policy.pids_limit,
+            memory_per_process: spec.memory as u64,
+        }),
     });
     let (host, sandbox) = UnixStream::pair().map_err(io("cannot make a socket pair".into()))?;
     let launch = Launch {

@@ -78,6 +78,15 @@ pub const SECCOMP_VARIABLE: &str = "SANDLOT_SECCOMP";
 /// cgroups); an engine's pids cgroup does it everywhere else.
 pub const PROCESS_LIMIT_VARIABLE: &str = "SANDLOT_PROCESS_LIMIT";
 
+/// The environment variable that, set to a number of bytes in the agent's
+/// environment, limits the memory of each process in the sandbox to it:
+/// `RLIMIT_DATA` (the heap and every private writable mapping, so reserved address
+/// space such as V8's or the JVM's does not count until it is used), which every
+/// process inherits from the agent. A per-process cap, for a host with no memory
+/// cgroup (the native backend without cgroups); a cgroup caps the sandbox as a whole
+/// everywhere else.
+pub const MEMORY_LIMIT_VARIABLE: &str = "SANDLOT_MEMORY_LIMIT";
+
 /// Largest frame either side accepts.
 pub const MAX_FRAME: usize = 256 << 20;
 

@@ -176,8 +176,8 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
         )
     })?;
     // Before any thread or process is started, so that every one inherits them.
-    privileges::limit_processes_from_environment()
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot limit processes: {e}")))?;
+    privileges::limit_from_environment()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot set the sandbox's limits: {e}")))?;
     seccomp::install_from_environment().map_err(io::Error::other)?;
     let mut kernel: Option<Kernel> = None;
     // Artifacts are collected from here; it exists before any code runs.

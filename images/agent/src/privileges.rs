@@ -73,21 +73,34 @@ fn ambient() -> io::Result<u64> {
         .ok_or_else(|| io::Error::other("no CapAmb line in /proc/thread-self/status"))
 }
 
-/// Limits the processes of the sandbox's user to the number in
-/// [`sandlot_agent::PROCESS_LIMIT_VARIABLE`], if the host set it: `RLIMIT_NPROC`, soft
-/// and hard, so no command can raise it. Set here, after the jail made the sandbox's
-/// user namespace, the kernel counts that namespace's processes against it; set before,
-/// it would count every process of the host user.
-pub(crate) fn limit_processes_from_environment() -> io::Result<()> {
-    const VARIABLE: &str = sandlot_agent::PROCESS_LIMIT_VARIABLE;
-    let Some(value) = std::env::var_os(VARIABLE) else {
+/// Sets the limits the host put in the agent's environment, soft and hard, so no
+/// command can raise them: the processes of the sandbox's user
+/// ([`sandlot_agent::PROCESS_LIMIT_VARIABLE`], `RLIMIT_NPROC`) and the memory of each
+/// process ([`sandlot_agent::MEMORY_LIMIT_VARIABLE`], `RLIMIT_DATA`). Set here, after
+/// the jail made the sandbox's user namespace, the kernel counts that namespace's
+/// processes against `RLIMIT_NPROC`; set before, it would count every process of the
+/// host user.
+pub(crate) fn limit_from_environment() -> io::Result<()> {
+    limit(sandlot_agent::PROCESS_LIMIT_VARIABLE, libc::RLIMIT_NPROC)?;
+    limit(sandlot_agent::MEMORY_LIMIT_VARIABLE, libc::RLIMIT_DATA)
+}
+
+/// The type of setrlimit(2)'s first argument, which glibc and musl spell differently.
+#[cfg(target_env = "gnu")]
+type Resource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+type Resource = libc::c_int;
+
+/// Sets `resource` to the number in `variable`, if the host set it.
+fn limit(variable: &str, resource: Resource) -> io::Result<()> {
+    let Some(value) = std::env::var_os(variable) else {
         return Ok(());
     };
-    std::env::remove_var(VARIABLE);
+    std::env::remove_var(variable);
     let limit: libc::rlim_t = value.to_str().and_then(|v| v.parse().ok()).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("{VARIABLE} is not a number: {value:?}"),
+            format!("{variable} is not a number: {value:?}"),
         )
     })?;
     let rlimit = libc::rlimit {
@@ -95,8 +108,11 @@ pub(crate) fn limit_processes_from_environment() -> io::Result<()> {
         rlim_max: limit,
     };
     // SAFETY: setrlimit(2) reads the struct it is given.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &rlimit) } != 0 {
-        return Err(io::Error::last_os_error());
+    if unsafe { libc::setrlimit(resource, &rlimit) } != 0 {
+        return Err(io::Error::other(format!(
+            "cannot set the limit {variable} asks for: {}",
+            io::Error::last_os_error()
+        )));
     }
     Ok(())
 }
