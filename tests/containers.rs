@@ -326,8 +326,9 @@ fn a_fifo_cannot_wedge_the_sandbox(engine: Target) {
 }
 
 /// Forking stops at the policy's process limit (a pids cgroup, or on native without
-/// cgroups `RLIMIT_NPROC`, counted per sandbox). (The agent does not yet survive a
-/// kernel cell that leaves the sandbox at its limit: on every engine the session ends.)
+/// cgroups `RLIMIT_NPROC`, counted per sandbox), and a session left at its limit by
+/// the processes of a run goes on: the next cell runs in the kernel, which needs no
+/// new process.
 fn processes_stop_at_the_limit(engine: Target) {
     let mut session = open_with(
         engine,
@@ -361,6 +362,8 @@ fn processes_stop_at_the_limit(engine: Target) {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{text}"));
     assert!((10..48).contains(&started), "{started} processes started");
+    let next = session.run("print('next')").unwrap();
+    assert_eq!(next.stdout_text(), "next\n", "{next:?}");
 }
 
 fn memory_cap_is_reported(engine: Target) {

@@ -89,37 +89,51 @@ pub fn run(
     };
     let pgid = child.id() as i32;
     RUNNING.store(pgid, Ordering::SeqCst);
-    if let Some(mut pipe) = child.stdin.take() {
-        std::thread::spawn(move || {
-            // A program that never reads its input ends with EPIPE here; that is fine.
-            let _ = pipe.write_all(&stdin);
-        });
-    }
     let flooded = Arc::new(AtomicU64::new(0));
-    let stdout = child.stdout.take().map(|pipe| {
-        forward(
-            pipe,
-            writer.clone(),
-            output,
-            pgid,
-            flooded.clone(),
-            Reply::Stdout,
-        )
-    });
-    let stderr = child.stderr.take().map(|pipe| {
-        forward(
-            pipe,
-            writer.clone(),
-            output,
-            pgid,
-            flooded.clone(),
-            Reply::Stderr,
-        )
-    });
     let (done_tx, done_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done_tx.send(child.wait());
-    });
+    // Four threads: the input, the two outputs and the wait. A sandbox at its process
+    // limit (threads count) may have room for the command and not for them: then the
+    // command is stopped, and the run says why.
+    let started = (|| -> io::Result<_> {
+        if let Some(mut pipe) = child.stdin.take() {
+            thread(move || {
+                // A program that never reads its input ends with EPIPE here; fine.
+                let _ = pipe.write_all(&stdin);
+            })?;
+        }
+        let forwarded = |pipe: Option<OwnedFd>, wrap: fn(Vec<u8>) -> Reply| {
+            pipe.map(|pipe| {
+                let pipe = fs::File::from(pipe);
+                forward(pipe, writer.clone(), output, pgid, flooded.clone(), wrap)
+            })
+            .transpose()
+        };
+        let stdout = forwarded(child.stdout.take().map(OwnedFd::from), Reply::Stdout)?;
+        let stderr = forwarded(child.stderr.take().map(OwnedFd::from), Reply::Stderr)?;
+        thread(move || {
+            let _ = done_tx.send(child.wait());
+        })?;
+        Ok((stdout, stderr))
+    })();
+    let (stdout, stderr) = match started {
+        Ok(outputs) => outputs,
+        Err(e) => {
+            kill_group(pgid);
+            process::kill_leftovers();
+            RUNNING.store(0, Ordering::SeqCst);
+            process::clean_up();
+            let message = format!(
+                "sandlot-agent: cannot run `{program}`: no room for its threads ({e}): \
+                 the sandbox is at its process limit; end the processes earlier runs \
+                 left\n"
+            );
+            let _ = send(writer, &Reply::Stderr(message.into_bytes()));
+            return ExitReport {
+                code: 126,
+                ..ExitReport::default()
+            };
+        }
+    };
     let (mut timed_out, mut on_request) = (false, false);
     let deadline = Instant::now() + timeout;
     let status = loop {
@@ -171,6 +185,14 @@ pub fn run(
     }
 }
 
+/// Starts a thread, or says why not: threads count against the sandbox's process
+/// limit, and at it the kernel refuses one (where `std::thread::spawn` would panic).
+pub(crate) fn thread<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<std::thread::JoinHandle<T>> {
+    std::thread::Builder::new().spawn(work)
+}
+
 /// How many processes the OOM killer has killed in this container's memory cgroup
 /// (cgroup v2's `memory.events`, or v1's `memory.oom_control`), 0 if unknown.
 pub fn oom_kills() -> u64 {
@@ -199,8 +221,8 @@ fn forward(
     pgid: i32,
     flooded: Arc<AtomicU64>,
     wrap: fn(Vec<u8>) -> Reply,
-) -> std::thread::JoinHandle<bool> {
-    std::thread::spawn(move || {
+) -> io::Result<std::thread::JoinHandle<bool>> {
+    thread(move || {
         let mut buf = vec![0u8; 64 * 1024];
         let mut sent = 0u64;
         let mut total = 0u64;

@@ -285,12 +285,34 @@ impl Kernel {
             frame.extend_from_slice(format!("{k}={v}\0").as_bytes());
         }
         frame.extend_from_slice(cell.cwd.as_os_str().as_bytes());
-        // From a thread: a large cell fills the pipe before the driver reads it, and
-        // the driver may write output meanwhile that this thread must forward.
-        if let Ok(mut cells) = self.cells.try_clone() {
-            std::thread::spawn(move || {
-                let _ = cells.write_all(&frame);
-            });
+        // A cell that fits the pipe, empty since the driver read the last one whole,
+        // is written here: it cannot block, and needs no thread, for which a sandbox
+        // at its process limit (threads count, and processes an earlier cell left)
+        // has no room. A larger one fills the pipe before the driver reads it, and the
+        // driver may write output meanwhile that must be forwarded: from a thread.
+        let sent = if frame.len() <= pipe_room(&self.cells) {
+            (&self.cells).write_all(&frame)
+        } else {
+            self.cells.try_clone().and_then(|mut cells| {
+                crate::command::thread(move || {
+                    let _ = cells.write_all(&frame);
+                })
+                .map(drop)
+            })
+        };
+        if let Err(e) = sent {
+            // Nothing reached the driver: it waits for the next cell as it was.
+            let message = format!(
+                "sandlot-agent: cannot pass the code to the kernel ({e}): the sandbox is \
+                 at its process limit; end the processes earlier runs left, or send \
+                 less code at once\n"
+            );
+            let _ = send(writer, &Reply::Stderr(message.into_bytes()));
+            let report = ExitReport {
+                code: 126,
+                ..ExitReport::default()
+            };
+            return (report, true);
         }
         let ooms_before = oom_kills();
         let mut report = ExitReport::default();
@@ -464,6 +486,14 @@ impl<'a> Streams<'a> {
     fn flooded(&self) -> bool {
         self.output.stop_after > 0 && self.total.iter().any(|&t| t > self.output.stop_after)
     }
+}
+
+/// How many bytes the pipe to the driver holds (`F_GETPIPE_SZ`): 64 KiB unless the
+/// system has shrunk it, one page when it cannot say.
+fn pipe_room(pipe: &File) -> usize {
+    // SAFETY: fcntl(2) F_GETPIPE_SZ on a descriptor this File owns.
+    let size = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    usize::try_from(size).unwrap_or(4096).max(4096)
 }
 
 #[cfg(test)]
