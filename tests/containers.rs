@@ -325,6 +325,20 @@ fn a_fifo_cannot_wedge_the_sandbox(engine: Target) {
     assert!(later.artifacts.is_empty());
 }
 
+/// Forks sleepers (3 s) until the process limit refuses one; prints `refused 11`
+/// and how many started.
+const FORK_TO_THE_LIMIT: &str = "import os, time\n\
+    started = 0\n\
+    try:\n\
+    \x20   for _ in range(200):\n\
+    \x20       if os.fork() == 0:\n\
+    \x20           time.sleep(3)\n\
+    \x20           os._exit(0)\n\
+    \x20       started += 1\n\
+    except OSError as e:\n\
+    \x20   print('refused', e.errno)\n\
+    print('started', started)";
+
 /// Forking stops at the policy's process limit (a pids cgroup, or on native without
 /// cgroups `RLIMIT_NPROC`, counted per sandbox), and a session left at its limit by
 /// the processes of a run goes on: the next cell runs in the kernel, which needs no
@@ -338,21 +352,7 @@ fn processes_stop_at_the_limit(engine: Target) {
             ..Policy::default()
         },
     );
-    let execution = session
-        .run(
-            "import os, time\n\
-             started = 0\n\
-             try:\n\
-             \x20   for _ in range(200):\n\
-             \x20       if os.fork() == 0:\n\
-             \x20           time.sleep(3)\n\
-             \x20           os._exit(0)\n\
-             \x20       started += 1\n\
-             except OSError as e:\n\
-             \x20   print('refused', e.errno)\n\
-             print('started', started)",
-        )
-        .unwrap();
+    let execution = session.run(FORK_TO_THE_LIMIT).unwrap();
     let text = execution.stdout_text();
     assert!(text.starts_with("refused 11\n"), "{text}");
     let started: u32 = text
@@ -364,6 +364,62 @@ fn processes_stop_at_the_limit(engine: Target) {
     assert!((10..48).contains(&started), "{started} processes started");
     let next = session.run("print('next')").unwrap();
     assert_eq!(next.stdout_text(), "next\n", "{next:?}");
+}
+
+/// A run that calls tools needs threads for its tool endpoint and each connection to
+/// it: in a session left at its process limit the call fails in the code with the
+/// reason, or the run is refused with it (or, given room, the call works); once the
+/// processes are gone (waited for) the same session calls tools again.
+fn a_run_with_tools_at_the_process_limit_fails_alone(engine: Target) {
+    use sandlot::tool::Tool;
+    let numbers = serde_json::json!({"type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"]});
+    let mut tools = sandlot::ToolSet::new();
+    let add = Tool::new("add", "The sum of a and b.", numbers, |args| {
+        Ok(serde_json::json!(
+            args["a"].as_i64().unwrap() + args["b"].as_i64().unwrap()
+        ))
+    });
+    tools.add(add.unwrap()).unwrap();
+    let sandlot = sandlot();
+    let mut builder = sandlot.session("python");
+    builder
+        .backend(choice(engine))
+        .policy(Policy {
+            pids_limit: 48,
+            ..Policy::default()
+        })
+        .tools(&tools)
+        .unwrap();
+    let mut session = open_session(&builder).unwrap();
+    let forked = session.run(FORK_TO_THE_LIMIT).unwrap();
+    assert!(
+        forked.stdout_text().starts_with("refused 11\n"),
+        "{forked:?}"
+    );
+    let call = "from sandlot_tools import add\nprint(add(a=1, b=2))";
+    match session.run(call) {
+        Ok(run) => assert!(
+            run.stdout_text() == "3\n" || run.stderr_text().contains("at its process limit"),
+            "{}",
+            run.stderr_text()
+        ),
+        Err(e) => assert!(e.to_string().contains("tool endpoint"), "{e}"),
+    }
+    // The sleepers end within 3 s; the kernel is their parent, and they hold their
+    // places until it waits for them.
+    let waited = session
+        .run("import os\ntry:\n    while True:\n        os.wait()\nexcept ChildProcessError:\n    print('none left')")
+        .unwrap();
+    assert_eq!(
+        waited.stdout_text(),
+        "none left\n",
+        "{}",
+        waited.stderr_text()
+    );
+    let later = session.run(call).unwrap();
+    assert_eq!(later.stdout_text(), "3\n", "{}", later.stderr_text());
 }
 
 fn memory_cap_is_reported(engine: Target) {
@@ -1581,6 +1637,10 @@ macro_rules! engine_tests {
             #[test]
             fn processes_stop_at_the_limit() {
                 super::processes_stop_at_the_limit(ENGINE);
+            }
+            #[test]
+            fn a_run_with_tools_at_the_process_limit_fails_alone() {
+                super::a_run_with_tools_at_the_process_limit_fails_alone(ENGINE);
             }
             #[test]
             fn out_of_memory_is_reported() {

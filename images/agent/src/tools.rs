@@ -97,7 +97,7 @@ impl Endpoint {
         let accepting = {
             let listener = listener.try_clone()?;
             let shared = shared.clone();
-            std::thread::spawn(move || accept(listener, shared))
+            crate::command::thread(move || accept(listener, shared))?
         };
         Ok(Endpoint {
             address,
@@ -186,11 +186,19 @@ fn accept(listener: UnixListener, shared: Arc<Shared>) {
         let connection = Arc::new(connection);
         lock(&shared.connections).push(connection.clone());
         shared.open.fetch_add(1, Ordering::SeqCst);
-        let shared = shared.clone();
-        std::thread::spawn(move || {
-            serve(&connection, &shared);
-            shared.open.fetch_sub(1, Ordering::SeqCst);
+        let registered = connection.clone();
+        let serving = shared.clone();
+        let started = crate::command::thread(move || {
+            serve(&connection, &serving);
+            serving.open.fetch_sub(1, Ordering::SeqCst);
         });
+        if started.is_err() {
+            // No room for its thread (the sandbox is at its process limit): the
+            // connection is closed, as one past the cap is, and the endpoint goes on.
+            lock(&shared.connections).retain(|c| !Arc::ptr_eq(c, &registered));
+            shared.open.fetch_sub(1, Ordering::SeqCst);
+            let _ = registered.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 

@@ -70,7 +70,7 @@ function exchange(request) {
       ),
     );
     socket.on("close", () =>
-      reject(new ToolError("the tool endpoint closed the connection", "protocol")),
+      reject(new ToolError("the tool endpoint closed the connection: the run is over, the sandbox holds too many connections to it, or it is at its process limit", "protocol")),
     );
   });
 }

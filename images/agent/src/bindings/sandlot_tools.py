@@ -202,8 +202,8 @@ def _exchange(request):
     except (OSError, EOFError):
         pool.lost(connection)
         raise ToolProtocolError(
-            "the tool endpoint closed the connection: the run is over, or the sandbox "
-            "holds too many connections to it"
+            "the tool endpoint closed the connection: the run is over, the sandbox "
+            "holds too many connections to it, or it is at its process limit"
         ) from None
     pool.give_back(connection)
     try:
