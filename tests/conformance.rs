@@ -1116,6 +1116,145 @@ fn capabilities_are_what_they_say(backend: &str) {
     }
 }
 
+/// What a snapshot must bring back: a module imported, a variable, a function and an
+/// instance of a class defined in the session.
+const STATEFUL: &str = "import json\nx = 40\ndef twice(n):\n    return 2 * n\n\
+                        class Box:\n    def __init__(self, v):\n        self.v = v\n\
+                        b = Box(twice(x) + 2)";
+const STATE_CHECK: &str =
+    "print(b.v, twice(x), type(b).__name__, json.dumps([x]), open('data/notes.txt').read())";
+const STATE_SEEN: &str = "82 80 Box [40] kept\n";
+
+/// The child process [`snapshots_restore_the_session`] starts: restores the snapshot
+/// its parent saved and checks it (run only by that test, which passes the file).
+#[test]
+#[ignore = "run by snapshots_restore_the_session in a process of its own"]
+fn restore_in_another_process() {
+    let (Some(path), Some(backend)) = (
+        std::env::var_os("SANDLOT_TEST_SNAPSHOT"),
+        std::env::var("SANDLOT_TEST_SNAPSHOT_BACKEND").ok(),
+    ) else {
+        return;
+    };
+    let snapshot = sandlot().open_snapshot(path.as_ref()).unwrap();
+    assert_eq!(snapshot.backend(), backend);
+    let mut restored = sandlot().restore(&snapshot).unwrap();
+    let seen = restored.run(STATE_CHECK).unwrap();
+    assert_eq!(seen.stdout_text(), STATE_SEEN, "{}", seen.stderr_text());
+    println!("restored in process {}", std::process::id());
+}
+
+/// A snapshot holds the workspace's files and, where the backend captures it, the
+/// interpreter: a session restored from its file in another process has both. A
+/// backend that cannot capture the interpreter refuses `snapshot` with a typed error,
+/// rather than lose the variables, and restores the files alone.
+fn snapshots_restore_the_session(backend: &str) {
+    let mut session = open(backend);
+    let capabilities = session.capabilities().clone();
+    session.write_file("data/notes.txt", b"kept").unwrap();
+    let setup = session.run(STATEFUL).unwrap();
+    assert_eq!(setup.exit_code, 0, "{}", setup.stderr_text());
+    if !capabilities.has(Capability::SnapshotMemory) {
+        if capabilities.has(Capability::PersistentState) {
+            let refused = session.snapshot().unwrap_err();
+            assert_eq!(refused.kind(), ErrorKind::Unsupported, "{refused}");
+            assert!(refused.to_string().contains("snapshot_files"), "{refused}");
+        }
+        let files = session.snapshot_files().unwrap();
+        assert!(!files.holds_memory());
+        let mut restored = sandlot()
+            .session("python")
+            .backend(backend)
+            .restore(&files)
+            .unwrap();
+        assert_eq!(restored.read_file("data/notes.txt").unwrap(), b"kept");
+        let fresh = restored.run("print(x)").unwrap();
+        assert!(
+            fresh.stderr_text().contains("NameError"),
+            "{}",
+            fresh.stderr_text()
+        );
+        return;
+    }
+    let snapshot = session.snapshot().unwrap();
+    assert!(snapshot.holds_memory() && snapshot.signed_here());
+    assert_eq!(
+        (snapshot.backend(), snapshot.language()),
+        (backend, "python")
+    );
+    // What the session does afterwards is not in the snapshot.
+    session
+        .run("x = 'later'\nimport os\nos.remove('data/notes.txt')")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("session.snap");
+    snapshot.save(&path).unwrap();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "restore_in_another_process",
+            "--nocapture",
+        ])
+        .env("SANDLOT_TEST_SNAPSHOT", &path)
+        .env("SANDLOT_TEST_SNAPSHOT_BACKEND", backend)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        child.status.success() && out.contains("restored in process") && out.contains("1 passed"),
+        "{out}\n{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
+    // And here, twice from the same snapshot, from its bytes.
+    let again = sandlot()
+        .read_snapshot(&mut &snapshot.to_bytes().unwrap()[..])
+        .unwrap();
+    for _ in 0..2 {
+        let mut restored = sandlot().restore(&again).unwrap();
+        let seen = restored.run(STATE_CHECK).unwrap();
+        assert_eq!(seen.stdout_text(), STATE_SEEN, "{}", seen.stderr_text());
+    }
+}
+
+/// Forks start from their parent's state and go their own ways: what one changes,
+/// in its variables or its files, no other sees.
+fn forks_go_their_own_ways(backend: &str) {
+    let mut session = open(backend);
+    session.run("seen = []").unwrap();
+    if !session.capabilities().has(Capability::SnapshotMemory) {
+        let refused = session.fork(2).unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::Unsupported, "{refused}");
+        return;
+    }
+    let mut forks = session.fork(10).unwrap();
+    assert_eq!(forks.len(), 10);
+    for (i, fork) in forks.iter_mut().enumerate() {
+        let ran = fork
+            .run(&format!(
+                "seen.append({i})\nopen('mine.txt', 'w').write('{i}')"
+            ))
+            .unwrap();
+        assert_eq!(ran.exit_code, 0, "{}", ran.stderr_text());
+    }
+    for (i, fork) in forks.iter_mut().enumerate() {
+        let seen = fork.run("print(seen)").unwrap();
+        assert_eq!(
+            seen.stdout_text(),
+            format!("[{i}]\n"),
+            "{}",
+            seen.stderr_text()
+        );
+        assert_eq!(
+            fork.read_file("mine.txt").unwrap(),
+            i.to_string().as_bytes()
+        );
+    }
+    let parent = session.run("print(seen)").unwrap();
+    assert_eq!(parent.stdout_text(), "[]\n");
+    assert!(session.read_file("mine.txt").is_err());
+}
+
 /// The tools the conformance cases call: sync and async handlers, one that fails, one
 /// that is slow, one with a large result.
 fn tools() -> sandlot::ToolSet {
@@ -1855,6 +1994,8 @@ macro_rules! conformance {
             #[test] fn working_directory_travels_with_the_run() { super::working_directory_travels_with_the_run($backend) }
             #[test] fn capabilities_are_what_they_say() { super::capabilities_are_what_they_say($backend) }
             #[test] fn state_lives_across_runs() { super::state_lives_across_runs($backend) }
+            #[test] fn snapshots_restore_the_session() { super::snapshots_restore_the_session($backend) }
+            #[test] fn forks_go_their_own_ways() { super::forks_go_their_own_ways($backend) }
             #[test] fn a_one_shot_run_is_a_program() { super::a_one_shot_run_is_a_program($backend) }
             #[test] fn a_timeout_keeps_the_state_where_it_can() { super::a_timeout_keeps_the_state_where_it_can($backend) }
             #[test] fn an_interrupt_stops_the_run_and_keeps_the_state_where_it_can() { super::an_interrupt_stops_the_run_and_keeps_the_state_where_it_can($backend) }

@@ -184,3 +184,24 @@ fn no_host_access() {
         .unwrap();
     assert_eq!(with_env.stdout_text(), "{\"GREETING\":\"hi\"}\n");
 }
+
+/// The JavaScript runtime is a component, whose memory the host cannot reach: a
+/// snapshot of its session is refused (its variables would be lost), and one of its
+/// files alone restores them.
+#[test]
+fn a_snapshot_keeps_the_files_and_refuses_to_lose_the_variables() {
+    let mut session = session();
+    session.run("globalThis.kept = 42").unwrap();
+    session.write_file("notes.txt", b"kept").unwrap();
+    assert!(!session
+        .capabilities()
+        .has(sandlot::Capability::SnapshotMemory));
+    let refused = session.snapshot().unwrap_err();
+    assert_eq!(refused.kind(), sandlot::ErrorKind::Unsupported, "{refused}");
+    assert!(refused.to_string().contains("snapshot_files"), "{refused}");
+    let files = session.snapshot_files().unwrap();
+    let mut restored = sandlot().restore(&files).unwrap();
+    assert_eq!(restored.read_file("notes.txt").unwrap(), b"kept");
+    let fresh = restored.run("console.log(typeof kept)").unwrap();
+    assert_eq!(fresh.stdout_text(), "undefined\n");
+}

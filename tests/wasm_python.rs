@@ -411,3 +411,111 @@ fn trees_copy_in_and_out_without_links() {
     assert_eq!(std::fs::read(out.path().join("n.txt")).unwrap(), b"42");
     assert!(session.copy_out("../etc", out.path()).is_err());
 }
+
+/// A data session (pandas imported, a frame loaded, a plot library set up) comes back
+/// whole from its snapshot: the frame, its dtypes, methods that need pandas' compiled
+/// code, and a file the session wrote.
+#[test]
+fn a_pandas_session_comes_back_from_its_snapshot() {
+    let mut session = session();
+    let loaded = session
+        .run(
+            "import pandas as pd\nimport numpy as np\n\
+             df = pd.DataFrame({'a': np.arange(100_000), 'b': ['x', 'y'] * 50_000})\n\
+             df.to_csv('frame.csv', index=False)",
+        )
+        .unwrap();
+    assert_eq!(loaded.exit_code, 0, "{}", loaded.stderr_text());
+    let snapshot = session.snapshot().unwrap();
+    let mut restored = sandlot().restore(&snapshot).unwrap();
+    let seen = restored
+        .run(
+            "print(df.a.sum(), df.groupby('b').a.count().to_dict(), str(df.a.dtype), \
+             len(pd.read_csv('frame.csv')))",
+        )
+        .unwrap();
+    assert_eq!(
+        seen.stdout_text(),
+        // numpy's default integer is the platform's: 32 bits on wasm32.
+        "4999950000 {'x': 50000, 'y': 50000} int32 100000\n",
+        "{}",
+        seen.stderr_text()
+    );
+}
+
+/// A snapshot that was cut short, damaged, signed by another host or made with
+/// another runtime is refused, saying which, before anything runs.
+#[test]
+fn a_damaged_foreign_or_mismatched_snapshot_is_refused() {
+    use sandlot::{ErrorKind, SnapshotKey, SnapshotTrust};
+    let mut session = session();
+    session.run("x = 1").unwrap();
+    let bytes = session.snapshot().unwrap().to_bytes().unwrap();
+    let refused = |bytes: &[u8]| {
+        let error = sandlot().read_snapshot(&mut &bytes[..]).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+        error.to_string()
+    };
+    assert!(refused(&bytes[..bytes.len() / 2]).contains("truncated"));
+    let mut flipped = bytes.clone();
+    flipped[bytes.len() / 3] ^= 1;
+    assert!(refused(&flipped).contains("corrupted"));
+    let mut newer = bytes.clone();
+    newer[8] = 9;
+    assert!(refused(&newer).contains("format version 9"));
+
+    let elsewhere = |trust| {
+        sandlot::SandlotBuilder::from_environment()
+            .unwrap()
+            .providers(sandlot::providers())
+            .snapshot_key(SnapshotKey::from_bytes([3; 32]))
+            .snapshot_trust(trust)
+            .build()
+            .unwrap()
+    };
+    let strict = elsewhere(SnapshotTrust::OwnKey);
+    let error = strict.read_snapshot(&mut &bytes[..]).unwrap_err();
+    assert!(
+        error.to_string().contains("not signed with this host's"),
+        "{error}"
+    );
+    let trusting = elsewhere(SnapshotTrust::AnyIntact);
+    let snapshot = trusting.read_snapshot(&mut &bytes[..]).unwrap();
+    assert!(!snapshot.signed_here());
+    let mut restored = trusting.restore(&snapshot).unwrap();
+    assert_eq!(restored.run("print(x)").unwrap().stdout_text(), "1\n");
+
+    // State of another build of the runtime: refused by the backend, by digest.
+    let runtime = snapshot.runtime().unwrap().clone();
+    let state = sandlot::snapshot::InterpreterState {
+        runtime: sandlot::snapshot::RuntimeIdentity {
+            digest: "0".repeat(64),
+            ..runtime
+        },
+        detail: serde_json::json!({"cwd": "", "args": [], "tools_bound": false}),
+    };
+    let policy = sandlot::Policy::default();
+    let spec = sandlot::backend::SandboxSpec::new("python", "", &policy, 1 << 30);
+    let wasm = sandlot().backend("wasm").unwrap();
+    let error = wasm.restore(&spec, &state, &mut &b""[..]).err().unwrap();
+    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("where that runtime is installed"),
+        "{error}"
+    );
+}
+
+/// The restoring side's limits hold: a session whose memory is larger than the
+/// restoring one may use is refused, and names the limit.
+#[test]
+fn a_snapshot_larger_than_the_memory_limit_is_refused() {
+    let mut session = session();
+    session.run("big = bytearray(300 << 20)").unwrap();
+    let snapshot = session.snapshot().unwrap();
+    let mut small = sandlot().session("python");
+    small.memory(200 << 20);
+    let error = small.restore(&snapshot).unwrap_err();
+    assert!(error.to_string().contains("larger memory limit"), "{error}");
+}

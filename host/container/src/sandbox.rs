@@ -2,7 +2,7 @@
 
 use super::client::{AgentClient, Output, RunCommand, RunTools};
 use sandlot_agent::ExitReport;
-use sandlot_core::artifact::{FileStat, Snapshot};
+use sandlot_core::artifact::{FileScan, FileStat};
 use sandlot_core::backend::{
     stop_threshold, DirEntry, EndReason, FileInfo, Outcome, RunRequest, Sandbox, SandboxFiles,
     SessionState, Workload,
@@ -310,9 +310,9 @@ impl SandboxFiles for AgentSandbox {
         Ok(entries)
     }
 
-    fn scan(&mut self, path: &str) -> Result<Snapshot> {
+    fn scan(&mut self, path: &str) -> Result<FileScan> {
         let entries = self.with_agent(|agent| agent.entries(path, true))?;
-        Ok(Snapshot::from_stats(entries.into_iter().map(|e| {
+        Ok(FileScan::from_stats(entries.into_iter().map(|e| {
             FileStat {
                 path: PathBuf::from(OsString::from_vec(e.path)),
                 size: e.size,

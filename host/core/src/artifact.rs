@@ -106,17 +106,17 @@ pub struct FileStat {
 /// tell which files a run created or changed.
 ///
 /// ```
-/// use sandlot::backend::{FileStat, Snapshot};
-/// let snapshot = Snapshot::from_stats([FileStat { path: "plot.png".into(), size: 3, modified: None }]);
-/// assert_eq!(snapshot.len(), 1);
+/// use sandlot::backend::{FileStat, FileScan};
+/// let scan = FileScan::from_stats([FileStat { path: "plot.png".into(), size: 3, modified: None }]);
+/// assert_eq!(scan.len(), 1);
 /// ```
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Snapshot(HashMap<PathBuf, (u64, Option<SystemTime>)>);
+pub struct FileScan(HashMap<PathBuf, (u64, Option<SystemTime>)>);
 
-impl Snapshot {
-    /// A snapshot of these files.
-    pub fn from_stats(files: impl IntoIterator<Item = FileStat>) -> Snapshot {
-        Snapshot(
+impl FileScan {
+    /// A scan of these files.
+    pub fn from_stats(files: impl IntoIterator<Item = FileStat>) -> FileScan {
+        FileScan(
             files
                 .into_iter()
                 .map(|f| (f.path, (f.size, f.modified)))
@@ -140,7 +140,7 @@ impl Snapshot {
     /// nor returned: it is counted in [`Collected::refused`].
     pub(crate) fn changed_since_with(
         &self,
-        before: &Snapshot,
+        before: &FileScan,
         limits: ArtifactLimits,
         mut read: impl FnMut(&SandboxPath, u64) -> Option<Vec<u8>>,
     ) -> Collected {
@@ -174,7 +174,7 @@ impl Snapshot {
     }
 }
 
-/// What [`Snapshot::changed_since_with`] found.
+/// What [`FileScan::changed_since_with`] found.
 #[derive(Debug, Default)]
 pub(crate) struct Collected {
     /// The files, in path order.
@@ -225,8 +225,8 @@ mod tests {
 
     #[test]
     fn only_new_or_changed_files_come_back() {
-        let before = Snapshot::from_stats([stat("old.txt", 4, 1), stat("edit.csv", 1, 1)]);
-        let after = Snapshot::from_stats([
+        let before = FileScan::from_stats([stat("old.txt", 4, 1), stat("edit.csv", 1, 1)]);
+        let after = FileScan::from_stats([
             stat("old.txt", 4, 1),
             stat("edit.csv", 3, 2),
             stat("figs/plot.PNG", 4, 2),
@@ -253,7 +253,7 @@ mod tests {
             size: 1,
             modified: None,
         };
-        let after = Snapshot::from_stats([
+        let after = FileScan::from_stats([
             odd(b"a\nsandlot: forged"),
             odd(b"caf\xe9.txt"),
             odd(b"x\x1b[31m.png"),
@@ -261,7 +261,7 @@ mod tests {
         ]);
         let mut read = Vec::new();
         let found =
-            after.changed_since_with(&Snapshot::default(), ArtifactLimits::default(), |rel, _| {
+            after.changed_since_with(&FileScan::default(), ArtifactLimits::default(), |rel, _| {
                 read.push(rel.clone());
                 Some(b"x".to_vec())
             });
@@ -276,13 +276,13 @@ mod tests {
 
     #[test]
     fn limits_bound_count_and_bytes() {
-        let after = Snapshot::from_stats((0..5).map(|i| stat(&format!("{i}.bin"), 100, 1)));
+        let after = FileScan::from_stats((0..5).map(|i| stat(&format!("{i}.bin"), 100, 1)));
         let limits = ArtifactLimits {
             max_files: 3,
             max_bytes: 250,
         };
         let found =
-            after.changed_since_with(&Snapshot::default(), limits, |_, _| Some(vec![0; 100]));
+            after.changed_since_with(&FileScan::default(), limits, |_, _| Some(vec![0; 100]));
         assert_eq!(found.artifacts.len(), 2, "250 bytes hold two files of 100");
         assert!(found.left_out);
     }

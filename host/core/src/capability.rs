@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 /// Something a backend can do. Behaviour every backend has (files in and out,
-/// timeouts, output caps, artifacts) is not listed: it is part of the contract.
+/// timeouts, output caps, artifacts, snapshots of the workspace's files) is not
+/// listed: it is part of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
@@ -35,6 +36,10 @@ pub enum Capability {
     MemoryLimit,
     /// Code in the sandbox can call the session's tools ([`crate::tool`]).
     Tools,
+    /// A snapshot holds the interpreter's memory (variables, functions, imports), and
+    /// restores it exactly ([`crate::snapshot`]); without it a snapshot holds the
+    /// workspace's files only.
+    SnapshotMemory,
 }
 
 impl fmt::Display for Capability {
@@ -50,6 +55,7 @@ impl fmt::Display for Capability {
             Capability::Images => "images",
             Capability::MemoryLimit => "memory-limit",
             Capability::Tools => "tools",
+            Capability::SnapshotMemory => "snapshot-memory",
         })
     }
 }

@@ -14,9 +14,10 @@ use crate::provider::{Asked, BackendProvider, Prepared, Progress, ProviderContex
 use crate::request::{BackendChoice, OpenRequest};
 use crate::secret::{Secret, Secrets};
 use crate::session::{AsyncSession, Limits, Session, Settings};
+use crate::snapshot::{Keeper, Snapshot, SnapshotKey, SnapshotTrust};
 use crate::tool::{Tool, ToolSet};
 use std::any::Any;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -150,6 +151,7 @@ impl Slot {
 pub struct Sandlot {
     context: ProviderContext,
     slots: Arc<Vec<Arc<Slot>>>,
+    snapshots: Arc<Keeper>,
 }
 
 impl std::fmt::Debug for Sandlot {
@@ -169,9 +171,26 @@ pub struct SandlotBuilder {
     providers: Vec<Arc<dyn BackendProvider>>,
     extra: Vec<Arc<dyn Backend>>,
     pools: Vec<(String, PoolOptions)>,
+    snapshot_key: Option<SnapshotKey>,
+    snapshot_trust: SnapshotTrust,
 }
 
 impl SandlotBuilder {
+    /// The key snapshots are signed with and checked against. Default: the one in
+    /// sandlot's data directory (`snapshot.key`), made there on first use. Hosts that
+    /// restore each other's snapshots share one.
+    pub fn snapshot_key(mut self, key: SnapshotKey) -> Self {
+        self.snapshot_key = Some(key);
+        self
+    }
+
+    /// Which snapshots [`Sandlot::open_snapshot`] and [`Sandlot::read_snapshot`]
+    /// accept. Default: only those signed with this host's key.
+    pub fn snapshot_trust(mut self, trust: SnapshotTrust) -> Self {
+        self.snapshot_trust = trust;
+        self
+    }
+
     /// Puts the backend called `backend` in a [`Pool`] with `options`: sessions
     /// opened on it draw pre-warmed sandboxes, one per session (see
     /// [`crate::backend::pool`]). A container engine's pool is made when the engine is
@@ -269,6 +288,7 @@ impl SandlotBuilder {
         Ok(Sandlot {
             context,
             slots: Arc::new(slots.into_iter().map(Arc::new).collect()),
+            snapshots: Arc::new(Keeper::new(self.snapshot_key, self.snapshot_trust)),
         })
     }
 }
@@ -310,6 +330,8 @@ impl Sandlot {
             providers: Vec::new(),
             extra: Vec::new(),
             pools: Vec::new(),
+            snapshot_key: None,
+            snapshot_trust: SnapshotTrust::default(),
         }
     }
 
@@ -505,6 +527,28 @@ impl Sandlot {
                 })
             }
         }
+    }
+
+    /// Reads the snapshot file at `path` and checks it whole (see [`Snapshot::read`]),
+    /// with this host's key and trust ([`SandlotBuilder::snapshot_key`]).
+    pub fn open_snapshot(&self, path: &Path) -> Result<Snapshot> {
+        Snapshot::open(path, self.snapshots.key()?, self.snapshots.trust)
+    }
+
+    /// [`Sandlot::open_snapshot`] of a stream (read to its end).
+    pub fn read_snapshot(&self, input: &mut dyn std::io::Read) -> Result<Snapshot> {
+        Snapshot::read(input, self.snapshots.key()?, self.snapshots.trust)
+    }
+
+    /// A session holding what `snapshot` holds, on the backend it was taken on, with
+    /// this host's defaults for everything else. To give it a policy, limits,
+    /// secrets or tools of its own, use [`SessionBuilder::restore`].
+    pub fn restore(&self, snapshot: &Snapshot) -> Result<Session> {
+        let mut builder = self.session(snapshot.language());
+        if snapshot.holds_memory() {
+            builder.backend(snapshot.backend());
+        }
+        builder.restore(snapshot)
     }
 
     /// Starts configuring a session for `language` (an id or alias), under the
@@ -818,20 +862,49 @@ impl SessionBuilder {
             backend,
             passed_over,
             handler,
-            Settings {
-                limits: self.request.limits,
-                policy: self.request.policy.clone(),
-                env: self.request.env.clone(),
-                secrets: Secrets::new(self.request.secrets.clone()),
-                libraries: self.request.libraries.clone(),
-                kernel: kernel.is_some(),
-                one_shot: self.request.one_shot,
-                earlier_output: self.request.earlier_output,
-                preinstalled,
-                image,
-                tools: self.request.tools.clone(),
-            },
+            self.settings(kernel, image, preinstalled),
         ))
+    }
+}
+
+impl SessionBuilder {
+    /// A session holding what `snapshot` holds (see [`crate::snapshot`]), under this
+    /// builder's policy, limits, environment, secrets and tools: nothing in a
+    /// snapshot loosens them. A snapshot that holds an interpreter's state restores
+    /// on the backend it was taken on only; one of files alone, on any.
+    pub fn restore(&self, snapshot: &Snapshot) -> Result<Session> {
+        let resolved = self.resolve()?;
+        let settings = self.settings(resolved.kernel, resolved.image, Vec::new());
+        Session::restore(
+            resolved.chosen.backend,
+            resolved.chosen.passed_over,
+            resolved.handler,
+            settings,
+            snapshot,
+        )
+    }
+
+    /// What a session opened by this builder keeps for all its runs.
+    fn settings(
+        &self,
+        kernel: Option<KernelSpec>,
+        image: String,
+        preinstalled: Vec<String>,
+    ) -> Settings {
+        Settings {
+            limits: self.request.limits,
+            policy: self.request.policy.clone(),
+            env: self.request.env.clone(),
+            secrets: Secrets::new(self.request.secrets.clone()),
+            libraries: self.request.libraries.clone(),
+            kernel,
+            one_shot: self.request.one_shot,
+            earlier_output: self.request.earlier_output,
+            preinstalled,
+            image,
+            tools: self.request.tools.clone(),
+            snapshots: self.sandlot.snapshots.clone(),
+        }
     }
 }
 

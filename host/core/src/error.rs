@@ -641,6 +641,14 @@ pub enum Error {
         reason: String,
     },
 
+    /// A snapshot cannot be read or restored: truncated, corrupted, forged, of another
+    /// format version, or made with another runtime than this host has.
+    #[error("the snapshot cannot be restored: {reason}")]
+    InvalidSnapshot {
+        /// What is wrong with it, and what to do.
+        reason: String,
+    },
+
     /// The plugin kind is recognised but cannot be used by this build.
     #[error("{plugin}: {reason}")]
     Unsupported {
@@ -789,6 +797,7 @@ impl Error {
             | Error::InvalidTool { .. }
             | Error::InvalidPolicy { .. }
             | Error::InvalidPool { .. }
+            | Error::InvalidSnapshot { .. }
             // A handler refuses what it was given, e.g. a library name.
             | Error::Refused { .. } => K::InvalidInput,
             Error::UnknownLanguage { .. }

@@ -223,3 +223,57 @@ pub fn agent_frames(bytes: &[u8]) {
         let _ = sandlot_agent::Request::decode(tag, &body);
     }
 }
+
+/// A snapshot file from anywhere: read as bytes of unknown origin under both trusts,
+/// and, so that the fuzzer reaches what lies behind the seal, the same bytes cut into
+/// a manifest, an interpreter state and files and sealed with the host's key. What
+/// is accepted reads back: its files, its whole state, its bytes as they came.
+pub fn snapshot(bytes: &[u8]) {
+    use crate::snapshot::{Snapshot, SnapshotKey, SnapshotTrust, Tag, Writer};
+    use std::io::{Read, Write};
+    let key = SnapshotKey::from_bytes([7; 32]);
+    for trust in [SnapshotTrust::OwnKey, SnapshotTrust::AnyIntact] {
+        if let Ok(snapshot) = Snapshot::from_bytes(bytes, &key, trust) {
+            assert_eq!(snapshot.to_bytes().expect("it reads back"), bytes);
+        }
+    }
+    fn cut(at: usize, from: &[u8]) -> (&[u8], &[u8]) {
+        from.split_at(at.min(from.len()))
+    }
+    let (manifest, rest) = cut(bytes.first().map_or(0, |b| *b as usize * 4), bytes);
+    let (state, files) = cut(bytes.get(1).map_or(0, |b| *b as usize * 16), rest);
+    let file = tempfile::tempfile().expect("a temporary file");
+    let mut writer = Writer::new(file).expect("a writer");
+    let write = |out: &mut dyn Write, what: &[u8]| {
+        out.write_all(what).map_err(|e| crate::Error::Io {
+            context: "fuzz".into(),
+            source: e,
+        })
+    };
+    if !state.is_empty() {
+        writer
+            .section(Tag::STATE, |out| write(out, state))
+            .expect("written");
+    }
+    writer
+        .section(Tag::FILES, |out| write(out, files))
+        .expect("written");
+    writer
+        .section(Tag::MANIFEST, |out| write(out, manifest))
+        .expect("written");
+    let (mut sealed, _) = writer.finish(&key).expect("sealed");
+    let mut whole = Vec::new();
+    std::io::Seek::rewind(&mut sealed).expect("rewound");
+    sealed.read_to_end(&mut whole).expect("read");
+    let Ok(snapshot) = Snapshot::from_bytes(&whole, &key, SnapshotTrust::OwnKey) else {
+        return;
+    };
+    assert!(snapshot.signed_here());
+    assert_eq!(snapshot.files(u64::MAX).expect("its files"), files);
+    if let Some(mut reader) = snapshot.state() {
+        let mut read = Vec::new();
+        reader.read_to_end(&mut read).expect("its state");
+        assert_eq!(read, state);
+        reader.finish().expect("unchanged");
+    }
+}

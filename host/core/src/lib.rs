@@ -53,6 +53,7 @@ pub mod request;
 pub mod sandbox_path;
 pub mod secret;
 pub mod session;
+pub mod snapshot;
 pub mod tool;
 pub mod toolchain;
 #[doc(hidden)]
@@ -77,6 +78,7 @@ pub use provider::{BackendProvider, ProviderContext};
 pub use request::{BackendChoice, OpenRequest};
 pub use sandbox_path::{ListEntry, Listing, SandboxPath};
 pub use session::{AsyncSession, Limits, RunOptions, Session};
+pub use snapshot::{Snapshot, SnapshotKey, SnapshotTrust};
 pub use tool::{Tool, ToolError, ToolSet};
 pub use toolchain::Toolchain;
 pub use transfer::Copied;

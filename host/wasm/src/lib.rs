@@ -21,6 +21,7 @@ pub mod module;
 mod preview1;
 mod program;
 mod quota;
+mod snapshot;
 mod workspace;
 
 pub mod provider;
@@ -52,6 +53,7 @@ use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;
 use sandlot_core::layout::Layout;
 use sandlot_core::policy::{Policy, PolicyField};
+use sandlot_core::snapshot::{InterpreterState, RuntimeIdentity};
 use sandlot_core::toolchain::Toolchain;
 use sandlot_core::wasmtime_engine::cache::ComponentCache;
 use std::future::Future;
@@ -222,6 +224,12 @@ trait Interpreter: Send {
     fn set_args(&mut self, _args: &[String]) -> Option<std::result::Result<(), String>> {
         None
     }
+
+    /// Writes the interpreter's memory for a snapshot (see [`snapshot`]); returns how
+    /// many bytes of pages it wrote. `None`: this kind of runtime cannot be captured.
+    fn capture(&mut self, _out: &mut dyn std::io::Write) -> Option<Result<u64>> {
+        None
+    }
 }
 
 /// A sandbox's standard streams, and the door its tool calls leave by: shared by
@@ -348,6 +356,17 @@ impl Backend for WasmBackend {
         let mut capabilities = vec![Capability::MemoryLimit];
         if persistent {
             capabilities.push(Capability::PersistentState);
+        }
+        // A module's whole state is its memory (what `snapshot::exact` checks when one
+        // is taken); a component's is not reachable from the host.
+        let module = self.runtime_for(language).is_some_and(|d| {
+            d.kind
+                == RuntimeKind::Module {
+                    protocol: Protocol::Turn,
+                }
+        });
+        if module {
+            capabilities.push(Capability::SnapshotMemory);
         }
         if self.runtime_for(language).is_some_and(|d| d.tools) {
             capabilities.push(Capability::Tools);
@@ -497,6 +516,27 @@ impl Backend for WasmBackend {
     }
 
     fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
+        Ok(Box::new(self.sandbox(spec, None)?))
+    }
+
+    fn restore(
+        &self,
+        spec: &SandboxSpec<'_>,
+        state: &InterpreterState,
+        bytes: &mut dyn std::io::Read,
+    ) -> Result<Box<dyn Sandbox>> {
+        Ok(Box::new(self.sandbox(spec, Some((state, bytes)))?))
+    }
+}
+
+impl WasmBackend {
+    /// A sandbox for `spec`: a fresh interpreter, or the one a snapshot's `restore`
+    /// holds.
+    fn sandbox(
+        &self,
+        spec: &SandboxSpec<'_>,
+        restore: Option<(&InterpreterState, &mut dyn std::io::Read)>,
+    ) -> Result<WasmSandbox> {
         // What killed processes left behind goes before this process adds its own.
         static SWEPT: std::sync::Once = std::sync::Once::new();
         SWEPT.call_once(|| {
@@ -535,12 +575,15 @@ impl Backend for WasmBackend {
             .as_ref()
             .is_some_and(|m| m.protocol == Protocol::Command);
         let runtime_id = id.clone();
+        let prepared_for_restore = prepared.clone();
+        let base_env = env.clone();
+        let restoring = restore.is_some();
         let start: Starter = Box::new(move |stdio: &Stdio, extra: &[(String, String)]| {
             let mut env = env.clone();
             env.extend(extra.iter().cloned());
             Ok(match (&prepared, &manifest) {
-                (Prepared::Module(pre), Some(manifest)) => {
-                    Box::new(preview1::ModuleInterpreter::start(
+                (Prepared::Module(pre), Some(manifest)) => Box::new(
+                    preview1::ModuleInterpreter::new(
                         pre.clone(),
                         manifest,
                         &runtime_dir,
@@ -548,8 +591,10 @@ impl Backend for WasmBackend {
                         &workspace_path,
                         memory,
                         stdio.clone(),
-                    )?) as Box<dyn Interpreter>
-                }
+                    )
+                    .start()?,
+                )
+                    as Box<dyn Interpreter>,
                 (Prepared::Component(runtime), _) => Box::new(ComponentInterpreter::start(
                     runtime,
                     &runtime_id,
@@ -567,8 +612,59 @@ impl Backend for WasmBackend {
             })
         });
         let stdio = Stdio::new();
-        let interpreter = start(&stdio, &[])?;
-        Ok(Box::new(WasmSandbox {
+        let identity = entry.manifest().map(|m| RuntimeIdentity {
+            id: m.id.clone(),
+            digest: m.sha256.clone(),
+        });
+        let module_file = entry.manifest().map(|m| entry.path().join(&m.module));
+        let mut restored = InterpreterSettings::default();
+        let interpreter = match restore {
+            None => start(&stdio, &[])?,
+            Some((state, bytes)) => {
+                let (Some(identity), Prepared::Module(pre), Some(manifest)) =
+                    (&identity, &prepared_for_restore, entry.manifest())
+                else {
+                    return Err(Error::InvalidSnapshot {
+                        reason: format!(
+                            "it holds an interpreter state, and the {} runtime here is a \
+                             component, whose state sandlot does not capture",
+                            description.id
+                        ),
+                    });
+                };
+                if state.runtime != *identity {
+                    return Err(Error::InvalidSnapshot {
+                        reason: format!(
+                            "it holds the state of runtime {} {}, and this host's {} runtime \
+                             is {} {}: restore it where that runtime is installed",
+                            state.runtime.id,
+                            state.runtime.digest,
+                            spec.language,
+                            identity.id,
+                            identity.digest
+                        ),
+                    });
+                }
+                restored = serde_json::from_value(state.detail.clone()).map_err(|e| {
+                    Error::InvalidSnapshot {
+                        reason: format!("its interpreter's description is malformed: {e}"),
+                    }
+                })?;
+                Box::new(
+                    preview1::ModuleInterpreter::new(
+                        pre.clone(),
+                        manifest,
+                        entry.path(),
+                        base_env,
+                        workspace.path(),
+                        memory,
+                        stdio.clone(),
+                    )
+                    .restore(bytes)?,
+                )
+            }
+        };
+        Ok(WasmSandbox {
             name: format!("wasm-{}", owner::sandbox_id()),
             form: program::form(&id),
             tool_bindings: match (description.tools, is_module) {
@@ -580,18 +676,21 @@ impl Backend for WasmBackend {
                 // A component of contract 0.4 binds its own.
                 (true, false) => ToolBindings::Native,
             },
-            tools_bound: false,
+            tools_bound: restored.tools_bound,
             runtime: id,
+            identity: identity.zip(module_file),
             one_shot,
             templates,
             workspace,
             stdio,
             interpreter: Some(interpreter),
             start,
-            env: Vec::new(),
-            cwd: String::new(),
-            args: Vec::new(),
-        }))
+            // What a restored interpreter's environment holds is not known: the next
+            // run sets its own.
+            env: if restoring { None } else { Some(Vec::new()) },
+            cwd: restored.cwd,
+            args: restored.args,
+        })
     }
 }
 
@@ -615,6 +714,17 @@ enum ToolBindings {
     Native,
 }
 
+/// What a module interpreter has beyond its defaults that a snapshot carries: the
+/// working directory and program arguments runs gave it, and whether its tool
+/// bindings ran.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InterpreterSettings {
+    cwd: String,
+    args: Vec<String>,
+    tools_bound: bool,
+}
+
 /// Starts an interpreter with the sandbox's streams and extra environment.
 type Starter = Box<dyn Fn(&Stdio, &[(String, String)]) -> Result<Box<dyn Interpreter>> + Send>;
 
@@ -622,6 +732,9 @@ type Starter = Box<dyn Fn(&Stdio, &[(String, String)]) -> Result<Box<dyn Interpr
 struct WasmSandbox {
     name: String,
     runtime: String,
+    /// The module runtime it runs, which a snapshot's state belongs to, and its
+    /// module's file (`None`: a component, whose state is not captured).
+    identity: Option<(RuntimeIdentity, PathBuf)>,
     /// A fresh instance per run (a `command` module): nothing persists.
     one_shot: bool,
     /// How the runtime runs code as a program, where sandlot knows.
@@ -635,8 +748,9 @@ struct WasmSandbox {
     stdio: Stdio,
     interpreter: Option<Box<dyn Interpreter>>,
     start: Starter,
-    /// The environment the interpreter has now, beyond its defaults.
-    env: Vec<(String, String)>,
+    /// The environment the interpreter has now, beyond its defaults (`None`: not
+    /// known, as after a restore).
+    env: Option<Vec<(String, String)>>,
     /// The working directory a run last asked for, relative to the workspace.
     cwd: String,
     /// The program arguments the interpreter has now (empty: its own argv).
@@ -653,13 +767,13 @@ impl WasmSandbox {
 
     /// Gives the interpreter the run's environment.
     fn apply_env(&mut self, env: &[(String, String)]) -> Result<()> {
-        if env == self.env.as_slice() {
+        if self.env.as_deref() == Some(env) {
             return Ok(());
         }
         if self.one_shot {
             // A fresh instance per run: it simply starts with this environment.
             self.interpreter = Some((self.start)(&self.stdio, env)?);
-            self.env = env.to_vec();
+            self.env = Some(env.to_vec());
             self.args.clear();
             return Ok(());
         }
@@ -686,7 +800,7 @@ impl WasmSandbox {
                 ))
             }
         }
-        self.env = env.to_vec();
+        self.env = Some(env.to_vec());
         Ok(())
     }
 
@@ -816,7 +930,7 @@ impl WasmSandbox {
     fn start_fresh(&mut self) -> Result<()> {
         self.interpreter = None;
         self.tools_bound = false;
-        self.env.clear();
+        self.env = Some(Vec::new());
         self.cwd.clear();
         self.args.clear();
         self.interpreter = Some((self.start)(&self.stdio, &[])?);
@@ -937,6 +1051,38 @@ impl Sandbox for WasmSandbox {
             None => SessionState::Open,
         };
         Ok(outcome)
+    }
+
+    fn capture(&mut self, out: &mut dyn std::io::Write) -> Result<Option<InterpreterState>> {
+        let Some((identity, module)) = self.identity.clone() else {
+            return Ok(None);
+        };
+        snapshot::check_exact(&identity, &module).map_err(|reason| {
+            self.failed(format!(
+                "its state cannot be captured exactly: {reason}; snapshot the files alone"
+            ))
+        })?;
+        let Some(interpreter) = self.interpreter.as_mut() else {
+            return Err(Error::SessionEnded {
+                reason: "its interpreter could not be restarted".into(),
+            });
+        };
+        if self.one_shot {
+            return Ok(None);
+        }
+        match interpreter.capture(out) {
+            None => return Ok(None),
+            Some(written) => written?,
+        };
+        let settings = InterpreterSettings {
+            cwd: self.cwd.clone(),
+            args: self.args.clone(),
+            tools_bound: self.tools_bound,
+        };
+        Ok(Some(InterpreterState {
+            runtime: identity,
+            detail: serde_json::to_value(settings).map_err(|e| self.failed(e.to_string()))?,
+        }))
     }
 
     fn reset(&mut self) -> Result<()> {

@@ -5,14 +5,16 @@
 use super::door::{self, Door};
 use super::module::{Protocol, RuntimeManifest};
 use super::{arm, call, disarm, exited, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
+use crate::snapshot;
 use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;
 use sandlot_core::layout::Layout;
 use sandlot_core::wasmtime_engine::{self as engine, MemoryCap};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use wasmtime::{Instance, InstancePre, Linker, Module, Store, Val};
+use wasmtime::{Instance, InstancePre, Linker, Memory, Module, Store, Val};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
@@ -65,11 +67,25 @@ struct Live {
     instance: Instance,
 }
 
+impl Live {
+    /// The instance's linear memory.
+    fn memory(&mut self) -> Result<Memory> {
+        self.instance
+            .get_memory(&mut self.store, "memory")
+            .ok_or_else(|| Error::Runtime {
+                runtime: "module".into(),
+                reason: "the module exports no memory".into(),
+            })
+    }
+}
+
 /// The interpreter of one sandbox, for a module runtime.
 pub(super) struct ModuleInterpreter {
     pre: Arc<InstancePre<ModuleState>>,
     runtime: String,
     protocol: Protocol,
+    /// Code run once in a new session's instance.
+    setup: Option<String>,
     argv: Vec<String>,
     /// What follows the manifest's argv for a command (the program's arguments).
     args: Vec<String>,
@@ -85,8 +101,93 @@ pub(super) struct ModuleInterpreter {
 impl ModuleInterpreter {
     /// A fresh interpreter in `workspace`; for the turn protocol, instantiated and
     /// set up now.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn start(
+    pub(super) fn start(mut self) -> Result<ModuleInterpreter> {
+        if self.protocol == Protocol::Turn {
+            let argv = self.argv.clone();
+            self.live = Some(self.instantiate(&argv)?);
+            if let Some(setup) = self.setup.clone() {
+                self.stdio.start(1 << 20);
+                let ran = self.run(&setup, SETUP_TIMEOUT, None);
+                let (_, stderr) = self.stdio.finish();
+                match ran {
+                    Ran::Returned { exit_code: 0, .. } => {}
+                    _ => {
+                        return Err(self.failed(format!(
+                            "session setup failed: {}",
+                            String::from_utf8_lossy(&stderr.bytes).trim()
+                        )))
+                    }
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    /// The interpreter with its instance's memory the one `image` holds (what
+    /// [`ModuleInterpreter::capture_memory`] wrote), as a turn runtime's session left
+    /// it: no initialisation and no setup run again.
+    pub(super) fn restore(mut self, image: &mut dyn Read) -> Result<ModuleInterpreter> {
+        if self.protocol != Protocol::Turn {
+            return Err(self
+                .failed("a command runtime keeps no interpreter between runs to restore".into()));
+        }
+        let argv = self.argv.clone();
+        let mut live = self.instance(&argv, false)?;
+        let head = snapshot::read_head(image, self.memory as u64)?;
+        let linear = live.memory()?;
+        let have = linear.data_size(&live.store) as u64;
+        if head.size < have {
+            return Err(Error::InvalidSnapshot {
+                reason: format!(
+                    "its memory ({} bytes) is smaller than a fresh instance's ({have}): it \
+                     is not of this runtime",
+                    head.size
+                ),
+            });
+        }
+        let pages = (head.size - have) / snapshot::WASM_PAGE;
+        if pages > 0 {
+            linear.grow(&mut live.store, pages).map_err(|e| {
+                self.failed(format!(
+                    "cannot grow the memory to the snapshot's {} MiB: {e:#}",
+                    head.size >> 20
+                ))
+            })?;
+        }
+        snapshot::read_pages(&head, image, linear.data_mut(&mut live.store))?;
+        self.live = Some(live);
+        Ok(self)
+    }
+
+    /// Writes the session instance's memory as its differences from a fresh
+    /// instance's; returns how many bytes of pages differ.
+    pub(super) fn capture_memory(&mut self, out: &mut dyn Write) -> Result<u64> {
+        if self.protocol != Protocol::Turn {
+            return Err(self.failed("a command runtime keeps no interpreter to capture".into()));
+        }
+        let argv = self.argv.clone();
+        let mut base = self.instance(&argv, false)?;
+        let Some(live) = self.live.as_mut() else {
+            return Err(Error::SessionEnded {
+                reason: "its interpreter is gone".into(),
+            });
+        };
+        let memory = live.memory()?;
+        let fresh = base.memory()?;
+        snapshot::write(memory.data(&live.store), fresh.data(&base.store), out).map_err(|e| {
+            Error::Io {
+                context: "cannot write the snapshot".into(),
+                source: e,
+            }
+        })
+    }
+
+    /// The interpreter of a sandbox, without an instance yet: [`start`] or
+    /// [`restore`] gives it one.
+    ///
+    /// [`start`]: ModuleInterpreter::start
+    /// [`restore`]: ModuleInterpreter::restore
+    pub(super) fn new(
         pre: Arc<InstancePre<ModuleState>>,
         manifest: &RuntimeManifest,
         runtime_dir: &Path,
@@ -94,11 +195,12 @@ impl ModuleInterpreter {
         workspace: &Path,
         memory: usize,
         stdio: Stdio,
-    ) -> Result<ModuleInterpreter> {
-        let mut interpreter = ModuleInterpreter {
+    ) -> ModuleInterpreter {
+        ModuleInterpreter {
             pre,
             runtime: manifest.id.clone(),
             protocol: manifest.protocol,
+            setup: manifest.setup.clone(),
             argv: manifest.argv.clone(),
             args: Vec::new(),
             env,
@@ -111,26 +213,7 @@ impl ModuleInterpreter {
             memory,
             stdio,
             live: None,
-        };
-        if interpreter.protocol == Protocol::Turn {
-            let argv = interpreter.argv.clone();
-            interpreter.live = Some(interpreter.instantiate(&argv)?);
-            if let Some(setup) = &manifest.setup {
-                interpreter.stdio.start(1 << 20);
-                let ran = interpreter.run(setup, SETUP_TIMEOUT, None);
-                let (_, stderr) = interpreter.stdio.finish();
-                match ran {
-                    Ran::Returned { exit_code: 0, .. } => {}
-                    _ => {
-                        return Err(interpreter.failed(format!(
-                            "session setup failed: {}",
-                            String::from_utf8_lossy(&stderr.bytes).trim()
-                        )))
-                    }
-                }
-            }
         }
-        Ok(interpreter)
     }
 
     fn failed(&self, reason: String) -> Error {
@@ -142,6 +225,12 @@ impl ModuleInterpreter {
 
     /// A fresh instance in the sandbox, initialised.
     fn instantiate(&self, args: &[String]) -> Result<Live> {
+        self.instance(args, true)
+    }
+
+    /// A fresh instance in the sandbox; `initialize`: with its `_initialize` run (a
+    /// restored memory already holds what it does).
+    fn instance(&self, args: &[String], initialize: bool) -> Result<Live> {
         let mut wasi = WasiCtxBuilder::new();
         wasi.args(args)
             .envs(&self.env)
@@ -173,7 +262,7 @@ impl ModuleInterpreter {
         let protocol = self.protocol;
         let made = call(SETUP_TIMEOUT, None, async {
             let instance = pre.instantiate_async(&mut store).await?;
-            if protocol == Protocol::Turn {
+            if protocol == Protocol::Turn && initialize {
                 if let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, "_initialize") {
                     init.call_async(&mut store, ()).await?;
                 }
@@ -286,6 +375,10 @@ impl Interpreter for ModuleInterpreter {
             Protocol::Command => self.command(code, timeout, interrupt),
             Protocol::Turn => self.turn(code, timeout, interrupt),
         }
+    }
+
+    fn capture(&mut self, out: &mut dyn Write) -> Option<Result<u64>> {
+        Some(self.capture_memory(out))
     }
 
     fn set_args(&mut self, args: &[String]) -> Option<std::result::Result<(), String>> {

@@ -4,7 +4,7 @@
 //! can lead the host outside it.
 
 use cap_std::fs::Dir;
-use sandlot_core::artifact::{FileStat, Snapshot};
+use sandlot_core::artifact::{FileScan, FileStat};
 use sandlot_core::backend::{DirEntry, FileInfo, FileKind, SandboxFiles};
 use sandlot_core::error::{Error, Result};
 use sandlot_core::layout::Layout;
@@ -276,9 +276,9 @@ impl SandboxFiles for Workspace {
         Ok(entries)
     }
 
-    fn scan(&mut self, path: &str) -> Result<Snapshot> {
+    fn scan(&mut self, path: &str) -> Result<FileScan> {
         let Ok(base) = self.dir(path) else {
-            return Ok(Snapshot::default());
+            return Ok(FileScan::default());
         };
         let mut files = Vec::new();
         let mut stack = vec![(base, PathBuf::new())];
@@ -302,7 +302,7 @@ impl SandboxFiles for Workspace {
                 }
             }
         }
-        Ok(Snapshot::from_stats(files))
+        Ok(FileScan::from_stats(files))
     }
 
     fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {

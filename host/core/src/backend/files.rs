@@ -1,6 +1,6 @@
 //! A sandbox's files, as every backend offers them.
 
-use crate::artifact::{FileStat, Snapshot};
+use crate::artifact::{FileScan, FileStat};
 use crate::error::{Error, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -21,7 +21,7 @@ pub trait SandboxFiles {
     fn list(&mut self, path: &str) -> Result<Vec<DirEntry>>;
     /// Every regular file under a directory, for artifact collection; a missing
     /// directory is empty.
-    fn scan(&mut self, path: &str) -> Result<Snapshot>;
+    fn scan(&mut self, path: &str) -> Result<FileScan>;
     /// A tar of a file or of a directory's contents, links left out, at most `max` bytes.
     fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>>;
     /// Unpacks a tar of regular files and directories into directory `path`.
@@ -359,9 +359,9 @@ impl SandboxFiles for MemoryFiles {
         Ok(())
     }
 
-    fn scan(&mut self, path: &str) -> Result<Snapshot> {
+    fn scan(&mut self, path: &str) -> Result<FileScan> {
         let dir = under(path);
-        Ok(Snapshot::from_stats(self.children(&dir).filter_map(
+        Ok(FileScan::from_stats(self.children(&dir).filter_map(
             |(file, (data, modified))| {
                 Some(FileStat {
                     path: file.strip_prefix(&dir).ok()?.to_path_buf(),

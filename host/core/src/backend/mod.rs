@@ -65,6 +65,7 @@ use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 use crate::language::{KernelSpec, Plan};
 use crate::policy::{Network, Policy, PolicyField};
+use crate::snapshot::InterpreterState;
 use crate::tool::ToolCalls;
 use crate::toolchain::Toolchain;
 use serde::Serialize;
@@ -72,7 +73,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
-pub use crate::artifact::{FileStat, Snapshot};
+pub use crate::artifact::{FileScan, FileStat};
 pub use crate::capability::{Capabilities, Capability};
 pub use files::{DirEntry, FileInfo, FileKind, MemoryFiles, SandboxFiles};
 
@@ -601,6 +602,12 @@ pub trait Sandbox: Send {
     fn reset(&mut self) -> Result<()> {
         Ok(())
     }
+    /// Writes the interpreter's whole state to `out`, for a snapshot, and says what it
+    /// is, for [`Backend::restore`]; called between runs only. `Ok(None)` (the default):
+    /// this backend keeps no interpreter state in snapshots, and wrote nothing.
+    fn capture(&mut self, _out: &mut dyn std::io::Write) -> Result<Option<InterpreterState>> {
+        Ok(None)
+    }
 }
 
 /// A place to run code.
@@ -629,6 +636,24 @@ pub trait Backend: Send + Sync {
     /// backend cannot tell without running code (the default).
     fn toolchain(&self, _language: &str, _image: &str) -> Result<Option<Toolchain>> {
         Ok(None)
+    }
+    /// A sandbox like [`Backend::open`]'s whose interpreter is the one `state` describes,
+    /// read from `bytes` (what [`Sandbox::capture`] wrote), under `spec`'s policy and
+    /// limits. The workspace's files are put back afterwards. Default: this backend
+    /// captures no interpreter state, so it restores none.
+    fn restore(
+        &self,
+        _spec: &SandboxSpec<'_>,
+        _state: &InterpreterState,
+        _bytes: &mut dyn std::io::Read,
+    ) -> Result<Box<dyn Sandbox>> {
+        Err(Error::BackendCannot {
+            backend: self.name().to_string(),
+            capability: Capability::SnapshotMemory,
+            hint: "it keeps no interpreter state in snapshots; restore the files alone \
+                   (`Session::snapshot_files`)"
+                .into(),
+        })
     }
 }
 

@@ -38,7 +38,7 @@ use super::{
     Backend, BackendName, Capabilities, Needs, Outcome, RunRequest, Sandbox, SandboxFiles,
     SandboxSpec, Unsuitable, Workload,
 };
-use crate::artifact::Snapshot;
+use crate::artifact::FileScan;
 use crate::error::{Error, Result};
 use crate::language::{KernelSpec, Plan};
 use crate::policy::Policy;
@@ -865,7 +865,7 @@ impl SandboxFiles for Pooled {
     fn list(&mut self, path: &str) -> Result<Vec<super::DirEntry>> {
         self.with(|s| s.files().list(path))
     }
-    fn scan(&mut self, path: &str) -> Result<Snapshot> {
+    fn scan(&mut self, path: &str) -> Result<FileScan> {
         self.with(|s| s.files().scan(path))
     }
     fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {

@@ -19,7 +19,7 @@
 //! # }
 //! ```
 
-use crate::artifact::{Artifact, ArtifactLimits, Collected, EarlierOutput, Snapshot};
+use crate::artifact::{Artifact, ArtifactLimits, Collected, EarlierOutput, FileScan};
 use crate::backend::{
     Backend, BackendName, Capabilities, Capability, FileInfo, LastValue, Needs, Outcome,
     RunRequest, Sandbox, SessionState, Sink, Workload,
@@ -36,6 +36,8 @@ use crate::tool::{ToolCall, ToolCalls, ToolLimits, ToolSet};
 use crate::toolchain::Toolchain;
 use crate::transfer::Copied;
 use std::path::Path;
+
+mod snapshot;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -172,8 +174,8 @@ pub(crate) struct Settings {
     pub(crate) env: Vec<(String, String)>,
     pub(crate) secrets: Secrets,
     pub(crate) libraries: Vec<String>,
-    /// Whether the sandbox was opened with the language's kernel.
-    pub(crate) kernel: bool,
+    /// The language's kernel, if the sandbox was opened with it.
+    pub(crate) kernel: Option<crate::language::KernelSpec>,
     /// Whether each run is a program on its own rather than a cell.
     pub(crate) one_shot: bool,
     /// What happens to the output directory's files before each run.
@@ -184,6 +186,8 @@ pub(crate) struct Settings {
     pub(crate) image: String,
     /// The tools the code may call.
     pub(crate) tools: ToolSet,
+    /// The key its snapshots are sealed with.
+    pub(crate) snapshots: Arc<crate::snapshot::Keeper>,
 }
 
 /// A sandbox for one language. State (files, and variables where the backend keeps
@@ -213,8 +217,8 @@ pub struct Session {
     /// Given to every run as variables, masked in everything returned.
     secrets: Secrets,
     libraries: Vec<String>,
-    /// Whether the sandbox runs code in the language's kernel.
-    kernel: bool,
+    /// The language's kernel, if the sandbox runs code in it.
+    kernel: Option<crate::language::KernelSpec>,
     /// Whether each run is a program on its own (its last value not shown), rather
     /// than a cell.
     one_shot: bool,
@@ -222,6 +226,8 @@ pub struct Session {
     earlier_output: EarlierOutput,
     /// Whether the handler's plot prelude runs in the sandbox's interpreter now.
     plot_capture: bool,
+    /// The key its snapshots are sealed with.
+    snapshots: Arc<crate::snapshot::Keeper>,
     /// Whether code ran in the sandbox's interpreter since it started: a one-shot
     /// session's next run then starts a fresh one.
     used: bool,
@@ -233,7 +239,7 @@ pub struct Session {
     ended: Option<String>,
     /// The output directory as the last run left it, while nothing else has touched
     /// the sandbox since: the next run's "before" then needs no scan of its own.
-    output: Option<Snapshot>,
+    output: Option<FileScan>,
 }
 
 impl std::fmt::Debug for Session {
@@ -266,9 +272,10 @@ impl Session {
             preinstalled,
             image,
             tools,
+            snapshots,
         } = settings;
         let capabilities =
-            crate::backend::effective(&backend.capabilities(&handler.info().id), kernel);
+            crate::backend::effective(&backend.capabilities(&handler.info().id), kernel.is_some());
         Session {
             sandbox: Some(sandbox),
             backend_name: backend.name(),
@@ -292,10 +299,11 @@ impl Session {
             installed: preinstalled,
             image,
             tools,
+            snapshots,
             toolchain: OnceLock::new(),
             ended: None,
             // Every backend opens a sandbox with an empty output directory.
-            output: Some(Snapshot::default()),
+            output: Some(FileScan::default()),
         }
     }
 
@@ -383,7 +391,7 @@ impl Session {
 
     fn run_unmasked(&mut self, code: &str, options: RunOptions) -> Result<Execution> {
         self.sandbox()?;
-        if self.kernel && !options.args.is_empty() {
+        if self.kernel.is_some() && !options.args.is_empty() {
             return Err(Error::InvalidRequest {
                 reason: format!(
                     "program arguments ({}) need a one-shot session: this session runs \
@@ -434,7 +442,7 @@ impl Session {
         let env = self.run_env(&options);
         // The language's kernel, or a backend that runs no plans (an interpreter in
         // process), runs the code itself; otherwise the handler plans a program.
-        let interpreted = self.kernel || !self.capabilities.has(Capability::RunsPlans);
+        let interpreted = self.kernel.is_some() || !self.capabilities.has(Capability::RunsPlans);
         // Once the prelude runs in the interpreter, every run's figures are flushed:
         // the handler need not be asked (a call costs about 0.1 ms).
         let may_plot = (interpreted && self.plot_capture) || self.handler.may_plot(code)?;
@@ -590,7 +598,7 @@ impl Session {
             EarlierOutput::Clear => {
                 self.output = None;
                 self.sandbox()?.files().clear(Layout::OUTPUT)?;
-                Snapshot::default()
+                FileScan::default()
             }
             EarlierOutput::Keep => self.output_before_run()?,
         };
@@ -670,7 +678,7 @@ impl Session {
     fn finish(
         &mut self,
         outcome: Outcome,
-        before: &Snapshot,
+        before: &FileScan,
         duration: Duration,
         findings: Vec<Finding>,
         tool_calls: Vec<ToolCall>,
@@ -778,7 +786,7 @@ impl Session {
     /// touched the sandbox since, or scanned. A run that completes is reported even if
     /// the directory cannot be scanned (the code may have replaced it with a file or a
     /// link).
-    fn output_before_run(&mut self) -> Result<Snapshot> {
+    fn output_before_run(&mut self) -> Result<FileScan> {
         match self.output.take() {
             Some(snapshot) => Ok(snapshot),
             None => Ok(self

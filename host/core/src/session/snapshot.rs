@@ -1,0 +1,184 @@
+//! A session's snapshots, and the sessions restored and forked from them.
+
+use super::{Session, Settings};
+use crate::backend::{Backend, BackendName, Capability, SandboxSpec};
+use crate::error::{Error, Result};
+use crate::plugin::LanguageHandler;
+use crate::snapshot::{Manifest, SessionFacts, Snapshot, Tag};
+use std::sync::Arc;
+
+fn written(e: std::io::Error) -> Error {
+    Error::Io {
+        context: "cannot write the snapshot".into(),
+        source: e,
+    }
+}
+
+impl Session {
+    /// Captures the session: its workspace's files and its interpreter's whole state
+    /// (variables, functions, imports), to restore with
+    /// [`Sandlot::restore`](crate::Sandlot::restore) in this process or another. Call it
+    /// between runs. A backend that cannot capture an interpreter's state
+    /// (without [`Capability::SnapshotMemory`]) refuses, rather than capture less than
+    /// the session holds: [`Session::snapshot_files`] takes the files alone.
+    pub fn snapshot(&mut self) -> Result<Snapshot> {
+        self.capture(true)
+    }
+
+    /// Captures the workspace's files alone: a session restored from it starts a
+    /// fresh interpreter over them.
+    pub fn snapshot_files(&mut self) -> Result<Snapshot> {
+        self.capture(false)
+    }
+
+    /// `n` new sessions, each with a copy of this one's state (as
+    /// [`Session::snapshot`] captures it) and its settings: its policy, limits,
+    /// environment, secrets and tools. What one does is seen by none of the others.
+    pub fn fork(&mut self, n: usize) -> Result<Vec<Session>> {
+        let snapshot = self.snapshot()?;
+        (0..n)
+            .map(|_| {
+                Session::restore(
+                    self.backend.clone(),
+                    self.passed_over.clone(),
+                    self.handler.clone(),
+                    self.settings(),
+                    &snapshot,
+                )
+            })
+            .collect()
+    }
+
+    /// Whether the session's interpreter keeps state between runs that a snapshot
+    /// must hold.
+    fn keeps_state(&self) -> bool {
+        !self.one_shot && self.capabilities.has(Capability::PersistentState)
+    }
+
+    fn capture(&mut self, memory: bool) -> Result<Snapshot> {
+        let memory = memory && self.keeps_state();
+        if memory && !self.capabilities.has(Capability::SnapshotMemory) {
+            return Err(Error::BackendCannot {
+                backend: self.backend_name.to_string(),
+                capability: Capability::SnapshotMemory,
+                hint: "it cannot capture this interpreter's state (its variables would be \
+                       lost); `Session::snapshot_files` takes the workspace's files alone"
+                    .into(),
+            });
+        }
+        let key = self.snapshots.key()?.clone();
+        let max = self.policy.workdir_size;
+        let manifest = Manifest {
+            created: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            backend: self.backend_name.to_string(),
+            language: self.handler.info().id.clone(),
+            image: self.image.clone(),
+            interpreter: None,
+            session: SessionFacts {
+                installed: self.installed.clone(),
+                plot_capture: self.plot_capture,
+                used: self.used,
+            },
+        };
+        let backend = self.backend_name.to_string();
+        let sandbox = self.sandbox()?;
+        let made = Snapshot::write(&key, |writer| {
+            let interpreter = if memory {
+                let state = writer.section(Tag::STATE, |out| sandbox.capture(out))?;
+                Some(state.ok_or_else(|| Error::Runtime {
+                    runtime: backend,
+                    reason: "the backend says it captures interpreters, but captured none".into(),
+                })?)
+            } else {
+                None
+            };
+            let files = sandbox.files().pack("", max)?;
+            writer.section(Tag::FILES, |out| out.write_all(&files).map_err(written))?;
+            Ok(Manifest {
+                interpreter,
+                ..manifest
+            })
+        });
+        self.masked(made)
+    }
+
+    /// The settings a fork of this session gets.
+    fn settings(&self) -> Settings {
+        Settings {
+            limits: self.limits,
+            policy: self.policy.clone(),
+            env: self.env.clone(),
+            secrets: self.secrets.clone(),
+            libraries: self.libraries.clone(),
+            kernel: self.kernel.clone(),
+            one_shot: self.one_shot,
+            earlier_output: self.earlier_output,
+            preinstalled: Vec::new(),
+            image: self.image.clone(),
+            tools: self.tools.clone(),
+            snapshots: self.snapshots.clone(),
+        }
+    }
+
+    /// A session on `backend` with `settings`, holding what `snapshot` holds.
+    pub(crate) fn restore(
+        backend: Arc<dyn Backend>,
+        passed_over: Vec<(BackendName, String)>,
+        handler: LanguageHandler,
+        settings: Settings,
+        snapshot: &Snapshot,
+    ) -> Result<Session> {
+        let language = handler.info().id.clone();
+        if snapshot.language() != language {
+            return Err(Error::InvalidSnapshot {
+                reason: format!(
+                    "it is of a {} session, and this session is {language}",
+                    snapshot.language()
+                ),
+            });
+        }
+        let manifest = snapshot.manifest();
+        let spec = SandboxSpec::new(
+            &language,
+            &settings.image,
+            &settings.policy,
+            settings.limits.memory,
+        )
+        .with_kernel(settings.kernel.as_ref());
+        let mut sandbox = match (&manifest.interpreter, snapshot.state()) {
+            (Some(state), Some(mut bytes)) => {
+                if backend.name() != manifest.backend.as_str() {
+                    return Err(Error::InvalidSnapshot {
+                        reason: format!(
+                            "it holds the interpreter of the {} backend, which only that \
+                             backend restores (this session is on {})",
+                            manifest.backend,
+                            backend.name()
+                        ),
+                    });
+                }
+                let sandbox = backend.restore(&spec, state, &mut bytes)?;
+                bytes.finish()?;
+                sandbox
+            }
+            _ => backend.open(&spec)?,
+        };
+        let files = snapshot.files(settings.policy.workdir_size)?;
+        if !files.is_empty() {
+            sandbox.files().unpack("", &files)?;
+        }
+        let memory = manifest.interpreter.is_some();
+        let facts = manifest.session.clone();
+        let mut session = Session::new(sandbox, backend, passed_over, handler, settings);
+        if memory {
+            session.installed = facts.installed;
+            session.plot_capture = facts.plot_capture;
+            session.used = facts.used;
+        }
+        // The output directory came back with the files: the first run scans it.
+        session.output = None;
+        Ok(session)
+    }
+}
