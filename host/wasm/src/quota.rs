@@ -16,7 +16,7 @@
 //!
 //! Where no namespace can be made, workspaces are plain directories and the backend
 //! reports `workdir_size` unenforced ([`available`] says why).
-// fork(2), unshare(2), mount(2) and SCM_RIGHTS have no safe wrapper in std.
+// clone(2), unshare(2), mount(2) and SCM_RIGHTS have no safe wrapper in std.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
@@ -59,8 +59,8 @@ pub(crate) fn available() -> Result<(), String> {
 /// directory only the caller's user may enter, mounted over `mountpoint` in a mount
 /// namespace that ends at once: the returned descriptor is the only way to it.
 pub(crate) fn tmpfs(mountpoint: &Path, limit: u64) -> io::Result<OwnedFd> {
-    // Everything the child needs is made before the fork: after it, in a process
-    // with other threads, the child may only make system calls.
+    // Everything the child needs is made before it starts: it shares this process's
+    // memory, which other threads keep using, so it may only make system calls.
     let target = CString::new(mountpoint.as_os_str().as_bytes())?;
     // An inode costs kernel memory the size does not count: one per 4 KiB, at least
     // 1,024, so a flood of empty files stops too.
@@ -71,21 +71,18 @@ pub(crate) fn tmpfs(mountpoint: &Path, limit: u64) -> io::Result<OwnedFd> {
     let uid_map = format!("0 {uid} 1");
     let gid_map = format!("0 {gid} 1");
     let (parent, child) = UnixStream::pair()?;
-    // SAFETY: fork(2); the child runs `mount_in_child`, which makes system calls on
-    // memory prepared above and ends with _exit(2).
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if pid == 0 {
-        let status = mount_in_child(&target, &options, &uid_map, &gid_map, child.as_raw_fd());
-        // SAFETY: _exit(2) in the child, which must not run the parent's destructors.
-        unsafe { libc::_exit(status) };
-    }
+    let work = ChildWork {
+        target: &target,
+        options: &options,
+        uid_map: &uid_map,
+        gid_map: &gid_map,
+        socket: child.as_raw_fd(),
+    };
+    let pid = spawn(&work)?;
     drop(child);
     let received = receive_fd(&parent);
     let mut status = 0;
-    // SAFETY: waitpid(2) on the child just forked.
+    // SAFETY: waitpid(2) on the child just started.
     unsafe { libc::waitpid(pid, &mut status, 0) };
     match received {
         Some(fd) => Ok(fd),
@@ -106,6 +103,74 @@ pub(crate) fn tmpfs(mountpoint: &Path, limit: u64) -> io::Result<OwnedFd> {
     }
 }
 
+/// What the child is given, prepared before it starts.
+struct ChildWork<'a> {
+    target: &'a CString,
+    options: &'a CString,
+    uid_map: &'a str,
+    gid_map: &'a str,
+    socket: i32,
+}
+
+/// The child's stack: it makes system calls only.
+const CHILD_STACK: usize = 64 << 10;
+
+/// Starts the child that runs `work` and returns its pid, once it has ended.
+///
+/// It shares this process's memory (`CLONE_VM`) and this thread waits while it runs
+/// (`CLONE_VFORK`), as `posix_spawn` does: a `fork` would copy the page tables of the
+/// whole process first, which in a host holding large interpreters (a data session,
+/// its forks) cost more than the rest of opening a sandbox.
+fn spawn(work: &ChildWork<'_>) -> io::Result<libc::pid_t> {
+    extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `ChildWork` the parent keeps alive while it waits.
+        let work = unsafe { &*(arg as *const ChildWork<'_>) };
+        let status = mount_in_child(
+            work.target,
+            work.options,
+            work.uid_map,
+            work.gid_map,
+            work.socket,
+        );
+        // SAFETY: _exit(2) ends this child alone (it is a process of its own, not a
+        // thread), without running anything of the parent's.
+        unsafe { libc::_exit(status) }
+    }
+    let mut stack = vec![0u8; CHILD_STACK];
+    // SAFETY: within the allocation; the stack grows down from its 16-byte-aligned top.
+    let top = unsafe { stack.as_mut_ptr().add(CHILD_STACK) };
+    let top = (top as usize & !15) as *mut libc::c_void;
+    // No signal handler may run in the child, on memory it shares with this process:
+    // every signal is blocked across the clone (the child inherits the mask) and the
+    // mask restored after.
+    // SAFETY: sigfillset(3) and pthread_sigmask(3) on local sets.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    }
+    // SAFETY: clone(2) with a stack of our own; the child runs `child`, which makes
+    // system calls on memory prepared before it started and ends with _exit(2), and
+    // CLONE_VFORK holds this thread (so `work` and `stack` live) until it has.
+    let pid = unsafe {
+        libc::clone(
+            child,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            work as *const ChildWork<'_> as *mut libc::c_void,
+        )
+    };
+    let error = io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    drop(stack);
+    if pid < 0 {
+        return Err(error);
+    }
+    Ok(pid)
+}
+
 /// The child's work: namespaces, the tmpfs, its descriptor sent to the parent.
 /// Returns the exit status (an index of [`STEPS`]). System calls only.
 fn mount_in_child(
@@ -116,7 +181,7 @@ fn mount_in_child(
     socket: i32,
 ) -> i32 {
     // SAFETY (the whole function): system calls on NUL-terminated strings and buffers
-    // that live on this stack or were prepared before the fork.
+    // that live on this stack or were prepared before it started.
     unsafe {
         let user = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) == 0;
         if !user && (libc::geteuid() != 0 || libc::unshare(libc::CLONE_NEWNS) != 0) {
