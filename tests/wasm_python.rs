@@ -485,19 +485,14 @@ fn a_damaged_foreign_or_mismatched_snapshot_is_refused() {
     let mut restored = trusting.restore(&snapshot).unwrap();
     assert_eq!(restored.run("print(x)").unwrap().stdout_text(), "1\n");
 
-    // State of another build of the runtime: refused by the backend, by digest.
-    let runtime = snapshot.runtime().unwrap().clone();
-    let state = sandlot::snapshot::InterpreterState {
-        runtime: sandlot::snapshot::RuntimeIdentity {
-            digest: "0".repeat(64),
-            ..runtime
-        },
-        detail: serde_json::json!({"cwd": "", "args": [], "tools_bound": false}),
-    };
-    let policy = sandlot::Policy::default();
-    let spec = sandlot::backend::SandboxSpec::new("python", "", &policy, 1 << 30);
-    let wasm = sandlot().backend("wasm").unwrap();
-    let error = wasm.restore(&spec, &state, &mut &b""[..]).err().unwrap();
+    // Someone without the key rewrites the manifest and seals it again: a host that
+    // accepts intact snapshots reads it, and the runtime's digest still refuses it.
+    let forged = resealed(&bytes, |manifest| {
+        manifest["interpreter"]["runtime"]["digest"] = "0".repeat(64).into();
+    });
+    let snapshot = trusting.read_snapshot(&mut &forged[..]).unwrap();
+    assert!(!snapshot.signed_here());
+    let error = trusting.restore(&snapshot).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
     assert!(
         error
@@ -505,6 +500,45 @@ fn a_damaged_foreign_or_mismatched_snapshot_is_refused() {
             .contains("where that runtime is installed"),
         "{error}"
     );
+    let error = sandlot().read_snapshot(&mut &forged[..]).unwrap_err();
+    assert!(
+        error.to_string().contains("not signed with this host's"),
+        "{error}"
+    );
+}
+
+/// `bytes` (a snapshot file) with its manifest changed by `edit`, its sections' hashes
+/// and its checksum made again, and its signature left as it was: what someone who
+/// has a snapshot but not the key can make.
+fn resealed(bytes: &[u8], edit: impl Fn(&mut serde_json::Value)) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut out = bytes[..12].to_vec();
+    let mut seal = Sha256::new();
+    seal.update(&bytes[..12]);
+    let mut at = 12;
+    loop {
+        let tag = &bytes[at..at + 4];
+        let len = u64::from_le_bytes(bytes[at + 4..at + 12].try_into().unwrap()) as usize;
+        let mut payload = bytes[at + 12..at + 12 + len].to_vec();
+        if tag == b"END." {
+            out.extend_from_slice(&bytes[at..at + 12]);
+            out.extend_from_slice(&seal.finalize());
+            out.extend_from_slice(&payload[32..]);
+            return out;
+        }
+        if tag == b"MANI" {
+            let mut manifest: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+            edit(&mut manifest);
+            payload = serde_json::to_vec(&manifest).unwrap();
+        }
+        out.extend_from_slice(tag);
+        out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        out.extend_from_slice(&payload);
+        seal.update(tag);
+        seal.update((payload.len() as u64).to_le_bytes());
+        seal.update(Sha256::digest(&payload));
+        at += 12 + len;
+    }
 }
 
 /// The restoring side's limits hold: a session whose memory is larger than the

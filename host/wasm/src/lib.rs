@@ -53,7 +53,7 @@ use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;
 use sandlot_core::layout::Layout;
 use sandlot_core::policy::{Policy, PolicyField};
-use sandlot_core::snapshot::{InterpreterState, RuntimeIdentity};
+use sandlot_core::snapshot::{InterpreterState, MemoryFacts, RuntimeIdentity, StateReader};
 use sandlot_core::toolchain::Toolchain;
 use sandlot_core::wasmtime_engine::cache::ComponentCache;
 use std::future::Future;
@@ -225,9 +225,9 @@ trait Interpreter: Send {
         None
     }
 
-    /// Writes the interpreter's memory for a snapshot (see [`snapshot`]); returns how
-    /// many bytes of pages it wrote. `None`: this kind of runtime cannot be captured.
-    fn capture(&mut self, _out: &mut dyn std::io::Write) -> Option<Result<u64>> {
+    /// Writes the interpreter's memory for a snapshot (see [`snapshot`]). `None`: this
+    /// kind of runtime cannot be captured.
+    fn capture(&mut self, _out: &mut dyn std::io::Write) -> Option<Result<MemoryFacts>> {
         None
     }
 }
@@ -523,7 +523,7 @@ impl Backend for WasmBackend {
         &self,
         spec: &SandboxSpec<'_>,
         state: &InterpreterState,
-        bytes: &mut dyn std::io::Read,
+        bytes: &mut StateReader<'_>,
     ) -> Result<Box<dyn Sandbox>> {
         Ok(Box::new(self.sandbox(spec, Some((state, bytes)))?))
     }
@@ -535,7 +535,7 @@ impl WasmBackend {
     fn sandbox(
         &self,
         spec: &SandboxSpec<'_>,
-        restore: Option<(&InterpreterState, &mut dyn std::io::Read)>,
+        restore: Option<(&InterpreterState, &mut StateReader<'_>)>,
     ) -> Result<WasmSandbox> {
         // What killed processes left behind goes before this process adds its own.
         static SWEPT: std::sync::Once = std::sync::Once::new();
@@ -1070,7 +1070,7 @@ impl Sandbox for WasmSandbox {
         if self.one_shot {
             return Ok(None);
         }
-        match interpreter.capture(out) {
+        let memory = match interpreter.capture(out) {
             None => return Ok(None),
             Some(written) => written?,
         };
@@ -1081,6 +1081,7 @@ impl Sandbox for WasmSandbox {
         };
         Ok(Some(InterpreterState {
             runtime: identity,
+            memory,
             detail: serde_json::to_value(settings).map_err(|e| self.failed(e.to_string()))?,
         }))
     }

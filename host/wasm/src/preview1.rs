@@ -9,8 +9,9 @@ use crate::snapshot;
 use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;
 use sandlot_core::layout::Layout;
+use sandlot_core::snapshot::{MemoryFacts, StateReader};
 use sandlot_core::wasmtime_engine::{self as engine, MemoryCap};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -126,7 +127,7 @@ impl ModuleInterpreter {
     /// The interpreter with its instance's memory the one `image` holds (what
     /// [`ModuleInterpreter::capture_memory`] wrote), as a turn runtime's session left
     /// it: no initialisation and no setup run again.
-    pub(super) fn restore(mut self, image: &mut dyn Read) -> Result<ModuleInterpreter> {
+    pub(super) fn restore(mut self, image: &mut StateReader<'_>) -> Result<ModuleInterpreter> {
         if self.protocol != Protocol::Turn {
             return Err(self
                 .failed("a command runtime keeps no interpreter between runs to restore".into()));
@@ -154,14 +155,29 @@ impl ModuleInterpreter {
                 ))
             })?;
         }
-        snapshot::read_pages(&head, image, linear.data_mut(&mut live.store))?;
+        let (file, start) = image.file();
+        let data = start + image.position();
+        let available = image.len() - image.position();
+        let mapped = snapshot::read_pages(
+            &head,
+            file,
+            data,
+            available,
+            linear.data_mut(&mut live.store),
+        )?;
+        tracing::debug!(
+            runtime = %self.runtime,
+            size = head.size,
+            mapped,
+            "restored an interpreter's memory"
+        );
         self.live = Some(live);
         Ok(self)
     }
 
     /// Writes the session instance's memory as its differences from a fresh
-    /// instance's; returns how many bytes of pages differ.
-    pub(super) fn capture_memory(&mut self, out: &mut dyn Write) -> Result<u64> {
+    /// instance's.
+    pub(super) fn capture_memory(&mut self, out: &mut dyn Write) -> Result<MemoryFacts> {
         if self.protocol != Protocol::Turn {
             return Err(self.failed("a command runtime keeps no interpreter to capture".into()));
         }
@@ -377,7 +393,7 @@ impl Interpreter for ModuleInterpreter {
         }
     }
 
-    fn capture(&mut self, out: &mut dyn Write) -> Option<Result<u64>> {
+    fn capture(&mut self, out: &mut dyn Write) -> Option<Result<MemoryFacts>> {
         Some(self.capture_memory(out))
     }
 

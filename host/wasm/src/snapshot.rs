@@ -5,12 +5,18 @@
 //! ```text
 //! size: u64 LE (the memory's length) | runs: u64 LE
 //! (offset: u64 LE, length: u64 LE) * runs   (4 KiB-aligned, increasing, apart)
+//! zeros up to the next multiple of 4 KiB from the image's start
 //! the runs' bytes, one after another
 //! ```
+//!
+//! The snapshot puts the image at a 4 KiB-aligned offset of its file, so every run's
+//! bytes are whole pages of the file too: a restore maps them into the instance's
+//! memory copy-on-write instead of copying them.
 
 use sandlot_core::error::{Error, Result};
-use sandlot_core::snapshot::RuntimeIdentity;
+use sandlot_core::snapshot::{MemoryFacts, RuntimeIdentity};
 use std::collections::HashMap;
+use std::fs::File;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
@@ -49,9 +55,12 @@ fn changed(memory: &[u8], base: &[u8]) -> Vec<(u64, u64)> {
     runs
 }
 
-/// Writes `memory` as its differences from `base`; returns how many bytes of pages
-/// it wrote.
-pub(crate) fn write(memory: &[u8], base: &[u8], out: &mut dyn Write) -> std::io::Result<u64> {
+/// Writes `memory` as its differences from `base`.
+pub(crate) fn write(
+    memory: &[u8],
+    base: &[u8],
+    out: &mut dyn Write,
+) -> std::io::Result<MemoryFacts> {
     let runs = changed(memory, base);
     out.write_all(&(memory.len() as u64).to_le_bytes())?;
     out.write_all(&(runs.len() as u64).to_le_bytes())?;
@@ -59,12 +68,22 @@ pub(crate) fn write(memory: &[u8], base: &[u8], out: &mut dyn Write) -> std::io:
         out.write_all(&at.to_le_bytes())?;
         out.write_all(&len.to_le_bytes())?;
     }
+    out.write_all(&vec![0u8; head_padding(runs.len() as u64) as usize])?;
     let mut total = 0;
     for (at, len) in &runs {
         out.write_all(&memory[*at as usize..][..*len as usize])?;
         total += len;
     }
-    Ok(total)
+    Ok(MemoryFacts {
+        size: memory.len() as u64,
+        changed: total,
+    })
+}
+
+/// The zeros after a head of `runs` runs, up to the pages.
+fn head_padding(runs: u64) -> u64 {
+    let head = 16 + 16 * runs;
+    (PAGE as u64 - head % PAGE as u64) % PAGE as u64
 }
 
 /// The head of a memory image: the memory's length and where its pages go.
@@ -88,7 +107,7 @@ fn read_u64(input: &mut dyn Read) -> Result<u64> {
 /// Reads and checks an image's head: a memory of at most `max` bytes.
 pub(crate) fn read_head(input: &mut dyn Read, max: u64) -> Result<Head> {
     let size = read_u64(input)?;
-    if size % WASM_PAGE != 0 {
+    if !size.is_multiple_of(WASM_PAGE) {
         return Err(invalid(format!(
             "its memory's length ({size}) is not a whole number of wasm pages"
         )));
@@ -112,7 +131,7 @@ pub(crate) fn read_head(input: &mut dyn Read, max: u64) -> Result<Head> {
     for _ in 0..count {
         let at = read_u64(input)?;
         let len = read_u64(input)?;
-        let aligned = at % PAGE as u64 == 0 && len % PAGE as u64 == 0 && len > 0;
+        let aligned = at.is_multiple_of(PAGE as u64) && len.is_multiple_of(PAGE as u64) && len > 0;
         if !aligned || at < end || at.checked_add(len).is_none_or(|e| e > size) {
             return Err(invalid(
                 "its memory image is malformed (a run out of order, unaligned or past the \
@@ -122,24 +141,155 @@ pub(crate) fn read_head(input: &mut dyn Read, max: u64) -> Result<Head> {
         end = at + len;
         runs.push((at, len));
     }
+    let padding = head_padding(count);
+    let skipped = std::io::copy(&mut Read::take(&mut *input, padding), &mut std::io::sink())
+        .map_err(|e| Error::Io {
+            context: "cannot read the snapshot".into(),
+            source: e,
+        })?;
+    if skipped != padding {
+        return Err(invalid("its interpreter state is cut short"));
+    }
     Ok(Head { size, runs })
 }
 
-/// Reads the runs' bytes into `memory` (as long as the head's size).
-pub(crate) fn read_pages(head: &Head, input: &mut dyn Read, memory: &mut [u8]) -> Result<()> {
-    for (at, len) in &head.runs {
-        let range = *at as usize..(*at + *len) as usize;
-        input
-            .read_exact(&mut memory[range])
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => invalid("its interpreter state is cut short"),
-                _ => Error::Io {
-                    context: "cannot read the snapshot".into(),
-                    source: e,
-                },
-            })?;
+/// Runs at least this long are mapped from the snapshot's file rather than copied:
+/// each mapping is an entry in the process's map table (65,530 by default), so small
+/// runs, which cost little to copy, are copied.
+const MAP_AT: u64 = 1 << 20;
+
+/// Puts the runs' pages into `memory` (as long as the head's size), from `file`, where
+/// they lie one after another from offset `data`, within `available` bytes: long runs
+/// mapped copy-on-write where the addresses allow, the rest copied. Returns how many
+/// bytes were mapped.
+pub(crate) fn read_pages(
+    head: &Head,
+    file: &File,
+    data: u64,
+    available: u64,
+    memory: &mut [u8],
+) -> Result<u64> {
+    let total: u64 = head.runs.iter().map(|(_, len)| len).sum();
+    if total > available || memory.len() as u64 != head.size {
+        return Err(invalid("its interpreter state is cut short"));
     }
-    Ok(())
+    let io = |e: std::io::Error| Error::Io {
+        context: "cannot read the snapshot".into(),
+        source: e,
+    };
+    // Short runs are many (a thousand or more for a data session): copied from one
+    // read-only view of the pages rather than read one by one.
+    let view = map::View::of(file, data, total).ok();
+    let mut from = data;
+    let mut mapped = 0;
+    for (at, len) in &head.runs {
+        let pages = &mut memory[*at as usize..(*at + *len) as usize];
+        if *len >= MAP_AT && map::private(file, from, pages).is_ok() {
+            mapped += len;
+        } else if let Some(view) = &view {
+            let start = (from - data) as usize;
+            pages.copy_from_slice(&view.bytes()[start..start + pages.len()]);
+        } else {
+            read_exact_at(file, pages, from).map_err(io)?;
+        }
+        from += len;
+    }
+    Ok(mapped)
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+/// Copy-on-write mappings of a file's pages over memory the caller holds.
+mod map {
+    #![allow(unsafe_code)] // mmap(2) over a wasm memory's pages
+
+    use std::fs::File;
+    use std::os::fd::AsRawFd;
+
+    /// Replaces `pages` with a private mapping of `file` from `offset`: they read as
+    /// the file's bytes, and writes to them stay in this mapping.
+    pub(super) fn private(file: &File, offset: u64, pages: &mut [u8]) -> std::io::Result<()> {
+        let page = super::PAGE;
+        let aligned = (pages.as_ptr() as usize).is_multiple_of(page)
+            && pages.len().is_multiple_of(page)
+            && offset.is_multiple_of(page as u64);
+        let offset = libc::off_t::try_from(offset).map_err(std::io::Error::other)?;
+        if !aligned || pages.is_empty() {
+            return Err(std::io::ErrorKind::InvalidInput.into());
+        }
+        // SAFETY: `pages` is memory this process mapped read-write (a wasm instance's
+        // accessible linear memory), page-aligned and whole pages, borrowed mutably, so
+        // nothing else reads or writes it while its pages are swapped. MAP_FIXED
+        // replaces exactly that range with a mapping of the same protection; the file
+        // is the snapshot's private copy, never written again, and a private mapping
+        // keeps its pages however the file is closed. The instance's memory is later
+        // unmapped whole with its reservation.
+        let mapped = unsafe {
+            libc::mmap(
+                pages.as_mut_ptr().cast(),
+                pages.len(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_FIXED,
+                file.as_raw_fd(),
+                offset,
+            )
+        };
+        if mapped == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// A read-only view of `len` bytes of a file from a page-aligned `offset`;
+    /// unmapped when dropped.
+    pub(super) struct View {
+        at: *mut libc::c_void,
+        len: usize,
+    }
+
+    impl View {
+        pub(super) fn of(file: &File, offset: u64, len: u64) -> std::io::Result<View> {
+            let len = usize::try_from(len).map_err(std::io::Error::other)?;
+            let offset = libc::off_t::try_from(offset).map_err(std::io::Error::other)?;
+            if len == 0 || !(offset as u64).is_multiple_of(super::PAGE as u64) {
+                return Err(std::io::ErrorKind::InvalidInput.into());
+            }
+            // SAFETY: a new mapping at an address the kernel chooses, read-only and
+            // private: it aliases nothing this process holds.
+            let at = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ,
+                    libc::MAP_PRIVATE,
+                    file.as_raw_fd(),
+                    offset,
+                )
+            };
+            if at == libc::MAP_FAILED {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(View { at, len })
+        }
+
+        pub(super) fn bytes(&self) -> &[u8] {
+            // SAFETY: `at` is a live read-only mapping of `len` bytes, unmapped only
+            // when `self` drops; the file under it is never written.
+            unsafe { std::slice::from_raw_parts(self.at.cast::<u8>(), self.len) }
+        }
+    }
+
+    impl Drop for View {
+        fn drop(&mut self) {
+            // SAFETY: the mapping `of` made, no slice of which outlives `self`.
+            unsafe {
+                libc::munmap(self.at, self.len);
+            }
+        }
+    }
 }
 
 /// [`exact`] for the module of `runtime` in file `module`, found once per process.
@@ -266,12 +416,13 @@ mod tests {
         memory[2 * PAGE] = 9;
         memory[6 * PAGE] = 7;
         let mut image = Vec::new();
-        let pages = write(&memory, &base, &mut image).unwrap();
+        let facts = write(&memory, &base, &mut image).unwrap();
         assert_eq!(
-            pages,
+            facts.changed,
             3 * PAGE as u64,
             "two neighbours and one page past the base"
         );
+        assert_eq!(facts.size, WASM_PAGE);
         let mut input = &image[..];
         let head = read_head(&mut input, 1 << 30).unwrap();
         assert_eq!(
@@ -281,10 +432,50 @@ mod tests {
                 (6 * PAGE as u64, PAGE as u64)
             ]
         );
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&image).unwrap();
+        let data = (image.len() - input.len()) as u64;
         let mut restored = base.clone();
         restored.resize(head.size as usize, 0);
-        read_pages(&head, &mut input, &mut restored).unwrap();
+        let mapped = read_pages(&head, &file, data, input.len() as u64, &mut restored).unwrap();
+        assert_eq!(mapped, 0, "short runs are copied");
         assert_eq!(restored, memory);
+    }
+
+    #[test]
+    fn a_long_run_is_mapped_copy_on_write_from_the_file() {
+        let size = 4 * MAP_AT as usize;
+        let mut memory = vec![0u8; size];
+        for (i, byte) in memory[PAGE..PAGE + 2 * MAP_AT as usize]
+            .iter_mut()
+            .enumerate()
+        {
+            *byte = (i % 251) as u8 + 1;
+        }
+        let mut image = Vec::new();
+        write(&memory, &[], &mut image).unwrap();
+        let mut file = tempfile::tempfile().unwrap();
+        // The image where a snapshot puts it: at a page-aligned offset of its file.
+        file.write_all(&vec![0u8; PAGE]).unwrap();
+        file.write_all(&image).unwrap();
+        let mut input = &image[..];
+        let head = read_head(&mut input, 1 << 30).unwrap();
+        let data = (PAGE + image.len() - input.len()) as u64;
+        // Memory as an instance's is: page-aligned, whole pages.
+        let mut backing = vec![0u8; size + PAGE];
+        let start = backing.as_ptr().align_offset(PAGE);
+        let restored = &mut backing[start..start + size];
+        let mapped = read_pages(&head, &file, data, input.len() as u64, restored).unwrap();
+        assert_eq!(mapped, 2 * MAP_AT);
+        assert!(restored == &memory[..]);
+        restored[PAGE] = 0;
+        let mut first = [0u8; 1];
+        read_exact_at(&file, &mut first, data).unwrap();
+        assert_eq!(
+            first,
+            [1],
+            "a write to restored memory stays out of the file"
+        );
     }
 
     #[test]

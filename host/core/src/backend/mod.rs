@@ -65,7 +65,7 @@ use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 use crate::language::{KernelSpec, Plan};
 use crate::policy::{Network, Policy, PolicyField};
-use crate::snapshot::InterpreterState;
+use crate::snapshot::{InterpreterState, StateReader};
 use crate::tool::ToolCalls;
 use crate::toolchain::Toolchain;
 use serde::Serialize;
@@ -645,7 +645,7 @@ pub trait Backend: Send + Sync {
         &self,
         _spec: &SandboxSpec<'_>,
         _state: &InterpreterState,
-        _bytes: &mut dyn std::io::Read,
+        _bytes: &mut StateReader<'_>,
     ) -> Result<Box<dyn Sandbox>> {
         Err(Error::BackendCannot {
             backend: self.name().to_string(),

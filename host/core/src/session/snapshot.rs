@@ -22,20 +22,21 @@ impl Session {
     /// (without [`Capability::SnapshotMemory`]) refuses, rather than capture less than
     /// the session holds: [`Session::snapshot_files`] takes the files alone.
     pub fn snapshot(&mut self) -> Result<Snapshot> {
-        self.capture(true)
+        self.capture(true, true)
     }
 
     /// Captures the workspace's files alone: a session restored from it starts a
     /// fresh interpreter over them.
     pub fn snapshot_files(&mut self) -> Result<Snapshot> {
-        self.capture(false)
+        self.capture(false, true)
     }
 
     /// `n` new sessions, each with a copy of this one's state (as
     /// [`Session::snapshot`] captures it) and its settings: its policy, limits,
     /// environment, secrets and tools. What one does is seen by none of the others.
     pub fn fork(&mut self, n: usize) -> Result<Vec<Session>> {
-        let snapshot = self.snapshot()?;
+        // Never leaves the process: not hashed nor sealed.
+        let snapshot = self.capture(true, false)?;
         (0..n)
             .map(|_| {
                 Session::restore(
@@ -55,7 +56,8 @@ impl Session {
         !self.one_shot && self.capabilities.has(Capability::PersistentState)
     }
 
-    fn capture(&mut self, memory: bool) -> Result<Snapshot> {
+    /// A snapshot with the interpreter's state if `memory`, sealed if `sealed`.
+    fn capture(&mut self, memory: bool, sealed: bool) -> Result<Snapshot> {
         let memory = memory && self.keeps_state();
         if memory && !self.capabilities.has(Capability::SnapshotMemory) {
             return Err(Error::BackendCannot {
@@ -66,7 +68,10 @@ impl Session {
                     .into(),
             });
         }
-        let key = self.snapshots.key()?.clone();
+        let key = match sealed {
+            true => Some(self.snapshots.key()?.clone()),
+            false => None,
+        };
         let max = self.policy.workdir_size;
         let manifest = Manifest {
             created: std::time::SystemTime::now()
@@ -84,8 +89,9 @@ impl Session {
         };
         let backend = self.backend_name.to_string();
         let sandbox = self.sandbox()?;
-        let made = Snapshot::write(&key, |writer| {
+        let made = Snapshot::write(key.as_ref(), |writer| {
             let interpreter = if memory {
+                writer.align(4096)?;
                 let state = writer.section(Tag::STATE, |out| sandbox.capture(out))?;
                 Some(state.ok_or_else(|| Error::Runtime {
                     runtime: backend,
@@ -159,9 +165,7 @@ impl Session {
                         ),
                     });
                 }
-                let sandbox = backend.restore(&spec, state, &mut bytes)?;
-                bytes.finish()?;
-                sandbox
+                backend.restore(&spec, state, &mut bytes)?
             }
             _ => backend.open(&spec)?,
         };

@@ -34,7 +34,6 @@ use crate::error::{Error, Result};
 use format::{Index, Section};
 pub(crate) use format::{Tag, Writer};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -51,12 +50,24 @@ pub struct RuntimeIdentity {
     pub digest: String,
 }
 
+/// How much memory an interpreter had, and how much of it differed from a fresh one's
+/// (what a snapshot stores).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryFacts {
+    /// The memory's length in bytes.
+    pub size: u64,
+    /// The bytes of it that differed from a fresh interpreter's, in whole pages.
+    pub changed: u64,
+}
+
 /// What a backend says of the interpreter state it wrote into a snapshot, for itself
 /// to restore it from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InterpreterState {
     /// Whose state it is.
     pub runtime: RuntimeIdentity,
+    /// Its memory.
+    pub memory: MemoryFacts,
     /// The backend's own description of it (its form, the interpreter's settings).
     pub detail: serde_json::Value,
 }
@@ -123,19 +134,23 @@ fn invalid(reason: impl Into<String>) -> Error {
 const MAX_MANIFEST: u64 = 1 << 20;
 
 impl Snapshot {
-    /// Writes a snapshot: `fill` writes its sections and returns its manifest.
+    /// Writes a snapshot: `fill` writes its sections and returns its manifest. Sealed
+    /// with `key`; with none, not hashed either, for a snapshot that never leaves the
+    /// process (a fork's: its bytes would not read back).
     pub(crate) fn write(
-        key: &SnapshotKey,
+        key: Option<&SnapshotKey>,
         fill: impl FnOnce(&mut Writer) -> Result<Manifest>,
     ) -> Result<Snapshot> {
         let file = tempfile::tempfile().map_err(|e| io("cannot make the snapshot's file", e))?;
-        let mut writer = Writer::new(file)?;
+        let mut writer = Writer::new(file, key.is_some())?;
         let manifest = fill(&mut writer)?;
         writer.section(Tag::MANIFEST, |w| {
             serde_json::to_writer(w, &manifest)
                 .map_err(|e| io("cannot write the snapshot", std::io::Error::other(e)))
         })?;
-        let (file, index) = writer.finish(key)?;
+        let unsealed = SnapshotKey::from_bytes([0; 32]);
+        let (file, mut index) = writer.finish(key.unwrap_or(&unsealed))?;
+        index.own = key.is_some();
         let len = file
             .metadata()
             .map_err(|e| io("cannot read the snapshot", e))?
@@ -276,6 +291,12 @@ impl Snapshot {
         self.manifest.interpreter.as_ref().map(|i| &i.runtime)
     }
 
+    /// The interpreter's memory, if it holds it: its length, and how much of it the
+    /// snapshot stores.
+    pub fn memory(&self) -> Option<MemoryFacts> {
+        self.manifest.interpreter.as_ref().map(|i| i.memory)
+    }
+
     /// Whether it holds the interpreter's memory (variables, functions, imports), not
     /// only the workspace's files.
     pub fn holds_memory(&self) -> bool {
@@ -322,17 +343,20 @@ impl Snapshot {
             file: &self.file,
             section: section.clone(),
             at: 0,
-            hash: Sha256::new(),
         })
     }
 }
 
-/// Reads a snapshot's interpreter state back, checking it is what was sealed.
+/// A snapshot's interpreter state, for its backend to restore from: read it in order,
+/// or map its pages straight from the file ([`StateReader::file`]).
+///
+/// The file is the snapshot's private, unlinked copy, checked whole when the snapshot
+/// was read and never written since: nothing but this process reaches it, so its
+/// pages are not hashed again here.
 pub struct StateReader<'a> {
     file: &'a File,
     section: Section,
     at: u64,
-    hash: Sha256,
 }
 
 impl Read for StateReader<'_> {
@@ -346,23 +370,31 @@ impl Read for StateReader<'_> {
         if n == 0 {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
-        self.hash.update(&buf[..n]);
         self.at += n as u64;
         Ok(n)
     }
 }
 
 impl StateReader<'_> {
-    /// Reads what the backend left and checks the whole state against its seal.
-    pub(crate) fn finish(mut self) -> Result<()> {
-        std::io::copy(&mut self, &mut std::io::sink())
-            .map_err(|e| io("cannot read the snapshot", e))?;
-        if <[u8; 32]>::from(self.hash.finalize()) != self.section.digest {
-            return Err(invalid(
-                "its file changed after it was checked: read it again",
-            ));
-        }
-        Ok(())
+    /// The file the state lies in, and where in it the state starts: a backend may
+    /// map its pages (privately: the file must never change) instead of reading them.
+    pub fn file(&self) -> (&File, u64) {
+        (self.file, self.section.offset)
+    }
+
+    /// The state's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.section.len
+    }
+
+    /// Whether the state is empty.
+    pub fn is_empty(&self) -> bool {
+        self.section.len == 0
+    }
+
+    /// How far it has been read.
+    pub fn position(&self) -> u64 {
+        self.at
     }
 }
 

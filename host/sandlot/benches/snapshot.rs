@@ -1,0 +1,159 @@
+//! Snapshots of a data session, in one run: Python with pandas imported and a frame
+//! of about 100 MB loaded.
+//!
+//! - wasm: `snapshot` (the interpreter's changed pages and the workspace, sealed),
+//!   `restore` of it into a new session (+ close), and `fork(10)` per child; the
+//!   snapshot's size beside the bytes of memory the session changed;
+//! - Docker, the same session: its kernel's memory cannot be captured, so the frame
+//!   is saved as a file in the workspace and `snapshot_files` + `restore` of that is
+//!   what it offers.
+//!
+//! Needs the Python runtime installed and, for Docker, the engine with the images
+//! (`tests/run.sh` sees to both). Run with `cargo bench --bench snapshot`;
+//! `SANDLOT_BENCH_BACKENDS=wasm` picks backends.
+
+// criterion's macros generate undocumented functions.
+#![allow(missing_docs)]
+
+use criterion::Criterion;
+use sandlot::{Limits, Sandlot, Session};
+use std::time::{Duration, Instant};
+
+/// A frame of 13,107,200 float64 values: 100 MiB of data.
+const FRAME: &str = "import pandas as pd\nimport numpy as np\n\
+                     df = pd.DataFrame({'x': np.random.default_rng(1).random(13_107_200)})\n\
+                     print(round(df.x.mean(), 2))";
+const CHECK: &str = "print(len(df), round(df.x.mean(), 2))";
+
+fn sandlot() -> Sandlot {
+    let plugins = sandlot::PluginHost::builder().load().unwrap();
+    let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
+    sandlot::builder(plugins)
+        .runtimes_dir(dirs.runtimes_dir())
+        .cache_dir(dirs.cache.value.clone())
+        .build()
+        .unwrap()
+}
+
+fn limits() -> Limits {
+    Limits {
+        memory: 2 << 30,
+        timeout: Duration::from_secs(300),
+        ..Limits::default()
+    }
+}
+
+fn data_session(sandlot: &Sandlot, backend: &str) -> Session {
+    let mut session = sandlot
+        .session("python")
+        .backend(backend)
+        .limits(limits())
+        .open()
+        .unwrap();
+    let loaded = session.run(FRAME).unwrap();
+    assert_eq!(loaded.stdout_text(), "0.5\n", "{}", loaded.stderr_text());
+    session
+}
+
+fn checked(session: &mut Session) {
+    let seen = session.run(CHECK).unwrap();
+    assert_eq!(
+        seen.stdout_text(),
+        "13107200 0.5\n",
+        "{}",
+        seen.stderr_text()
+    );
+}
+
+fn wasm(criterion: &mut Criterion, sandlot: &Sandlot) {
+    let mut session = data_session(sandlot, "wasm");
+    let snapshot = session.snapshot().unwrap();
+    let memory = snapshot.memory().unwrap();
+    println!(
+        "python (wasm) snapshot: {} MiB file; the interpreter's memory {} MiB, of which \
+         {} MiB differ from a fresh one: {:.3}x the changed pages",
+        snapshot.len() >> 20,
+        memory.size >> 20,
+        memory.changed >> 20,
+        snapshot.len() as f64 / memory.changed as f64
+    );
+    {
+        let mut restored = sandlot.restore(&snapshot).unwrap();
+        checked(&mut restored);
+    }
+    let mut group = criterion.benchmark_group("python + pandas + 100 MB frame (wasm)");
+    group.bench_function("snapshot", |b| b.iter(|| session.snapshot().unwrap()));
+    group.bench_function("restore + close", |b| {
+        b.iter(|| sandlot.restore(&snapshot).unwrap().close())
+    });
+    group.bench_function("fork 10, per child", |b| {
+        b.iter_custom(|iterations| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iterations {
+                let started = Instant::now();
+                let forks = session.fork(10).unwrap();
+                total += started.elapsed() / 10;
+                drop(forks);
+            }
+            total
+        })
+    });
+    group.finish();
+    let mut forks = session.fork(2).unwrap();
+    for fork in &mut forks {
+        checked(fork);
+    }
+}
+
+fn docker(criterion: &mut Criterion, sandlot: &Sandlot) {
+    let mut session = data_session(sandlot, "docker");
+    let saved = session
+        .run("np.save('frame.npy', df.x.to_numpy())")
+        .unwrap();
+    assert_eq!(saved.exit_code, 0, "{}", saved.stderr_text());
+    let snapshot = session.snapshot_files().unwrap();
+    println!(
+        "python (docker) snapshot of the files: {} MiB",
+        snapshot.len() >> 20
+    );
+    let mut group = criterion.benchmark_group("python + pandas + 100 MB frame (docker)");
+    group
+        .sample_size(10)
+        .sampling_mode(criterion::SamplingMode::Flat)
+        .measurement_time(Duration::from_secs(30));
+    group.bench_function("snapshot of the files", |b| {
+        b.iter(|| session.snapshot_files().unwrap())
+    });
+    group.bench_function("restore + load the frame + close", |b| {
+        b.iter(|| {
+            let mut restored = sandlot
+                .session("python")
+                .backend("docker")
+                .limits(limits())
+                .restore(&snapshot)
+                .unwrap();
+            let loaded = restored
+                .run("import numpy as np, pandas as pd\ndf = pd.DataFrame({'x': np.load('frame.npy')})")
+                .unwrap();
+            assert_eq!(loaded.exit_code, 0, "{}", loaded.stderr_text());
+            restored.close();
+        })
+    });
+    group.finish();
+}
+
+fn main() {
+    let mut criterion = Criterion::default()
+        .configure_from_args()
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(10));
+    let only = std::env::var("SANDLOT_BENCH_BACKENDS").unwrap_or_default();
+    let wanted = |backend: &str| only.is_empty() || only.split(',').any(|b| b == backend);
+    let sandlot = sandlot();
+    if wanted("wasm") {
+        wasm(&mut criterion, &sandlot);
+    }
+    if wanted("docker") {
+        docker(&mut criterion, &sandlot);
+    }
+}
