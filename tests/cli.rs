@@ -1254,6 +1254,72 @@ fn repl_runs_piped_cells_in_one_session() {
     assert!(stderr.contains("cobol"), "{stderr}");
 }
 
+/// A session saved by one `sandlot` command is picked up by the next, in another
+/// process: `run --save` then `run --restore`, and the REPL's `:save` and `:load`. A
+/// damaged file is refused with the reason; a backend that cannot save the variables
+/// says that it saved the files alone.
+#[test]
+fn a_session_saved_by_one_command_is_restored_by_the_next() {
+    let home = tempfile::tempdir().unwrap();
+    let saved = "import json\nrows = [1, 2, 3]\nopen('kept.txt', 'w').write('kept')";
+    let on = |backend: &str, args: &[&str]| {
+        run(&mut sandlot_run(
+            home.path(),
+            &[&["-l", "python", "--backend", backend], args].concat(),
+        ))
+    };
+    let (output, _, stderr) = on("wasm", &["--save", "s.snap", "-c", saved]);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("saved the session (its variables and files"),
+        "{stderr}"
+    );
+    let check = "print(sum(rows), json.dumps(rows), open('kept.txt').read())";
+    let (output, stdout, stderr) = on("auto", &["--restore", "s.snap", "-c", check]);
+    assert_eq!(
+        (output.status.code(), stdout.as_str()),
+        (Some(0), "6 [1, 2, 3] kept\n"),
+        "{stderr}"
+    );
+
+    let mut bytes = std::fs::read(home.path().join("s.snap")).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    std::fs::write(home.path().join("bad.snap"), &bytes).unwrap();
+    let (output, _, stderr) = on("auto", &["--restore", "bad.snap", "-c", "print(1)"]);
+    assert_eq!(output.status.code(), Some(64), "invalid input: {stderr}");
+    assert!(stderr.contains("corrupted"), "{stderr}");
+
+    let repl = |input: &str| {
+        let mut command = with_runtimes(sandlot(
+            home.path(),
+            &["repl", "-l", "python", "--backend", "wasm"],
+        ));
+        let stdout = with_stdin(&mut command, input.as_bytes());
+        String::from_utf8_lossy(&stdout).into_owned()
+    };
+    assert_eq!(repl("y = 5\n:save r.snap\ny = 6\nprint(y)\n"), "6\n");
+    assert_eq!(
+        repl(":load r.snap\nprint(y, rows if 'rows' in dir() else '-')\n"),
+        "5 -\n"
+    );
+
+    let (output, _, stderr) = on("docker", &["--save", "d.snap", "-c", saved]);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("cannot save the interpreter's variables")
+            && stderr.contains("saved the session (its files"),
+        "{stderr}"
+    );
+    let read = "print(open('kept.txt').read())";
+    let (output, stdout, stderr) = on("docker", &["--restore", "d.snap", "-c", read]);
+    assert_eq!(
+        (output.status.code(), stdout.as_str()),
+        (Some(0), "kept\n"),
+        "{stderr}"
+    );
+}
+
 /// Ctrl-C interrupts the running code at once, not at its time limit: `sandlot run`
 /// then closes the session and exits 130, as does `sandlot repl` reading a pipe,
 /// which runs no further cell.

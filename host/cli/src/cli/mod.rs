@@ -15,6 +15,7 @@ mod run;
 mod runtimes;
 mod serve;
 mod server;
+mod snapshot;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};

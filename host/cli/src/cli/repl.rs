@@ -15,7 +15,9 @@ use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::Helper;
 use sandlot::sandbox_path::escape_controls;
 use sandlot::server::service::Service;
-use sandlot::{EarlierOutput, EndReason, Execution, Interrupt, RunOptions, Session, SessionState};
+use sandlot::{
+    EarlierOutput, EndReason, Execution, Interrupt, OpenRequest, RunOptions, Session, SessionState,
+};
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -58,6 +60,8 @@ pub(super) fn command(global: &Global, args: ReplArgs) -> Result<ExitCode> {
     say_where(&service, &session, &request, false);
     let mut repl = Repl {
         session: &mut session,
+        service: &mut service,
+        request: &mut request,
         memory: args.sandbox.memory,
         out: &args.out,
         last: 0,
@@ -79,6 +83,9 @@ pub(super) fn command(global: &Global, args: ReplArgs) -> Result<ExitCode> {
 /// The loop's state: the session and what the last cell's status was.
 struct Repl<'a> {
     session: &'a mut Session,
+    /// What opened the session, to restore one saved (`:load`).
+    service: &'a mut Service,
+    request: &'a mut OpenRequest,
     memory: usize,
     out: &'a Path,
     /// Exit status of the last cell, which `sandlot repl` exits with.
@@ -152,13 +159,23 @@ impl Repl<'_> {
             ":quit" | ":q" | ":exit" => return Ok(false),
             ":help" => {
                 eprintln!(
-                    ":quit leaves (or Ctrl-D); anything else is a cell of code. Plots and \
-                     files go to {}.",
+                    ":quit leaves (or Ctrl-D); :save FILE saves the session, :load FILE \
+                     replaces it with one saved; anything else is a cell of code. Plots \
+                     and files go to {}.",
                     self.out.display()
                 );
                 return Ok(true);
             }
-            _ => {}
+            command => {
+                if let Some(file) = command.strip_prefix(":save ") {
+                    self.save(Path::new(file.trim()));
+                    return Ok(true);
+                }
+                if let Some(file) = command.strip_prefix(":load ") {
+                    self.load(Path::new(file.trim()));
+                    return Ok(true);
+                }
+            }
         }
         // A Ctrl-C at the prompt, or one that came after the last cell ended, is not
         // for this cell.
@@ -178,6 +195,33 @@ impl Repl<'_> {
         };
         self.after(&execution)?;
         Ok(true)
+    }
+
+    /// `:save FILE`: the session, into FILE; a failure is said and the session goes on.
+    fn save(&mut self, file: &Path) {
+        if let Err(error) = super::snapshot::save(self.session, file) {
+            eprintln!("error: {error:#}");
+            self.last = 125;
+        }
+    }
+
+    /// `:load FILE`: the session saved in FILE replaces this one.
+    fn load(&mut self, file: &Path) {
+        match super::snapshot::restore(self.service, self.request, file) {
+            Ok(restored) => {
+                *self.session = restored;
+                note!(
+                    "sandlot: restored the session saved in {} ({} on {})",
+                    file.display(),
+                    self.session.language(),
+                    self.session.backend()
+                );
+            }
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                self.last = 125;
+            }
+        }
     }
 
     /// Says what the output does not: files written, the end reason, lost state.

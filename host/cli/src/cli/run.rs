@@ -32,6 +32,16 @@ pub(super) struct RunArgs {
     /// Say on stderr where the code ran, and why other backends were passed over.
     #[arg(short, long)]
     verbose: bool,
+    /// Run the code in the session saved in FILE (by `--save` or the REPL's `:save`),
+    /// with its variables and files, on the backend it was saved on: the code runs as
+    /// a cell of that session, not as a program of its own.
+    #[arg(long, value_name = "FILE")]
+    restore: Option<PathBuf>,
+    /// Save the session to FILE after the run (its files and, where the backend
+    /// captures it, its interpreter's state: `sandlot run --restore FILE` picks it up).
+    /// The code runs as a cell, so that its variables are what is saved.
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
     /// Give the program no standard input. Without it, a pipe or a file on sandlot's
     /// standard input is read to its end and handed to the program (a terminal is
     /// not: the program then reads an empty input).
@@ -371,14 +381,18 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let configured = service.sandlot().config().policy.clone();
     let mut request = args.sandbox.request(&handler.info().id, configured)?;
     // A file run is a program, as `python3 FILE` runs it: it prints what it prints,
-    // not the value of its last line, and has a command line.
-    request.one_shot = true;
+    // not the value of its last line, and has a command line. One that restores or
+    // saves a session is a cell of it.
+    request.one_shot = args.restore.is_none() && args.save.is_none();
     let stdin = if args.no_stdin || args.source.reads_stdin() {
         Vec::new()
     } else {
         program_input()?
     };
-    let mut session = service.open(&request, |step| note!("sandlot: {step}"))?;
+    let mut session = match &args.restore {
+        Some(file) => super::snapshot::restore(&mut service, &mut request, file)?,
+        None => service.open(&request, |step| note!("sandlot: {step}"))?,
+    };
     say_where(&service, &session, &request, args.verbose);
     if args.verbose && !session.unenforced().is_empty() {
         let fields: Vec<String> = session.unenforced().iter().map(|f| f.to_string()).collect();
@@ -398,6 +412,9 @@ pub(super) fn command(global: &Global, args: RunArgs) -> Result<ExitCode> {
     options.args = args.args;
     options.interrupt = Some(ctrl_c(true)?);
     let execution = session.run_with(&code, options)?;
+    if let Some(file) = &args.save {
+        super::snapshot::save(&mut session, file)?;
+    }
     if let Some(dir) = &args.out {
         write_artifacts(&execution, dir)?;
     }
