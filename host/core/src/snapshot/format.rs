@@ -47,13 +47,13 @@ impl Tag {
     }
 }
 
-fn invalid(reason: impl Into<String>) -> Error {
+pub(super) fn invalid(reason: impl Into<String>) -> Error {
     Error::InvalidSnapshot {
         reason: reason.into(),
     }
 }
 
-fn io(context: &str, e: std::io::Error) -> Error {
+pub(super) fn io(context: &str, e: std::io::Error) -> Error {
     Error::Io {
         context: context.into(),
         source: e,
@@ -336,30 +336,6 @@ pub(crate) fn verify<'a>(
             digest: hash.finalize().into(),
         });
     }
-}
-
-/// Reads a section's payload back from `file` (the snapshot's private copy, checked
-/// when it was made or read and never written since). `sink` gets it in pieces.
-pub(crate) fn read_section(
-    file: &File,
-    section: &Section,
-    sink: &mut dyn FnMut(&[u8]) -> Result<()>,
-) -> Result<()> {
-    let mut reader = file;
-    reader
-        .seek(SeekFrom::Start(section.offset))
-        .map_err(|e| io("cannot read the snapshot", e))?;
-    let mut left = section.len;
-    let mut buf = vec![0u8; (1 << 20).min(section.len as usize)];
-    while left > 0 {
-        let n = left.min(buf.len() as u64) as usize;
-        reader
-            .read_exact(&mut buf[..n])
-            .map_err(|e| io("cannot read the snapshot", e))?;
-        sink(&buf[..n])?;
-        left -= n as u64;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

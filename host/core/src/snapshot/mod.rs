@@ -31,7 +31,7 @@ pub use format::FORMAT_VERSION;
 pub use key::{SnapshotKey, SnapshotTrust};
 
 use crate::error::{Error, Result};
-use format::{Index, Section};
+use format::{invalid, io, Index, Section};
 pub(crate) use format::{Tag, Writer};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -117,19 +117,6 @@ impl std::fmt::Debug for Snapshot {
     }
 }
 
-fn io(context: &str, e: std::io::Error) -> Error {
-    Error::Io {
-        context: context.into(),
-        source: e,
-    }
-}
-
-fn invalid(reason: impl Into<String>) -> Error {
-    Error::InvalidSnapshot {
-        reason: reason.into(),
-    }
-}
-
 /// The largest manifest a snapshot may have.
 const MAX_MANIFEST: u64 = 1 << 20;
 
@@ -186,11 +173,7 @@ impl Snapshot {
         if manifest_section.len > MAX_MANIFEST {
             return Err(invalid("its manifest is larger than 1 MiB"));
         }
-        let mut text = Vec::new();
-        format::read_section(&file, manifest_section, &mut |piece| {
-            text.extend_from_slice(piece);
-            Ok(())
-        })?;
+        let text = section_bytes(&file, manifest_section)?;
         let manifest: Manifest = serde_json::from_slice(&text)
             .map_err(|e| invalid(format!("its manifest is malformed: {e}")))?;
         if manifest.interpreter.is_some() != index.get(Tag::STATE).is_some() {
@@ -329,12 +312,7 @@ impl Snapshot {
                 section.len
             )));
         }
-        let mut tar = Vec::with_capacity(section.len as usize);
-        format::read_section(&self.file, section, &mut |piece| {
-            tar.extend_from_slice(piece);
-            Ok(())
-        })?;
-        Ok(tar)
+        section_bytes(&self.file, section)
     }
 
     /// A reader of the interpreter's state, for its backend to restore from.
@@ -396,6 +374,20 @@ impl StateReader<'_> {
     pub fn position(&self) -> u64 {
         self.at
     }
+}
+
+/// A section's payload, read whole by position: restores of one snapshot on several
+/// threads share its file, so nothing moves its offset.
+fn section_bytes(file: &File, section: &Section) -> Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(section.len as usize);
+    StateReader {
+        file,
+        section: section.clone(),
+        at: 0,
+    }
+    .read_to_end(&mut bytes)
+    .map_err(|e| io("cannot read the snapshot", e))?;
+    Ok(bytes)
 }
 
 #[cfg(unix)]
