@@ -19,7 +19,7 @@ fn manager(settings: ManagerSettings) -> SessionManager {
         sandlot::providers(),
     )
     .expect("a service from the default configuration");
-    SessionManager::new(service, settings)
+    SessionManager::new(service, settings).expect("a manager")
 }
 
 fn python(manager: &SessionManager, backend: &str) -> OpenRequest {

@@ -716,3 +716,161 @@ async fn refusals_are_tool_errors_with_their_kind() {
     assert!(said.contains("timout_seconds"), "{said}");
     client.cancel().await.unwrap();
 }
+
+/// `sandlot mcp` over stdio keeping its state in `state`.
+async fn stdio_client_keeping(state: &std::path::Path) -> Client {
+    let mut command = sandlot();
+    command
+        .args(["mcp", "--max-sessions-per-client", "12", "--state-dir"])
+        .arg(state);
+    ().serve(TokioChildProcess::new(command).unwrap())
+        .await
+        .unwrap()
+}
+
+/// Runs `code` in session `id` and returns what it printed, checking it ran.
+async fn runs(client: &Client, id: &str, code: &str) -> String {
+    let run = call(
+        client,
+        "run_in_session",
+        json!({ "session_id": id, "code": code }),
+    )
+    .await;
+    assert_ne!(run.is_error, Some(true), "{run:?}");
+    let run = json_of(&run);
+    assert_eq!(run["exit_code"], 0, "{run}");
+    run["stdout"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_restores_and_forks_through_mcp_outlive_a_restart() {
+    use support::python_state as state;
+    let dir = tempfile::tempdir().unwrap();
+    let client = stdio_client_keeping(dir.path()).await;
+    let opened = json_of(
+        &call(
+            &client,
+            "open_session",
+            json!({ "language": "python", "backend": "wasm" }),
+        )
+        .await,
+    );
+    let id = opened["session_id"].as_str().unwrap().to_string();
+    runs(&client, &id, state::BUILD).await;
+    let taken = call(&client, "snapshot_session", json!({ "session_id": id })).await;
+    assert_ne!(taken.is_error, Some(true), "{taken:?}");
+    let taken = json_of(&taken);
+    assert_eq!(taken["keeps_variables"], true, "{taken}");
+    let snapshot = taken["snapshot_id"].as_str().unwrap().to_string();
+    runs(&client, &id, "x = 'later'").await;
+
+    // JavaScript: refused with the way out, the files alone kept.
+    let js = json_of(
+        &call(
+            &client,
+            "open_session",
+            json!({ "language": "javascript", "backend": "wasm" }),
+        )
+        .await,
+    );
+    let js = js["session_id"].as_str().unwrap().to_string();
+    let refused = call(&client, "snapshot_session", json!({ "session_id": js })).await;
+    assert_eq!(refused.is_error, Some(true));
+    assert!(
+        text_of(&refused).contains("error [unsupported]")
+            && text_of(&refused).contains("snapshot_files"),
+        "{}",
+        text_of(&refused)
+    );
+    let files = json_of(
+        &call(
+            &client,
+            "snapshot_session",
+            json!({ "session_id": js, "files_only": true }),
+        )
+        .await,
+    );
+    assert_eq!(files["keeps_variables"], false, "{files}");
+    call(&client, "close_session", json!({ "session_id": js })).await;
+
+    let restored = json_of(
+        &call(
+            &client,
+            "restore_session",
+            json!({ "snapshot_id": snapshot }),
+        )
+        .await,
+    );
+    let restored = restored["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{restored}"))
+        .to_string();
+    assert_eq!(runs(&client, &restored, state::CHECK).await, state::SEEN);
+    let forked = json_of(
+        &call(
+            &client,
+            "fork_session",
+            json!({ "session_id": restored, "count": 10 }),
+        )
+        .await,
+    );
+    let forks: Vec<String> = forked["session_ids"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{forked}"))
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(forks.len(), 10);
+    for (i, fork) in forks.iter().enumerate() {
+        runs(&client, fork, &state::mutate(i + 1)).await;
+    }
+    for (i, fork) in forks.iter().enumerate() {
+        assert_eq!(
+            runs(&client, fork, state::SHOW).await,
+            state::mutated(i + 1)
+        );
+    }
+    assert_eq!(runs(&client, &restored, state::SHOW).await, "40 6\n");
+    for fork in &forks {
+        call(&client, "close_session", json!({ "session_id": fork })).await;
+    }
+
+    // The server goes; the next one has the snapshot, and the session it paused.
+    client.cancel().await.unwrap();
+    let client = stdio_client_keeping(dir.path()).await;
+    let listed = json_of(&call(&client, "list_snapshots", json!({})).await);
+    assert!(listed.to_string().contains(&snapshot), "{listed}");
+    assert_eq!(runs(&client, &id, "print(x)").await, "later\n");
+    let again = json_of(
+        &call(
+            &client,
+            "restore_session",
+            json!({ "snapshot_id": snapshot }),
+        )
+        .await,
+    );
+    let again = again["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{again}"))
+        .to_string();
+    assert_eq!(runs(&client, &again, state::CHECK).await, state::SEEN);
+    let deleted = call(
+        &client,
+        "delete_snapshot",
+        json!({ "snapshot_id": snapshot }),
+    )
+    .await;
+    assert_ne!(deleted.is_error, Some(true), "{deleted:?}");
+    let gone = call(
+        &client,
+        "restore_session",
+        json!({ "snapshot_id": snapshot }),
+    )
+    .await;
+    assert!(
+        text_of(&gone).contains("error [not_found]"),
+        "{}",
+        text_of(&gone)
+    );
+    client.cancel().await.unwrap();
+}

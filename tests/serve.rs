@@ -1238,3 +1238,321 @@ async fn every_row_of_the_error_table_is_what_the_server_answers() {
         }
     }
 }
+
+/// Runs `code` in session `id` of Alice's and returns what it printed, checking it
+/// ran.
+async fn alice_runs(server: &Server, id: &str, code: &str) -> String {
+    let (status, run) = post(
+        &server.at(&format!("/v1/sessions/{id}/run")),
+        ALICE,
+        json!({ "code": code }),
+    )
+    .await;
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["exit_code"], 0, "{run}");
+    run["stdout"].as_str().unwrap().to_string()
+}
+
+/// Alice's session of `language` on wasm, its id.
+async fn alice_opens(server: &Server, language: &str) -> String {
+    let (status, opened) = post(
+        &server.at("/v1/sessions"),
+        ALICE,
+        json!({ "language": language, "backend": "wasm" }),
+    )
+    .await;
+    assert_eq!(status, 201, "{opened}");
+    opened["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_snapshot_restores_after_a_restart_and_forks_go_their_own_ways() {
+    use support::python_state as state;
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().to_str().unwrap();
+    let flags = ["--state-dir", state_dir, "--max-sessions-per-client", "12"];
+    let mut server = Server::start(&flags);
+    let id = alice_opens(&server, "python").await;
+    alice_runs(&server, &id, state::BUILD).await;
+    let (status, taken) = post(
+        &server.at(&format!("/v1/sessions/{id}/snapshot")),
+        ALICE,
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 201, "{taken}");
+    assert_eq!(
+        (taken["memory"].as_bool(), taken["language"].as_str()),
+        (Some(true), Some("python")),
+        "{taken}"
+    );
+    let snapshot = taken["id"].as_str().unwrap().to_string();
+    // What the session does after is not in the snapshot.
+    alice_runs(&server, &id, "x = 'later'").await;
+
+    // JavaScript's interpreter keeps its memory to itself: refused, files alone kept.
+    let js = alice_opens(&server, "javascript").await;
+    let (status, refused) = post(
+        &server.at(&format!("/v1/sessions/{js}/snapshot")),
+        ALICE,
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        (status, refused["error"]["kind"].as_str()),
+        (422, Some("unsupported")),
+        "{refused}"
+    );
+    let (status, files) = post(
+        &server.at(&format!("/v1/sessions/{js}/snapshot")),
+        ALICE,
+        json!({ "files_only": true }),
+    )
+    .await;
+    assert_eq!(
+        (status, files["memory"].as_bool()),
+        (201, Some(false)),
+        "{files}"
+    );
+
+    server.stop();
+    let server = Server::start(&flags);
+    let listed = get(&server.at("/v1/snapshots"), ALICE).await;
+    let ids: Vec<&str> = listed["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&snapshot.as_str()), "{listed}");
+    // Another client's snapshot is as missing as one that never was.
+    let (status, _) = post(
+        &server.at(&format!("/v1/snapshots/{snapshot}/restore")),
+        BOB,
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    let (status, restored) = post(
+        &server.at(&format!("/v1/snapshots/{snapshot}/restore")),
+        ALICE,
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 201, "{restored}");
+    assert_eq!(restored["backend"], "wasm");
+    let restored = restored["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        alice_runs(&server, &restored, state::CHECK).await,
+        state::SEEN
+    );
+
+    // Ten forks, each changing its copy; none sees another's change, nor the source.
+    let (status, forked) = post(
+        &server.at(&format!("/v1/sessions/{restored}/fork")),
+        ALICE,
+        json!({ "count": 10 }),
+    )
+    .await;
+    assert_eq!(status, 201, "{forked}");
+    let forks: Vec<String> = forked["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(forks.len(), 10);
+    for (i, fork) in forks.iter().enumerate() {
+        alice_runs(&server, fork, &state::mutate(i + 1)).await;
+    }
+    for (i, fork) in forks.iter().enumerate() {
+        assert_eq!(
+            alice_runs(&server, fork, state::SHOW).await,
+            state::mutated(i + 1)
+        );
+    }
+    assert_eq!(alice_runs(&server, &restored, state::SHOW).await, "40 6\n");
+
+    // A snapshot goes out whole and comes back checked: one flipped byte is refused.
+    let bytes = client()
+        .get(server.at(&format!("/v1/snapshots/{snapshot}")))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    assert_eq!(bytes.len() as u64, taken["bytes"].as_u64().unwrap());
+    let upload = |body: Vec<u8>| {
+        client()
+            .post(server.at("/v1/snapshots"))
+            .bearer_auth(ALICE)
+            .body(body)
+            .send()
+    };
+    let mut flipped = bytes.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x20;
+    let answer = upload(flipped).await.unwrap();
+    assert_eq!(answer.status(), 400);
+    let refused: Value = answer.json().await.unwrap();
+    assert_eq!(refused["error"]["kind"], "invalid_input", "{refused}");
+    let answer = upload(bytes).await.unwrap();
+    assert_eq!(answer.status(), 201);
+    let copy: Value = answer.json().await.unwrap();
+    let copy = copy["id"].as_str().unwrap();
+    let deleted = client()
+        .delete(server.at(&format!("/v1/snapshots/{copy}")))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+}
+
+/// The files in a state directory's `paused/`.
+fn paused_files(state: &std::path::Path) -> usize {
+    std::fs::read_dir(state.join("paused"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Waits up to 20 s for session `id`'s `paused` to be `paused`.
+async fn wait_paused(server: &Server, id: &str, paused: bool) {
+    let started = Instant::now();
+    loop {
+        let listed = get(&server.at("/v1/sessions"), ALICE).await;
+        let now = listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .map(|s| s["paused"].as_bool());
+        if now == Some(Some(paused)) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{id} not paused={paused}: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_idle_session_pauses_resumes_and_outlives_a_restart() {
+    use support::python_state as state;
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().to_str().unwrap();
+    let flags = [
+        "--state-dir",
+        state_dir,
+        "--pause-after",
+        "2",
+        "--idle-timeout",
+        "60",
+    ];
+    let mut server = Server::start(&flags);
+    let id = alice_opens(&server, "python").await;
+    alice_runs(&server, &id, state::BUILD).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    wait_paused(&server, &id, true).await;
+    assert_eq!(paused_files(dir.path()), 2, "the snapshot and its record");
+    assert_eq!(alice_runs(&server, &id, state::CHECK).await, state::SEEN);
+    assert_eq!(
+        paused_files(dir.path()),
+        0,
+        "a resumed session's state leaves the disk"
+    );
+    alice_runs(&server, &id, "x = 41").await;
+
+    // A restart: the session was paused on the way out, and is back.
+    server.stop();
+    let server = Server::start(&flags);
+    wait_paused(&server, &id, true).await;
+    assert_eq!(
+        alice_runs(&server, &id, "print(x, b.v, open('notes.txt').read())").await,
+        "41 82 kept\n"
+    );
+    drop(server);
+
+    // A paused session that expires leaves nothing behind.
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().to_str().unwrap();
+    let server = Server::start(&[
+        "--state-dir",
+        state_dir,
+        "--pause-after",
+        "1",
+        "--idle-timeout",
+        "5",
+    ]);
+    let id = alice_opens(&server, "python").await;
+    alice_runs(&server, &id, "x = 1").await;
+    wait_paused(&server, &id, true).await;
+    assert_eq!(paused_files(dir.path()), 2);
+    let started = Instant::now();
+    while paused_files(dir.path()) > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "a paused session's state outlived it"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, late) = post(
+        &server.at(&format!("/v1/sessions/{id}/run")),
+        ALICE,
+        json!({ "code": "print(x)" }),
+    )
+    .await;
+    assert_eq!(status, 404, "{late}");
+}
+
+#[tokio::test]
+async fn the_store_keeps_to_its_disk_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().to_str().unwrap();
+    let server = Server::start(&[
+        "--state-dir",
+        state_dir,
+        "--pause-after",
+        "1",
+        "--max-stored-bytes",
+        "100000",
+    ]);
+    let id = alice_opens(&server, "python").await;
+    alice_runs(&server, &id, "x = 7").await;
+    let (status, full) = post(
+        &server.at(&format!("/v1/sessions/{id}/snapshot")),
+        ALICE,
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        (status, full["error"]["kind"].as_str()),
+        (429, Some("exhausted")),
+        "{full}"
+    );
+    assert!(
+        full["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("100000"),
+        "{full}"
+    );
+    // Nor can it pause: the session stays open, its state in its sandbox.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let listed = get(&server.at("/v1/sessions"), ALICE).await;
+    assert_eq!(listed["sessions"][0]["paused"], false, "{listed}");
+    assert_eq!(alice_runs(&server, &id, "print(x)").await, "7\n");
+    assert_eq!(paused_files(dir.path()), 0);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("snapshots"))
+            .unwrap()
+            .count(),
+        0
+    );
+}

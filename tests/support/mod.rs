@@ -291,3 +291,31 @@ pub fn address_after(said: &mut impl std::io::BufRead, marker: &str) -> String {
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string()
 }
+
+/// A Python session's state as the snapshot tests of the servers build it (HTTP, MCP):
+/// a variable, a function, a class instance, a pandas frame and a file.
+pub mod python_state {
+    /// Builds it.
+    pub const BUILD: &str = "import pandas as pd\nx = 40\ndef twice(n):\n    return 2 * n\n\
+                             class Box:\n    def __init__(self, v):\n        self.v = v\n\
+                             b = Box(twice(x) + 2)\nframe = pd.DataFrame({'a': [1, 2, 3]})\n\
+                             with open('notes.txt', 'w') as f:\n    f.write('kept')";
+    /// Uses every part of it.
+    pub const CHECK: &str = "print(b.v, twice(x), type(b).__name__, int(frame['a'].sum()), \
+                             open('notes.txt').read())";
+    /// What [`CHECK`] prints.
+    pub const SEEN: &str = "82 80 Box 6 kept\n";
+
+    /// What fork `i` does to its copy.
+    pub fn mutate(i: usize) -> String {
+        format!("x = {i}\nframe['a'] = frame['a'] * {i}")
+    }
+
+    /// Shows a fork's copy.
+    pub const SHOW: &str = "print(x, int(frame['a'].sum()))";
+
+    /// What [`SHOW`] prints in fork `i` after [`mutate`]`(i)`.
+    pub fn mutated(i: usize) -> String {
+        format!("{i} {}\n", 6 * i)
+    }
+}

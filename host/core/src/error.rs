@@ -467,6 +467,30 @@ pub enum Error {
         reason: String,
     },
 
+    /// A snapshot id that names no stored snapshot of the client.
+    #[error("no snapshot `{id}`: {reason}; take one with the session's snapshot operation")]
+    NoSuchSnapshot {
+        /// The id given.
+        id: String,
+        /// Why: deleted, or never this client's.
+        reason: String,
+    },
+
+    /// A server's store of snapshots and paused sessions is full.
+    #[error(
+        "the server's snapshot store cannot take {needed} more bytes: it holds {used} of \
+         its {limit}; delete snapshots you no longer need (paused sessions free their space \
+         when they resume or end), or raise the limit (`--max-stored-bytes`)"
+    )]
+    StoreFull {
+        /// Bytes the new snapshot needs.
+        needed: u64,
+        /// Bytes held now.
+        used: u64,
+        /// The limit.
+        limit: u64,
+    },
+
     /// A secret given to a session cannot be used.
     #[error("secret {name}: {reason}")]
     InvalidSecret {
@@ -805,6 +829,7 @@ impl Error {
             | Error::UnknownRuntime { .. }
             | Error::UnknownRecipe { .. }
             | Error::NoSuchSession { .. }
+            | Error::NoSuchSnapshot { .. }
             | Error::NoSuchFile { .. } => K::NotFound,
             Error::NotAllowed { .. } => K::NotAllowed,
             Error::BackendUnsuitable { .. }
@@ -814,7 +839,8 @@ impl Error {
             | Error::NotPooled { .. } => K::Unsupported,
             Error::PoolExhausted { .. }
             | Error::PoolTimeout { .. }
-            | Error::TooManySessions { .. } => K::Exhausted,
+            | Error::TooManySessions { .. }
+            | Error::StoreFull { .. } => K::Exhausted,
             Error::SessionEnded { .. } | Error::PoolClosed { .. } => K::SessionEnded,
             Error::EngineUnavailable { .. } | Error::ManagerClosed => K::Unavailable,
             Error::ImageMissing { .. } | Error::RuntimeNotInstalled { .. } => K::NotInstalled,

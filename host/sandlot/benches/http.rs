@@ -124,7 +124,8 @@ async fn bench(backend: &str, window: Duration) {
         ManagerSettings::default()
             .max_per_client(64)
             .max_sessions(64),
-    );
+    )
+    .unwrap();
     let address = "127.0.0.1:0".parse().unwrap();
     let api = HttpApi::bind(
         manager.clone(),

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let service =
         tokio::task::spawn_blocking(|| Service::from_environment(sandlot::providers())).await??;
-    let manager = SessionManager::new(service, ManagerSettings::default());
+    let manager = SessionManager::new(service, ManagerSettings::default())?;
     let token = "app-0123456789abcdef0123456789";
     let app = Router::new()
         .route("/", get(|| async { "the application's own page" }))

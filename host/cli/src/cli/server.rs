@@ -60,6 +60,19 @@ pub(super) struct SessionArgs {
     /// repeatable, and added to sandlot.toml's [mcp.upstream.NAME] sections.
     #[arg(long, value_name = "NAME=COMMAND|URL")]
     upstream: Vec<String>,
+    /// Pause a session idle for this many seconds: its state goes to disk and its
+    /// sandbox is released; its next call resumes it where it was. Sessions whose
+    /// backend cannot capture the interpreter's memory are not paused.
+    #[arg(long, value_name = "SECONDS")]
+    pause_after: Option<f64>,
+    /// Keep snapshots and paused sessions in this directory, so that they survive a
+    /// restart of the server (a shutdown then pauses the sessions it can). Default:
+    /// a private temporary directory, gone with the server.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<std::path::PathBuf>,
+    /// Most bytes the snapshots and paused sessions may take on disk.
+    #[arg(long, default_value_t = 8 << 30, value_name = "BYTES")]
+    max_stored_bytes: u64,
 }
 
 impl SessionArgs {
@@ -138,7 +151,20 @@ impl SessionArgs {
         if let Some(policy) = &self.policy {
             settings = settings.policy(Policy::from_preset_or_file(policy)?);
         }
-        Ok(SessionManager::new(service, settings))
+        if let Some(seconds) = self.pause_after {
+            let idle = Duration::try_from_secs_f64(seconds)
+                .ok()
+                .filter(|t| !t.is_zero())
+                .with_context(|| {
+                    format!("--pause-after {seconds}: a positive number of seconds")
+                })?;
+            settings = settings.pause_after(idle);
+        }
+        if let Some(dir) = &self.state_dir {
+            settings = settings.state_dir(dir);
+        }
+        settings = settings.max_stored_bytes(self.max_stored_bytes);
+        SessionManager::new(service, settings).context("cannot open the server's state directory")
     }
 }
 

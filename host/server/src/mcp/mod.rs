@@ -8,7 +8,7 @@
 //! use sandlot::server::manager::{ManagerSettings, SessionManager};
 //! use sandlot::server::service::Service;
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let manager = SessionManager::new(Service::from_environment(sandlot::providers())?, ManagerSettings::default());
+//! let manager = SessionManager::new(Service::from_environment(sandlot::providers())?, ManagerSettings::default())?;
 //! let runtime = tokio::runtime::Runtime::new()?;
 //! runtime.block_on(sandlot::server::mcp::serve_stdio(manager))?;
 //! # Ok(())
@@ -19,7 +19,7 @@ mod content;
 mod stdio;
 pub mod upstream;
 
-use crate::manager::{Ask, ClientId, SessionId, SessionManager};
+use crate::manager::{Ask, ClientId, SessionId, SessionManager, SnapshotId};
 use crate::service::Service;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -69,6 +69,18 @@ fn refused(error: Error) -> CallToolResult {
 fn invalid(reason: impl Into<String>) -> CallToolResult {
     refused(Error::InvalidRequest {
         reason: reason.into(),
+    })
+}
+
+/// What a model is told of a session it opened (or restored).
+fn opened(info: &crate::manager::SessionInfo) -> serde_json::Value {
+    json!({
+        "session_id": info.id,
+        "language": info.language,
+        "backend": info.backend,
+        "runs_with": info.runs_with,
+        "keeps_variables": info.persistent,
+        "idle_timeout_seconds": info.idle_timeout_seconds,
     })
 }
 
@@ -140,6 +152,50 @@ struct SessionRef {
     session_id: String,
 }
 
+/// Arguments of `snapshot_session`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SnapshotSession {
+    /// The id `open_session` returned.
+    session_id: String,
+    /// Keep the files alone, not the variables: for a backend that cannot capture
+    /// the interpreter's memory.
+    #[serde(default)]
+    files_only: bool,
+}
+
+/// Arguments of `restore_session`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RestoreSession {
+    /// The id `snapshot_session` returned.
+    snapshot_id: String,
+    /// Network access, as for `open_session`.
+    network: Option<sandlot_core::Network>,
+    /// Wall-clock limit of each run, in seconds; at most the server's.
+    timeout_seconds: Option<f64>,
+    /// Memory cap in MiB; at most the server's.
+    memory_mb: Option<u64>,
+}
+
+/// Arguments of `fork_session`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ForkSession {
+    /// The id `open_session` returned.
+    session_id: String,
+    /// How many copies (default 1).
+    count: Option<usize>,
+}
+
+/// Arguments naming a snapshot.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SnapshotRef {
+    /// The id `snapshot_session` returned.
+    snapshot_id: String,
+}
+
 /// Arguments of `upload_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -190,6 +246,10 @@ struct ClientGuard {
 
 impl Drop for ClientGuard {
     fn drop(&mut self) {
+        if self.manager.keeps_state() {
+            // Its sessions are the user's, kept until their idle timeout.
+            return;
+        }
         let (manager, client) = (self.manager.clone(), self.client.clone());
         // Closing removes sandboxes, which blocks: not on an async worker.
         let _ = std::thread::Builder::new()
@@ -218,7 +278,14 @@ impl std::fmt::Debug for McpServer {
 impl McpServer {
     /// A server for one connection, a client of `manager` of its own.
     pub fn new(manager: SessionManager) -> McpServer {
-        let client = ClientId::unique("mcp");
+        // Where sessions outlive the server, a client after a restart must find its
+        // sessions again: every connection is the one local user (the endpoint is on
+        // loopback or stdio, without authentication, and session ids are unguessable).
+        let client = if manager.keeps_state() {
+            ClientId::new("mcp")
+        } else {
+            ClientId::unique("mcp")
+        };
         let mut tool_router = Self::tool_router();
         // Code mode: the code can call the sessions' tools, so the model is told
         // which, where it decides what code to write.
@@ -413,22 +480,11 @@ impl McpServer {
             memory_mb: args.memory_mb,
             ..Ask::new(&args.language)
         };
-        let request = match self.manager.request_for(&ask) {
-            Ok(request) => request,
-            Err(e) => return refused(e),
-        };
         match self
-            .blocking(move |manager, client| manager.open(&client, request))
+            .blocking(move |manager, client| manager.open_asked(&client, &ask))
             .await
         {
-            Ok(info) => answer(json!({
-                "session_id": info.id,
-                "language": info.language,
-                "backend": info.backend,
-                "runs_with": info.runs_with,
-                "keeps_variables": info.persistent,
-                "idle_timeout_seconds": info.idle_timeout_seconds,
-            })),
+            Ok(info) => answer(opened(&info)),
             Err(e) => refused(e),
         }
     }
@@ -530,6 +586,100 @@ impl McpServer {
             .await
         {
             Ok(bytes) => content::file(&path, &bytes, uri),
+            Err(e) => refused(e),
+        }
+    }
+
+    #[tool(
+        description = "Snapshot a session: its variables, imports, functions and files, kept \
+        by the server under a snapshot_id. restore_session opens a new session from it, as \
+        often as needed (to go back to this point, or to try several ways from it). Backends \
+        that cannot capture the interpreter's memory refuse; `files_only` keeps the files alone."
+    )]
+    async fn snapshot_session(
+        &self,
+        Parameters(args): Parameters<SnapshotSession>,
+    ) -> CallToolResult {
+        let id = SessionId::from(args.session_id);
+        let files_only = args.files_only;
+        let taken = self
+            .blocking(move |manager, client| {
+                if files_only {
+                    manager.snapshot_files(&client, &id)
+                } else {
+                    manager.snapshot(&client, &id)
+                }
+            })
+            .await;
+        match taken {
+            Ok(info) => answer(json!({
+                "snapshot_id": info.id,
+                "language": info.language,
+                "backend": info.backend,
+                "keeps_variables": info.memory,
+                "bytes": info.bytes,
+            })),
+            Err(e) => refused(e),
+        }
+    }
+
+    #[tool(
+        description = "Open a new session from a snapshot: it starts with the variables and \
+        files the snapshot holds. Returns its session_id, as open_session does."
+    )]
+    async fn restore_session(
+        &self,
+        Parameters(args): Parameters<RestoreSession>,
+    ) -> CallToolResult {
+        let snapshot = SnapshotId::from(args.snapshot_id);
+        let ask = Ask {
+            network: args.network,
+            timeout_seconds: args.timeout_seconds,
+            memory_mb: args.memory_mb,
+            ..Ask::default()
+        };
+        match self
+            .blocking(move |manager, client| manager.restore(&client, &snapshot, Some(ask)))
+            .await
+        {
+            Ok(info) => answer(opened(&info)),
+            Err(e) => refused(e),
+        }
+    }
+
+    #[tool(
+        description = "Fork a session into `count` new ones, each starting with the variables \
+        and files the session holds now and going its own way after: to try several \
+        approaches from one point. Returns their session_ids; the session itself goes on."
+    )]
+    async fn fork_session(&self, Parameters(args): Parameters<ForkSession>) -> CallToolResult {
+        let id = SessionId::from(args.session_id);
+        let count = args.count.unwrap_or(1);
+        match self
+            .blocking(move |manager, client| manager.fork(&client, &id, count))
+            .await
+        {
+            Ok(forks) => answer(json!({
+                "session_ids": forks.iter().map(|f| f.id.clone()).collect::<Vec<_>>(),
+            })),
+            Err(e) => refused(e),
+        }
+    }
+
+    #[tool(description = "List the snapshots this client keeps on the server.")]
+    async fn list_snapshots(&self) -> CallToolResult {
+        answer(json!({ "snapshots": self.manager.snapshots(&self.client()) }))
+    }
+
+    #[tool(description = "Delete a snapshot, freeing the server's room for others.")]
+    async fn delete_snapshot(&self, Parameters(args): Parameters<SnapshotRef>) -> CallToolResult {
+        let snapshot = SnapshotId::from(args.snapshot_id);
+        let deleted = snapshot.clone();
+        match self
+            .blocking(move |manager, client| manager.delete_snapshot(&client, &snapshot))
+            .await
+        {
+            Ok(()) => answer(json!({ "deleted": deleted })),
             Err(e) => refused(e),
         }
     }

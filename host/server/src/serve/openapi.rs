@@ -2,8 +2,10 @@
 //! schemas generated from the types the handlers take and give (schemars), the
 //! operations listed next to the router. Built in the process, from nothing but code.
 
-use super::requests::{OpenSession, RunOnce, SessionRun, Shell, ToolResult};
-use crate::manager::SessionInfo;
+use super::requests::{
+    Fork, OpenSession, Restore, RunOnce, SessionRun, Shell, TakeSnapshot, ToolResult,
+};
+use crate::manager::{SessionInfo, SnapshotInfo};
 use schemars::generate::SchemaSettings;
 use serde_json::{json, Map, Value};
 
@@ -33,6 +35,11 @@ pub(super) fn document() -> Value {
     let session_run = schema(generator.subschema_for::<SessionRun>());
     let shell = schema(generator.subschema_for::<Shell>());
     let session = schema(generator.subschema_for::<SessionInfo>());
+    let take_snapshot = schema(generator.subschema_for::<TakeSnapshot>());
+    let fork = schema(generator.subschema_for::<Fork>());
+    let restore = schema(generator.subschema_for::<Restore>());
+    let snapshot = schema(generator.subschema_for::<SnapshotInfo>());
+    let binary = json!({ "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } });
     let execution = json!({ "$ref": "#/components/schemas/Execution" });
     let json_body = |schema: Value| json!({ "application/json": { "schema": schema } });
     let operations = [
@@ -144,6 +151,91 @@ pub(super) fn document() -> Value {
             public: false,
         },
         Operation {
+            method: "post",
+            path: "/v1/sessions/{id}/snapshot",
+            summary: "Takes a snapshot of a session (its variables, imports and files; with \
+                      `files_only`, its files alone), kept by the server",
+            body: Some(take_snapshot),
+            answer: ("201", json_body(snapshot.clone())),
+            public: false,
+        },
+        Operation {
+            method: "post",
+            path: "/v1/sessions/{id}/fork",
+            summary: "Opens `count` sessions, each starting from what this one holds now",
+            body: Some(fork),
+            answer: (
+                "201",
+                json_body(json!({
+                    "type": "object",
+                    "properties": { "sessions": { "type": "array", "items": session.clone() } },
+                })),
+            ),
+            public: false,
+        },
+        Operation {
+            method: "post",
+            path: "/v1/sessions/{id}/pause",
+            summary: "Pauses a session now: its state goes to disk, its sandbox is released, \
+                      its next call resumes it (`paused` false: its backend cannot)",
+            body: None,
+            answer: (
+                "200",
+                json_body(json!({
+                    "type": "object",
+                    "properties": { "paused": { "type": "boolean" } },
+                })),
+            ),
+            public: false,
+        },
+        Operation {
+            method: "get",
+            path: "/v1/snapshots",
+            summary: "The caller's snapshots, newest first",
+            body: None,
+            answer: (
+                "200",
+                json_body(json!({
+                    "type": "object",
+                    "properties": { "snapshots": { "type": "array", "items": snapshot.clone() } },
+                })),
+            ),
+            public: false,
+        },
+        Operation {
+            method: "post",
+            path: "/v1/snapshots",
+            summary: "Keeps a snapshot file (the raw body) this server made, or one it trusts",
+            body: Some(json!({ "type": "string", "format": "binary" })),
+            answer: ("201", json_body(snapshot)),
+            public: false,
+        },
+        Operation {
+            method: "get",
+            path: "/v1/snapshots/{id}",
+            summary: "A snapshot's file, to keep elsewhere or give back later",
+            body: None,
+            answer: ("200", binary),
+            public: false,
+        },
+        Operation {
+            method: "delete",
+            path: "/v1/snapshots/{id}",
+            summary: "Deletes a snapshot",
+            body: None,
+            answer: ("204", Value::Null),
+            public: false,
+        },
+        Operation {
+            method: "post",
+            path: "/v1/snapshots/{id}/restore",
+            summary: "Opens a session holding what the snapshot holds, on the backend it \
+                      was taken on; the server's policy and limits apply",
+            body: Some(restore),
+            answer: ("201", json_body(session.clone())),
+            public: false,
+        },
+        Operation {
             method: "put",
             path: "/v1/sessions/{id}/files/{path}",
             summary: "Writes a file into the session (the raw body)",
@@ -182,13 +274,17 @@ pub(super) fn document() -> Value {
             },
         });
         if let Some(body) = operation.body {
-            let media = if operation.method == "put" {
+            let media = if operation.method == "put" || operation.path == "/v1/snapshots" {
                 "application/octet-stream"
             } else {
                 "application/json"
             };
+            // These take their defaults without a body.
+            let required = !["/snapshot", "/fork", "/restore"]
+                .iter()
+                .any(|end| operation.path.ends_with(end));
             entry["requestBody"] =
-                json!({ "required": true, "content": { media: { "schema": body } } });
+                json!({ "required": required, "content": { media: { "schema": body } } });
         }
         if operation.public {
             entry["security"] = json!([]);

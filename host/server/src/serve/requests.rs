@@ -120,3 +120,54 @@ pub(super) struct ToolResult {
     #[serde(default)]
     pub(super) error: Option<String>,
 }
+
+/// `POST /v1/sessions/{id}/snapshot` (the body may be left out).
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TakeSnapshot {
+    /// Keep the files alone, not the interpreter's memory: for a backend that cannot
+    /// capture it (default false: such a backend refuses).
+    #[serde(default)]
+    pub(super) files_only: bool,
+}
+
+/// `POST /v1/sessions/{id}/fork` (the body may be left out).
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Fork {
+    /// How many sessions (default 1), at most the server's sessions per client.
+    #[serde(default)]
+    pub(super) count: Option<usize>,
+}
+
+/// `POST /v1/snapshots/{id}/restore` (the body may be left out): what an open asks,
+/// the language and backend excepted, which are the snapshot's.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Restore {
+    /// Network access, at most the server's.
+    #[serde(default)]
+    pub(super) network: Option<sandlot_core::Network>,
+    /// Time limit of a run in seconds, at most the server's.
+    #[serde(default)]
+    pub(super) timeout_seconds: Option<f64>,
+    /// Memory cap in MiB, at most the server's.
+    #[serde(default)]
+    pub(super) memory_mb: Option<u64>,
+    /// Secrets by name, as for an open.
+    #[serde(default)]
+    pub(super) secrets: sandlot_core::secret::SecretValues,
+}
+
+impl Restore {
+    /// The [`Ask`] of the restored session.
+    pub(super) fn ask(self) -> Ask {
+        Ask {
+            network: self.network,
+            timeout_seconds: self.timeout_seconds,
+            memory_mb: self.memory_mb,
+            secrets: self.secrets,
+            ..Ask::default()
+        }
+    }
+}

@@ -1,9 +1,11 @@
 //! The routes of the HTTP API, its authentication and its errors.
 
 use super::client_tools::{Hubs, ToolHub};
-use super::requests::{OpenSession, RunOnce, SessionRun, Shell, ToolResult};
+use super::requests::{
+    Fork, OpenSession, Restore, RunOnce, SessionRun, Shell, TakeSnapshot, ToolResult,
+};
 use super::Token;
-use crate::manager::{seconds, ClientId, SessionId, SessionManager};
+use crate::manager::{seconds, ClientId, SessionId, SessionManager, SnapshotId};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, JsonRejection};
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
@@ -46,6 +48,15 @@ pub(super) fn router(manager: SessionManager, tokens: Vec<Token>, max_body: usiz
         .route("/v1/sessions/{id}/run", post(run))
         .route("/v1/sessions/{id}/shell", post(shell))
         .route("/v1/sessions/{id}/tool_calls/{call}", post(tool_result))
+        .route("/v1/sessions/{id}/snapshot", post(snapshot))
+        .route("/v1/sessions/{id}/fork", post(fork))
+        .route("/v1/sessions/{id}/pause", post(pause))
+        .route("/v1/snapshots", get(snapshots).post(upload_snapshot))
+        .route(
+            "/v1/snapshots/{id}",
+            get(download_snapshot).delete(delete_snapshot),
+        )
+        .route("/v1/snapshots/{id}/restore", post(restore))
         .route(
             "/v1/sessions/{id}/files/{*path}",
             axum::routing::put(upload).get(download),
@@ -187,7 +198,9 @@ pub(crate) fn status_of(error: &Error) -> StatusCode {
         ErrorKind::NotFound
             if matches!(
                 error,
-                Error::NoSuchSession { .. } | Error::NoSuchFile { .. }
+                Error::NoSuchSession { .. }
+                    | Error::NoSuchFile { .. }
+                    | Error::NoSuchSnapshot { .. }
             ) =>
         {
             StatusCode::NOT_FOUND
@@ -482,7 +495,13 @@ async fn open(
     };
     let manager = api.manager.clone();
     let owner = client.clone();
-    let info = blocking(move || manager.open(&owner, request)).await?;
+    // A session with tools of its client is not kept across a restart: its client's
+    // end of them is this process's.
+    let info = if hub.is_some() {
+        blocking(move || manager.open(&owner, request)).await?
+    } else {
+        blocking(move || manager.open_asked(&owner, &ask)).await?
+    };
     if let Some(hub) = hub {
         // The hubs of sessions that expired since go with this one's arrival.
         let open: Vec<SessionId> = api
@@ -654,6 +673,181 @@ fn streamed(
             .map(|event| (Ok::<Event, std::convert::Infallible>(event), received))
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// A JSON body that may be left out (empty: the type's default), or a 400 that says
+/// what is wrong with it.
+fn optional_body<T: serde::de::DeserializeOwned + Default>(
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<T> {
+    let body = body.map_err(|e| unreadable(e.status(), e.body_text()))?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(&body).map_err(|e| {
+        unreadable(
+            StatusCode::BAD_REQUEST,
+            format!("Failed to deserialize the JSON body: {e}"),
+        )
+    })
+}
+
+async fn snapshot(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<(StatusCode, Json<Value>)> {
+    let TakeSnapshot { files_only } = optional_body(body)?;
+    let manager = api.manager.clone();
+    let id = SessionId::from(id);
+    let info = blocking(move || {
+        if files_only {
+            manager.snapshot_files(&client, &id)
+        } else {
+            manager.snapshot(&client, &id)
+        }
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(json!(info))))
+}
+
+async fn fork(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<(StatusCode, Json<Value>)> {
+    let Fork { count } = optional_body(body)?;
+    let manager = api.manager.clone();
+    let id = SessionId::from(id);
+    let forks = blocking(move || manager.fork(&client, &id, count.unwrap_or(1))).await?;
+    Ok((StatusCode::CREATED, Json(json!({ "sessions": forks }))))
+}
+
+async fn pause(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+) -> Answer<Json<Value>> {
+    let manager = api.manager.clone();
+    let id = SessionId::from(id);
+    let paused = blocking(move || manager.pause(&client, &id)).await?;
+    Ok(Json(json!({ "paused": paused })))
+}
+
+async fn snapshots(State(api): State<Api>, Extension(client): Extension<ClientId>) -> Json<Value> {
+    Json(json!({ "snapshots": api.manager.snapshots(&client) }))
+}
+
+/// A snapshot sent whole: streamed to a private file (it may be gigabytes, beyond
+/// the API's body limit; at most the store's room), then checked and kept.
+async fn upload_snapshot(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    body: axum::body::Body,
+) -> Answer<(StatusCode, Json<Value>)> {
+    use futures_util::StreamExt as _;
+    use tokio::io::AsyncWriteExt as _;
+    let limit = api.manager.settings().max_stored_bytes;
+    let failed = |e: std::io::Error| {
+        ApiError::from(Error::Io {
+            context: "cannot take the snapshot's bytes".into(),
+            source: e,
+        })
+    };
+    let file = blocking(|| {
+        tempfile::tempfile().map_err(|e| Error::Io {
+            context: "cannot make a file for the snapshot".into(),
+            source: e,
+        })
+    })
+    .await?;
+    let mut file = tokio::fs::File::from_std(file);
+    let mut stream = body.into_data_stream();
+    let mut received: u64 = 0;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| unreadable(StatusCode::BAD_REQUEST, e.to_string()))?;
+        received += chunk.len() as u64;
+        if received > limit {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_input",
+                format!(
+                    "a snapshot of more than {limit} bytes, the server's store, cannot be kept"
+                ),
+            ));
+        }
+        file.write_all(&chunk).await.map_err(failed)?;
+    }
+    file.flush().await.map_err(failed)?;
+    let mut file = file.into_std().await;
+    let manager = api.manager.clone();
+    let info = blocking(move || {
+        use std::io::Seek as _;
+        file.rewind().map_err(|e| Error::Io {
+            context: "cannot read the snapshot's bytes".into(),
+            source: e,
+        })?;
+        manager.upload_snapshot(
+            &client,
+            &mut std::io::BufReader::with_capacity(1 << 20, file),
+        )
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(json!(info))))
+}
+
+/// A snapshot's bytes, streamed from its file: they may be gigabytes.
+async fn download_snapshot(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+) -> Answer<Response> {
+    let id = SnapshotId::from(id);
+    let (path, info) = api.manager.snapshot_file(&client, &id)?;
+    let file = tokio::fs::File::open(&path).await.map_err(|e| {
+        ApiError::from(Error::Io {
+            context: format!("cannot read snapshot {id}"),
+            source: e,
+        })
+    })?;
+    let stream = tokio_util::io::ReaderStream::with_capacity(file, 1 << 20);
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (header::CONTENT_LENGTH, info.bytes.to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{id}.sandlot\""),
+            ),
+        ],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+async fn delete_snapshot(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+) -> Answer<StatusCode> {
+    api.manager
+        .delete_snapshot(&client, &SnapshotId::from(id))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn restore(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<(StatusCode, Json<Value>)> {
+    let ask = optional_body::<Restore>(body)?.ask();
+    let manager = api.manager.clone();
+    let id = SnapshotId::from(id);
+    let info = blocking(move || manager.restore(&client, &id, Some(ask))).await?;
+    Ok((StatusCode::CREATED, Json(json!(info))))
 }
 
 async fn shell(

@@ -8,7 +8,7 @@
 //! use sandlot::server::manager::{ClientId, ManagerSettings, SessionManager};
 //! use sandlot::server::service::{OpenRequest, Service};
 //! # fn main() -> Result<(), sandlot::Error> {
-//! let manager = SessionManager::new(Service::from_environment(sandlot::providers())?, ManagerSettings::default());
+//! let manager = SessionManager::new(Service::from_environment(sandlot::providers())?, ManagerSettings::default())?;
 //! let client = ClientId::new("agent-7");
 //! let opened = manager.open(&client, OpenRequest::new("python"))?;
 //! manager.run(&client, &opened.id, "x = 6 * 7", Default::default())?;
@@ -19,6 +19,10 @@
 //! # }
 //! ```
 
+mod store;
+
+pub use store::{SnapshotId, SnapshotInfo};
+
 use crate::service::{OpenRequest, Service};
 use sandlot_core::backend::BackendName;
 use sandlot_core::error::{Error, Result};
@@ -28,9 +32,11 @@ use sandlot_core::session::{Limits, RunOptions, Session};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+use store::{PausedRecord, Store};
 
 /// How often expired sessions are looked for.
 const SWEEP_EVERY: Duration = Duration::from_millis(500);
@@ -138,6 +144,18 @@ pub struct ManagerSettings {
     /// servers of `sandlot mcp`'s code mode) that its code may call, under the
     /// limits' `tools` (default: none).
     pub tools: sandlot_core::tool::ToolSet,
+    /// A session idle for this long is paused: its state goes to disk and its sandbox
+    /// is released; its next call resumes it where it was. Only sessions whose
+    /// backend captures the interpreter's memory are paused (the others stay open
+    /// until their idle timeout). Default: never.
+    pub pause_after: Option<Duration>,
+    /// Where snapshots and paused sessions are kept. With it, paused sessions and
+    /// stored snapshots survive a restart of the server, and a shutdown pauses the
+    /// sessions it can instead of closing them. Default: none (a private temporary
+    /// directory, gone with the server).
+    pub state_dir: Option<PathBuf>,
+    /// Most bytes the snapshots and paused sessions may take on disk (default 8 GiB).
+    pub max_stored_bytes: u64,
 }
 
 impl Default for ManagerSettings {
@@ -152,6 +170,9 @@ impl Default for ManagerSettings {
             secrets: Vec::new(),
             accept_unenforced: Vec::new(),
             tools: sandlot_core::tool::ToolSet::new(),
+            pause_after: None,
+            state_dir: None,
+            max_stored_bytes: 8 << 30,
         }
     }
 }
@@ -214,6 +235,24 @@ impl ManagerSettings {
         self.tools = tools;
         self
     }
+
+    /// Sessions idle for `idle` are paused (see [`ManagerSettings::pause_after`]).
+    pub fn pause_after(mut self, idle: Duration) -> Self {
+        self.pause_after = Some(idle);
+        self
+    }
+
+    /// Snapshots and paused sessions are kept in `dir`, across restarts.
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = Some(dir.into());
+        self
+    }
+
+    /// At most `bytes` of snapshots and paused sessions on disk.
+    pub fn max_stored_bytes(mut self, bytes: u64) -> Self {
+        self.max_stored_bytes = bytes;
+        self
+    }
 }
 
 /// An open session, as its client sees it.
@@ -238,6 +277,8 @@ pub struct SessionInfo {
     pub idle_seconds: f64,
     /// Seconds of idleness after which it closes.
     pub idle_timeout_seconds: f64,
+    /// Whether it is paused: its state is on disk and its next call resumes it.
+    pub paused: bool,
 }
 
 /// What a client of a server may ask of a session, as the MCP tools and the HTTP API
@@ -305,6 +346,8 @@ pub enum Ended {
     ClientGone,
     /// The manager shut down.
     Shutdown,
+    /// It was paused, and its state could not be taken back.
+    Unresumable,
 }
 
 impl fmt::Display for Ended {
@@ -315,6 +358,7 @@ impl fmt::Display for Ended {
             Ended::Lifetime => "it reached its maximum lifetime",
             Ended::ClientGone => "its client went away",
             Ended::Shutdown => "the server shut down",
+            Ended::Unresumable => "it was paused, and its state could not be taken back",
         })
     }
 }
@@ -376,6 +420,8 @@ struct Inner {
     /// Set (and signalled) when the sweeper should stop.
     sweeper: Arc<(Mutex<bool>, Condvar)>,
     counters: Counters,
+    /// Snapshots clients took, and paused sessions.
+    store: Store,
 }
 
 /// What is on its way in or out.
@@ -439,15 +485,37 @@ struct Entry {
     runs_with: Option<String>,
     persistent: bool,
     opened: Instant,
+    /// `opened` on the wall clock, which a record on disk keeps across a restart.
+    opened_wall: SystemTime,
     last_used: Mutex<Instant>,
-    /// `None` once closed; held for the length of a run, so runs of one session
-    /// take turns.
-    session: Mutex<Option<Session>>,
+    /// What it was opened with: a resume opens its sandbox again with it.
+    request: OpenRequest,
+    /// What its client asked, where the session was opened from an [`Ask`]: what a
+    /// server after a restart rebuilds the request from. A session without one is
+    /// not kept across a restart.
+    ask: Option<Ask>,
+    /// Whether it may be paused: its backend captures the interpreter's memory, and
+    /// no pause of it has failed.
+    pausable: AtomicBool,
+    /// Held for the length of a run, so runs of one session take turns.
+    session: Mutex<Slot>,
+}
+
+/// Where a session's state is.
+enum Slot {
+    /// In its sandbox (boxed: a session is large, and most slots of a busy server
+    /// hold one anyway; the box keeps a paused one small).
+    Live(Box<Session>),
+    /// In the store, its sandbox released.
+    Paused,
+    /// Nowhere: it ended.
+    Ended,
 }
 
 impl Entry {
     fn info(&self, idle_timeout: Duration) -> SessionInfo {
         let last = *self.last_used.lock().unwrap_or_else(|e| e.into_inner());
+        let paused = matches!(self.session.try_lock().as_deref(), Ok(Slot::Paused));
         SessionInfo {
             id: self.id.clone(),
             language: self.language.clone(),
@@ -457,6 +525,7 @@ impl Entry {
             age_seconds: self.opened.elapsed().as_secs_f64(),
             idle_seconds: last.elapsed().as_secs_f64(),
             idle_timeout_seconds: idle_timeout.as_secs_f64(),
+            paused,
         }
     }
 
@@ -464,27 +533,62 @@ impl Entry {
         *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
     }
 
+    /// When it was last used, on the wall clock.
+    fn last_used_wall(&self) -> SystemTime {
+        let last = *self.last_used.lock().unwrap_or_else(|e| e.into_inner());
+        SystemTime::now()
+            .checked_sub(last.elapsed())
+            .unwrap_or(SystemTime::UNIX_EPOCH)
+    }
+
+    /// The record that lets a server after a restart resume it, if it can be.
+    fn record(&self) -> Option<PausedRecord> {
+        let ask = self.ask.as_ref()?;
+        Some(PausedRecord::new(
+            store::Recorded {
+                id: &self.id,
+                client: &self.client,
+                language: &self.language,
+                backend: self.backend.as_str(),
+                runs_with: self.runs_with.as_deref(),
+            },
+            self.opened_wall,
+            self.last_used_wall(),
+            ask,
+        ))
+    }
+
     /// Ends the session, after a run in progress finishes (a run ends by its timeout
     /// at the latest).
     fn end(&self) {
-        let session = self
-            .session
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        drop(session);
+        let slot = std::mem::replace(
+            &mut *self.session.lock().unwrap_or_else(|e| e.into_inner()),
+            Slot::Ended,
+        );
+        drop(slot);
     }
+}
+
+/// `Instant::now()` less what has passed since `then` on the wall clock: the
+/// instant of a time read back from disk.
+fn instant_of(then: SystemTime) -> Instant {
+    let ago = SystemTime::now().duration_since(then).unwrap_or_default();
+    Instant::now().checked_sub(ago).unwrap_or_else(Instant::now)
 }
 
 impl SessionManager {
     /// A manager over `service`, with a background thread that closes expired
-    /// sessions.
-    pub fn new(service: Service, settings: ManagerSettings) -> SessionManager {
+    /// sessions (and pauses idle ones, with [`ManagerSettings::pause_after`]). With
+    /// a [`ManagerSettings::state_dir`], the sessions an earlier manager paused there
+    /// are back, paused. Fails if the state directory cannot be made or read.
+    pub fn new(service: Service, settings: ManagerSettings) -> Result<SessionManager> {
         let policy = settings
             .policy
             .clone()
             .or_else(|| service.sandlot().config().policy.clone())
             .unwrap_or_default();
+        let (store, paused) =
+            Store::open(settings.state_dir.as_deref(), settings.max_stored_bytes)?;
         let inner = Arc::new(Inner {
             service: RwLock::new(service),
             settings,
@@ -496,7 +600,13 @@ impl SessionManager {
             shut: AtomicBool::new(false),
             sweeper: Arc::new((Mutex::new(false), Condvar::new())),
             counters: Counters::default(),
+            store,
         });
+        let manager = SessionManager { inner };
+        for record in paused {
+            manager.adopt(record);
+        }
+        let inner = manager.inner;
         let (weak, stop) = (Arc::downgrade(&inner), inner.sweeper.clone());
         let spawned = std::thread::Builder::new()
             .name("sandlot-sessions".into())
@@ -505,7 +615,48 @@ impl SessionManager {
             // Without the thread nothing expires; the server still works, and says so.
             eprintln!("sandlot: cannot start the session sweeper ({e}); sessions will not expire");
         }
-        SessionManager { inner }
+        Ok(SessionManager { inner })
+    }
+
+    /// Takes back a session an earlier manager paused, if this one's policy and
+    /// limits still allow what its client asked; else its state is removed.
+    fn adopt(&self, record: PausedRecord) {
+        let id = SessionId::from(record.id.clone());
+        let ask = Ask::from(record.ask.clone());
+        let adopted = self
+            .request_for(&ask)
+            .and_then(|request| self.check_allowed(&request).map(|()| request))
+            .and_then(|request| Ok((request, BackendName::new(record.backend.clone())?)));
+        let (request, backend) = match adopted {
+            Ok(adopted) => adopted,
+            Err(error) => {
+                tracing::warn!(session = %id, %error, "paused session dropped: this server no longer allows it");
+                self.inner.store.unpause(&id);
+                return;
+            }
+        };
+        let opened_wall = store::from_unix(record.opened_unix);
+        let entry = Arc::new(Entry {
+            id: id.clone(),
+            client: ClientId::new(record.client),
+            language: record.language,
+            backend,
+            runs_with: record.runs_with,
+            persistent: true,
+            opened: instant_of(opened_wall),
+            opened_wall,
+            last_used: Mutex::new(instant_of(store::from_unix(record.last_used_unix))),
+            request,
+            ask: Some(ask),
+            pausable: AtomicBool::new(true),
+            session: Mutex::new(Slot::Paused),
+        });
+        tracing::info!(session = %id, client = %entry.client, "paused session taken back");
+        self.inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, entry);
     }
 
     /// The settings in force.
@@ -568,9 +719,26 @@ impl SessionManager {
     /// Opens a session for `client`. Refuses a policy or limits looser than the
     /// server's, and a client or a server at its session limit.
     pub fn open(&self, client: &ClientId, request: OpenRequest) -> Result<SessionInfo> {
+        self.open_with(client, request, None)
+    }
+
+    /// Opens the session `client` asked for ([`SessionManager::request_for`]). Unlike
+    /// a session opened from a request, it can be resumed by a server after a
+    /// restart, which rebuilds its request from the ask.
+    pub fn open_asked(&self, client: &ClientId, ask: &Ask) -> Result<SessionInfo> {
+        let request = self.request_for(ask)?;
+        self.open_with(client, request, Some(ask.clone()))
+    }
+
+    fn open_with(
+        &self,
+        client: &ClientId,
+        request: OpenRequest,
+        ask: Option<Ask>,
+    ) -> Result<SessionInfo> {
         let language = request.language.clone();
         let started = Instant::now();
-        let opened = self.open_inner(client, request);
+        let opened = self.open_inner(client, request, ask);
         let counter = match &opened {
             Ok(info) => {
                 tracing::info!(
@@ -592,13 +760,32 @@ impl SessionManager {
         opened
     }
 
-    fn open_inner(&self, client: &ClientId, request: OpenRequest) -> Result<SessionInfo> {
+    fn open_inner(
+        &self,
+        client: &ClientId,
+        request: OpenRequest,
+        ask: Option<Ask>,
+    ) -> Result<SessionInfo> {
         self.check_open()?;
         self.check_allowed(&request)?;
         // The slot is taken before the slow open, so that concurrent opens cannot
         // together pass a limit; a shutdown waits for it.
         let slot = self.reserve(client)?;
         let session = self.open_session(&request)?;
+        let info = self.admit(client, session, request, ask)?;
+        drop(slot);
+        Ok(info)
+    }
+
+    /// Makes `session`, opened in a slot of `client`, one of the manager's, if it
+    /// enforces the server's policy.
+    fn admit(
+        &self,
+        client: &ClientId,
+        session: Session,
+        request: OpenRequest,
+        ask: Option<Ask>,
+    ) -> Result<SessionInfo> {
         // The server's policy would be a label nobody enforces there.
         let gaps: Vec<String> = session
             .unenforced()
@@ -627,18 +814,25 @@ impl SessionManager {
                 ),
             });
         }
+        let capabilities = session.capabilities();
+        let persistent = capabilities.has(sandlot_core::Capability::PersistentState);
+        let pausable = persistent
+            && !request.one_shot
+            && capabilities.has(sandlot_core::Capability::SnapshotMemory);
         let entry = Arc::new(Entry {
             id: SessionId::fresh(),
             client: client.clone(),
             language: session.language().to_string(),
             backend: session.backend().clone(),
             runs_with: session.toolchain().map(ToString::to_string),
-            persistent: session
-                .capabilities()
-                .has(sandlot_core::Capability::PersistentState),
+            persistent,
             opened: Instant::now(),
+            opened_wall: SystemTime::now(),
             last_used: Mutex::new(Instant::now()),
-            session: Mutex::new(Some(session)),
+            request,
+            ask,
+            pausable: AtomicBool::new(pausable),
+            session: Mutex::new(Slot::Live(Box::new(session))),
         });
         {
             let mut sessions = self
@@ -667,7 +861,6 @@ impl SessionManager {
             }
             sessions.insert(entry.id.clone(), entry.clone());
         }
-        drop(slot);
         Ok(entry.info(self.inner.settings.idle_timeout))
     }
 
@@ -812,8 +1005,17 @@ impl SessionManager {
         let entry = self.entry(client, id)?;
         entry.touch();
         let result = {
-            let mut session = entry.session.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(session) = session.as_mut() else {
+            let mut slot = entry.session.lock().unwrap_or_else(|e| e.into_inner());
+            if matches!(*slot, Slot::Paused) {
+                match self.inner.resume(&entry) {
+                    Ok(session) => *slot = Slot::Live(Box::new(session)),
+                    Err(error) => {
+                        drop(slot);
+                        return Err(self.not_resumed(&entry, error));
+                    }
+                }
+            }
+            let Slot::Live(session) = &mut *slot else {
                 return Err(self
                     .entry(client, id)
                     .err()
@@ -965,6 +1167,209 @@ impl SessionManager {
         Ok(())
     }
 
+    /// The error of a call on `entry`, paused, that could not resume it. A state
+    /// that cannot be read back (damaged, of a runtime this server no longer has)
+    /// never will be: the session ends. Anything else (a backend down) may pass, and
+    /// the session stays paused.
+    fn not_resumed(&self, entry: &Entry, error: Error) -> Error {
+        tracing::warn!(session = %entry.id, client = %entry.client, %error, "paused session not resumed");
+        if error.kind() == sandlot_core::error::ErrorKind::InvalidInput {
+            self.end(&entry.id, Ended::Unresumable);
+            return Error::SessionEnded {
+                reason: format!("it was paused, and its state cannot be taken back: {error}"),
+            };
+        }
+        error
+    }
+
+    /// Takes a snapshot of session `id` of `client` with its interpreter's memory
+    /// (variables, imports, functions) and its files, and keeps it in the server's
+    /// store. Refused on a backend that cannot capture the memory (see
+    /// [`SessionManager::snapshot_files`]), and when the store is full.
+    pub fn snapshot(&self, client: &ClientId, id: &SessionId) -> Result<SnapshotInfo> {
+        let span = session_span(client, id);
+        let _entered = span.enter();
+        let snapshot = self.in_session(client, id, Session::snapshot)?;
+        let info = self.inner.store.keep(client, &snapshot)?;
+        tracing::info!(snapshot = %info.id, bytes = info.bytes, "snapshot taken");
+        Ok(info)
+    }
+
+    /// Takes a snapshot of the files of session `id` of `client` alone, on any
+    /// backend, and keeps it in the server's store.
+    pub fn snapshot_files(&self, client: &ClientId, id: &SessionId) -> Result<SnapshotInfo> {
+        let span = session_span(client, id);
+        let _entered = span.enter();
+        let snapshot = self.in_session(client, id, Session::snapshot_files)?;
+        let info = self.inner.store.keep(client, &snapshot)?;
+        tracing::info!(snapshot = %info.id, bytes = info.bytes, "snapshot of files taken");
+        Ok(info)
+    }
+
+    /// Opens a session for `client` holding what its snapshot `snapshot` holds. The
+    /// session gets what `ask` asks (its language must be the snapshot's, or empty),
+    /// within the server's policy and limits as for any open: nothing in a snapshot
+    /// loosens them. A snapshot with memory restores on the backend it was taken on.
+    pub fn restore(
+        &self,
+        client: &ClientId,
+        snapshot: &SnapshotId,
+        ask: Option<Ask>,
+    ) -> Result<SessionInfo> {
+        let (path, info) = self.inner.store.find(client, snapshot)?;
+        let mut ask = ask.unwrap_or_default();
+        if ask.language.is_empty() {
+            ask.language = info.language.clone();
+        } else if ask.language != info.language {
+            let resolves = self.with_service(|service| {
+                service
+                    .sandlot()
+                    .plugins()
+                    .language(&ask.language)
+                    .map(|handler| handler.info().id == info.language)
+                    .unwrap_or(false)
+            });
+            if !resolves {
+                return Err(Error::InvalidRequest {
+                    reason: format!(
+                        "snapshot {snapshot} is of a {} session, not {}: leave the language \
+                         out, or name {}",
+                        info.language, ask.language, info.language
+                    ),
+                });
+            }
+        }
+        if info.memory && ask.backend.is_none() {
+            ask.backend = Some(info.backend.clone());
+        }
+        let request = self.request_for(&ask)?;
+        let started = Instant::now();
+        let restored = (|| {
+            self.check_open()?;
+            self.check_allowed(&request)?;
+            let slot = self.reserve(client)?;
+            let session = {
+                let service = self.inner.service.read().unwrap_or_else(|e| e.into_inner());
+                let snapshot = service.sandlot().open_snapshot(&path)?;
+                let builder = service.builder_for(&request);
+                drop(service);
+                builder.restore(&snapshot)?
+            };
+            let info = self.admit(client, session, request, Some(ask))?;
+            drop(slot);
+            Ok(info)
+        })();
+        match &restored {
+            Ok(session) => {
+                tracing::info!(session = %session.id, %client, %snapshot, ms = started.elapsed().as_millis() as u64, "session restored");
+                self.inner.counters.opened.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(error) => {
+                tracing::warn!(%client, %snapshot, %error, "session not restored");
+                self.inner
+                    .counters
+                    .open_failures
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        restored
+    }
+
+    /// `count` new sessions of `client`, each starting from what session `id` holds
+    /// now (memory and files), each going its own way after. They count against the
+    /// client's and the server's session limits; the source runs on.
+    pub fn fork(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        count: usize,
+    ) -> Result<Vec<SessionInfo>> {
+        if count == 0 || count > self.inner.settings.max_per_client {
+            return Err(Error::InvalidRequest {
+                reason: format!(
+                    "a fork makes 1 to {} sessions (this server's sessions per client), not \
+                     {count}",
+                    self.inner.settings.max_per_client
+                ),
+            });
+        }
+        let span = session_span(client, id);
+        let _entered = span.enter();
+        self.check_open()?;
+        let entry = self.entry(client, id)?;
+        let slots = (0..count)
+            .map(|_| self.reserve(client))
+            .collect::<Result<Vec<_>>>()?;
+        let started = Instant::now();
+        let forks = self.in_session(client, id, |session| session.fork(count))?;
+        let mut infos = Vec::with_capacity(count);
+        // A fork that cannot be admitted ends with those after it (dropped, closed).
+        for session in forks {
+            infos.push(self.admit(client, session, entry.request.clone(), entry.ask.clone())?);
+        }
+        drop(slots);
+        self.inner
+            .counters
+            .opened
+            .fetch_add(count as u64, Ordering::Relaxed);
+        tracing::info!(
+            count,
+            ms = started.elapsed().as_millis() as u64,
+            "session forked"
+        );
+        Ok(infos)
+    }
+
+    /// Keeps, for `client`, a snapshot read from `input` (made by this server, or any
+    /// intact one where the server's configuration trusts others').
+    pub fn upload_snapshot(
+        &self,
+        client: &ClientId,
+        input: &mut dyn std::io::Read,
+    ) -> Result<SnapshotInfo> {
+        let snapshot = self.with_service(|service| service.sandlot().read_snapshot(input))?;
+        self.inner.store.keep(client, &snapshot)
+    }
+
+    /// The file of snapshot `id` of `client` (to send it), and what it holds.
+    pub fn snapshot_file(
+        &self,
+        client: &ClientId,
+        id: &SnapshotId,
+    ) -> Result<(PathBuf, SnapshotInfo)> {
+        self.inner.store.find(client, id)
+    }
+
+    /// The snapshots `client` keeps in the server's store, newest first.
+    pub fn snapshots(&self, client: &ClientId) -> Vec<SnapshotInfo> {
+        self.inner.store.list(client)
+    }
+
+    /// Deletes snapshot `id` of `client`.
+    pub fn delete_snapshot(&self, client: &ClientId, id: &SnapshotId) -> Result<()> {
+        self.inner.store.delete(client, id)
+    }
+
+    /// Whether snapshots and paused sessions outlive the process (a
+    /// [`ManagerSettings::state_dir`] is set): its sessions can outlive their client's
+    /// connection, and a restart.
+    pub fn keeps_state(&self) -> bool {
+        self.inner.store.lasting()
+    }
+
+    /// Bytes the store of snapshots and paused sessions holds now.
+    pub fn stored_bytes(&self) -> u64 {
+        self.inner.store.used()
+    }
+
+    /// Pauses session `id` of `client` now, as its idle time would: its state goes to
+    /// the store and its sandbox is released; its next call resumes it. `false` if
+    /// its backend cannot capture its memory (it stays open).
+    pub fn pause(&self, client: &ClientId, id: &SessionId) -> Result<bool> {
+        let entry = self.entry(client, id)?;
+        self.inner.pause(&entry, true)
+    }
+
     /// The sessions `client` has open.
     pub fn list(&self, client: &ClientId) -> Vec<SessionInfo> {
         let mut list: Vec<SessionInfo> = self
@@ -1034,6 +1439,101 @@ impl SessionManager {
 }
 
 impl Inner {
+    /// Takes the state of a paused session back into a sandbox.
+    fn resume(&self, entry: &Entry) -> Result<Session> {
+        let started = Instant::now();
+        let path = self.store.paused_file(&entry.id);
+        let session = {
+            let service = self.service.read().unwrap_or_else(|e| e.into_inner());
+            let snapshot = service.sandlot().open_snapshot(&path)?;
+            let mut request = entry.request.clone();
+            request.backend = snapshot.backend().into();
+            let builder = service.builder_for(&request);
+            drop(service);
+            builder.restore(&snapshot)?
+        };
+        self.store.unpause(&entry.id);
+        tracing::info!(session = %entry.id, client = %entry.client, ms = started.elapsed().as_millis() as u64, "session resumed");
+        Ok(session)
+    }
+
+    /// Pauses `entry`: snapshots it into the store and releases its sandbox. With
+    /// `wait`, after a run in progress; without, not at all if one is. `false` if it
+    /// was not paused: not live, busy, or its backend cannot capture its memory.
+    fn pause(&self, entry: &Entry, wait: bool) -> Result<bool> {
+        if !entry.pausable.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let mut slot = if wait {
+            entry.session.lock().unwrap_or_else(|e| e.into_inner())
+        } else {
+            match entry.session.try_lock() {
+                Ok(slot) => slot,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+            }
+        };
+        let Slot::Live(session) = &mut *slot else {
+            return Ok(false);
+        };
+        let started = Instant::now();
+        let paused = session.snapshot().and_then(|snapshot| {
+            let record = if self.store.lasting() {
+                entry.record()
+            } else {
+                None
+            };
+            self.store.pause(&entry.id, &snapshot, record.as_ref())?;
+            Ok(snapshot.len())
+        });
+        match paused {
+            Ok(bytes) => {
+                // The sandbox goes with the session.
+                *slot = Slot::Paused;
+                tracing::info!(session = %entry.id, client = %entry.client, bytes, ms = started.elapsed().as_millis() as u64, "session paused");
+                Ok(true)
+            }
+            Err(error) => {
+                // Not tried again: it stays open until its idle timeout.
+                entry.pausable.store(false, Ordering::Relaxed);
+                tracing::warn!(session = %entry.id, client = %entry.client, %error, "session not paused");
+                Err(error)
+            }
+        }
+    }
+
+    /// At shutdown with a lasting store: keeps session `id` paused for the server
+    /// after the restart, if it can be; `false` if it must be closed.
+    fn keep_for_restart(&self, id: &SessionId) -> bool {
+        if !self.store.lasting() {
+            return false;
+        }
+        let Some(entry) = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
+        else {
+            return false;
+        };
+        if entry.ask.is_none() {
+            return false;
+        }
+        let paused = matches!(
+            *entry.session.lock().unwrap_or_else(|e| e.into_inner()),
+            Slot::Paused
+        ) || self.pause(&entry, true).unwrap_or(false);
+        if paused {
+            self.sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(id);
+            tracing::info!(session = %id, client = %entry.client, "session kept paused for after the restart");
+        }
+        paused
+    }
+
     fn end(&self, id: &SessionId, why: Ended) -> bool {
         let (entry, _closing) = {
             let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
@@ -1066,6 +1566,7 @@ impl Inner {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         entry.end();
+        self.store.unpause(&entry.id);
         tracing::info!(
             session = %entry.id,
             client = %entry.client,
@@ -1098,6 +1599,31 @@ impl Inner {
                     .then(|| (entry.id.clone(), Ended::Idle))
             })
             .collect();
+        if let Some(pause_after) = self.settings.pause_after {
+            let idle: Vec<Arc<Entry>> = self
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .filter(|entry| {
+                    let last = *entry.last_used.lock().unwrap_or_else(|e| e.into_inner());
+                    entry.pausable.load(Ordering::Relaxed)
+                        && now.duration_since(last) >= pause_after
+                        && matches!(entry.session.try_lock().as_deref(), Ok(Slot::Live(_)))
+                })
+                .cloned()
+                .collect();
+            for entry in idle {
+                let inner = self.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("sandlot-pause".into())
+                    .spawn(move || inner.pause(&entry, false));
+                if spawned.is_err() {
+                    // No thread to spare: the next sweep tries again.
+                    break;
+                }
+            }
+        }
         for (id, why) in expired {
             // Each on its own: a session past its lifetime in the middle of a run
             // ends after the run, and must not hold up the others.
@@ -1129,7 +1655,7 @@ impl Inner {
         // In parallel: each close waits for its session's run and removes a sandbox.
         std::thread::scope(|scope| {
             for id in &ids {
-                scope.spawn(move || self.end(id, Ended::Shutdown));
+                scope.spawn(move || self.keep_for_restart(id) || self.end(id, Ended::Shutdown));
             }
         });
         // Opens and closes that started before, on other threads (a client that
