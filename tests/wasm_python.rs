@@ -553,3 +553,77 @@ fn a_snapshot_larger_than_the_memory_limit_is_refused() {
     let error = small.restore(&snapshot).unwrap_err();
     assert!(error.to_string().contains("larger memory limit"), "{error}");
 }
+
+/// With warm starts, a session begins from a base with the data stack imported: its
+/// namespace is a fresh one's, its environment its own, nothing of another session's
+/// is in it; a session the base does not fit starts fresh.
+#[test]
+fn warm_sessions_start_with_the_data_stack_imported_and_nothing_else() {
+    use sandlot::language::{Restriction, RestrictionKind, Severity};
+    let warm = sandlot::from_environment().unwrap();
+    warm.set_warm_start(true);
+    let probe = "import sys, os\n\
+                 print('pandas' in sys.modules, os.environ.get('LEAK'), os.environ.get('MINE'), \
+                 sorted(k for k in globals() if not k.startswith('_')))";
+    let fresh = sandlot()
+        .session("python")
+        .env("MINE", "2")
+        .open()
+        .unwrap()
+        .run(probe)
+        .unwrap();
+    assert!(
+        fresh.stdout_text().starts_with("False None 2 "),
+        "{}",
+        fresh.stdout_text()
+    );
+    // The first session's own environment is not the base's.
+    assert!(warm
+        .session("python")
+        .env("LEAK", "first")
+        .warm_up()
+        .unwrap());
+    let mut session = warm.session("python").env("MINE", "2").open().unwrap();
+    let seen = session.run(probe).unwrap();
+    assert_eq!(
+        seen.stdout_text(),
+        fresh.stdout_text().replacen("False", "True", 1),
+        "{}",
+        seen.stderr_text()
+    );
+    let frame = session
+        .run("import pandas as pd\nx = 1\nprint(pd.DataFrame({'a': [1, 2]}).a.sum())")
+        .unwrap();
+    assert_eq!(frame.stdout_text(), "3\n", "{}", frame.stderr_text());
+    let plot = session
+        .run("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")
+        .unwrap();
+    assert_eq!(plot.plots().count(), 1, "{}", plot.stderr_text());
+    let other = warm.session("python").open().unwrap().run(probe).unwrap();
+    assert_eq!(other.stdout_text(), "True None None ['os', 'sys']\n");
+
+    // Sessions the base does not fit start fresh.
+    let starts_fresh = |session: &mut Session| {
+        let seen = session.run(probe).unwrap();
+        assert!(
+            seen.stdout_text().starts_with("False"),
+            "{}",
+            seen.stdout_text()
+        );
+    };
+    let base = warm.session("python").open().unwrap().snapshot().unwrap();
+    let below = base.memory().unwrap().size as usize - 64 * 1024;
+    starts_fresh(&mut warm.session("python").memory(below).open().unwrap());
+    let mut policy = sandlot::Policy::default();
+    policy.restricted.add(
+        "python",
+        Restriction {
+            kind: RestrictionKind::Module,
+            name: "pandas".parse().unwrap(),
+            severity: Severity::Low,
+        },
+    );
+    starts_fresh(&mut warm.session("python").policy(policy).open().unwrap());
+    warm.set_warm_start(false);
+    starts_fresh(&mut warm.session("python").open().unwrap());
+}

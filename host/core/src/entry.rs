@@ -13,6 +13,7 @@ use crate::policy::Policy;
 use crate::provider::{Asked, BackendProvider, Prepared, Progress, ProviderContext};
 use crate::request::{BackendChoice, OpenRequest};
 use crate::secret::{Secret, Secrets};
+use crate::session::warm::Claim;
 use crate::session::{AsyncSession, Limits, Session, Settings};
 use crate::snapshot::{Keeper, Snapshot, SnapshotKey, SnapshotTrust};
 use crate::tool::{Tool, ToolSet};
@@ -152,6 +153,7 @@ pub struct Sandlot {
     context: ProviderContext,
     slots: Arc<Vec<Arc<Slot>>>,
     snapshots: Arc<Keeper>,
+    warm: Arc<crate::session::warm::WarmStarts>,
 }
 
 impl std::fmt::Debug for Sandlot {
@@ -173,6 +175,7 @@ pub struct SandlotBuilder {
     pools: Vec<(String, PoolOptions)>,
     snapshot_key: Option<SnapshotKey>,
     snapshot_trust: SnapshotTrust,
+    warm_start: bool,
 }
 
 impl SandlotBuilder {
@@ -181,6 +184,15 @@ impl SandlotBuilder {
     /// restore each other's snapshots share one.
     pub fn snapshot_key(mut self, key: SnapshotKey) -> Self {
         self.snapshot_key = Some(key);
+        self
+    }
+
+    /// Warm starts (default off): sessions of a language whose backend captures
+    /// interpreters (Python on wasm) start from a base snapshot with the language's
+    /// data stack imported, made once per process in the background, instead of
+    /// importing it on their first cell. See [`Sandlot::set_warm_start`].
+    pub fn warm_start(mut self, on: bool) -> Self {
+        self.warm_start = on;
         self
     }
 
@@ -289,6 +301,7 @@ impl SandlotBuilder {
             context,
             slots: Arc::new(slots.into_iter().map(Arc::new).collect()),
             snapshots: Arc::new(Keeper::new(self.snapshot_key, self.snapshot_trust)),
+            warm: Arc::new(crate::session::warm::WarmStarts::new(self.warm_start)),
         })
     }
 }
@@ -332,6 +345,7 @@ impl Sandlot {
             pools: Vec::new(),
             snapshot_key: None,
             snapshot_trust: SnapshotTrust::default(),
+            warm_start: false,
         }
     }
 
@@ -527,6 +541,32 @@ impl Sandlot {
                 })
             }
         }
+    }
+
+    /// Turns warm starts on or off for this `Sandlot` and its clones (see
+    /// [`SandlotBuilder::warm_start`]); off also drops the bases made, and their
+    /// memory. A warm session's namespace is a fresh one's: the base imports into the
+    /// interpreter's module cache and binds no name. Long-lived hosts (servers,
+    /// notebooks) gain most: the first session of each backend starts fresh while
+    /// the base is made beside it, every later one starts warm.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), sandlot::Error> {
+    /// let sandlot = sandlot::Sandlot::builder().providers(sandlot::providers()).build()?;
+    /// sandlot.set_warm_start(true);
+    /// sandlot.session("python").backend("wasm").warm_up()?; // made now, not beside the first session
+    /// let mut session = sandlot.session("python").backend("wasm").open()?;
+    /// session.run("import pandas as pd")?; // already imported: no time
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_warm_start(&self, on: bool) {
+        self.warm.set(on);
+    }
+
+    /// Whether warm starts are on.
+    pub fn warm_start(&self) -> bool {
+        self.warm.on()
     }
 
     /// Reads the snapshot file at `path` and checks it whole (see [`Snapshot::read`]),
@@ -835,6 +875,154 @@ impl SessionBuilder {
     /// Blocking; from async code use [`SessionBuilder::open_async`].
     pub fn open(&self) -> Result<Session> {
         let resolved = self.resolve()?;
+        if let Some(session) = self.open_warm(&resolved) {
+            return Ok(session);
+        }
+        self.open_resolved(resolved)
+    }
+
+    /// Makes now, if it is not made yet, the base snapshot sessions like this one
+    /// start from with warm starts on ([`Sandlot::set_warm_start`]); a host calls it
+    /// when it starts, so that no session waits for the base. `false` where such
+    /// sessions cannot start warm (warm starts off, a backend that does not capture
+    /// interpreters, a language without a base, a policy that restricts a module of
+    /// the base). Fails if the base cannot be made: its session's error.
+    pub fn warm_up(&self) -> Result<bool> {
+        let resolved = self.resolve()?;
+        let Some((key, warm_cell)) = self.warm_key(&resolved) else {
+            return Ok(false);
+        };
+        if let Claim::Ready(_) = self.sandlot.warm.claim(&key) {
+            return Ok(true);
+        }
+        // Made here even if a thread is making it beside: the caller waits for one,
+        // and hears why it failed.
+        let made = self.base_builder(&resolved).make_base(warm_cell);
+        self.sandlot.warm.made(&key, made.as_ref().ok().cloned());
+        made.map(|_| true)
+    }
+
+    /// What a base for this builder's sessions is made for, and its cell; `None`
+    /// where they cannot start warm.
+    fn warm_key(&self, resolved: &Resolved) -> Option<(String, &'static str)> {
+        if !self.sandlot.warm.on() || self.request.one_shot {
+            return None;
+        }
+        let (warm_cell, modules) = crate::session::warm::cell(&resolved.language)?;
+        let backend = &resolved.chosen.backend;
+        let name = backend.name();
+        if !backend
+            .capabilities(&resolved.language)
+            .has(Capability::SnapshotMemory)
+            || self.sandlot.pool_made(name.as_str()).is_some()
+        {
+            return None;
+        }
+        let restricts_base = self
+            .request
+            .policy
+            .restricted
+            .for_language(resolved.handler.info())
+            .iter()
+            .any(|r| {
+                let top = r.name.as_str().split('.').next().unwrap_or_default();
+                modules.contains(&top)
+            });
+        if restricts_base {
+            return None;
+        }
+        Some((
+            format!(
+                "{name}\n{}\n{}\n{:?}",
+                resolved.language, resolved.image, resolved.kernel
+            ),
+            warm_cell,
+        ))
+    }
+
+    /// A session from the base for this builder's sessions, if there is one it can
+    /// start from; makes the base beside, if there is none yet.
+    fn open_warm(&self, resolved: &Resolved) -> Option<Session> {
+        let (key, warm_cell) = self.warm_key(resolved)?;
+        match self.sandlot.warm.claim(&key) {
+            Claim::Ready(base) => {
+                if base
+                    .memory()
+                    .is_some_and(|m| m.size > self.request.limits.memory as u64)
+                {
+                    return None;
+                }
+                let settings =
+                    self.settings(resolved.kernel.clone(), resolved.image.clone(), Vec::new());
+                let restored = Session::restore(
+                    resolved.chosen.backend.clone(),
+                    resolved.chosen.passed_over.clone(),
+                    resolved.handler.clone(),
+                    settings,
+                    &base,
+                );
+                match restored {
+                    Ok(session) => Some(session),
+                    Err(e) => {
+                        // A base that no longer restores (the runtime changed) is
+                        // made again; anything else, the fresh open says.
+                        if e.kind() == crate::error::ErrorKind::InvalidInput {
+                            self.sandlot.warm.forget(&key);
+                        }
+                        None
+                    }
+                }
+            }
+            Claim::Make => {
+                let builder = self.base_builder(resolved);
+                let warm = self.sandlot.warm.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("sandlot-warm-base".into())
+                    .spawn(move || {
+                        let made = builder.make_base(warm_cell).ok();
+                        warm.made(&key, made);
+                    });
+                if spawned.is_err() {
+                    // No thread to spare: a later session tries again.
+                    self.sandlot.warm.forget(&self.warm_key(resolved)?.0);
+                }
+                None
+            }
+            Claim::Wait => None,
+        }
+    }
+
+    /// The builder of a base for `resolved`: the same language, backend, image and
+    /// kernel, and nothing of this request's own (environment, secrets, tools,
+    /// policy, limits), which are the restoring session's to apply.
+    fn base_builder(&self, resolved: &Resolved) -> SessionBuilder {
+        let mut request = OpenRequest::new(&resolved.language);
+        request.backend = BackendChoice::Named(resolved.chosen.backend.name().to_string());
+        request.image = self.request.image.clone();
+        SessionBuilder {
+            sandlot: self.sandlot.clone(),
+            request,
+        }
+    }
+
+    /// Opens a fresh session, runs `warm_cell` and captures it: a base.
+    fn make_base(&self, warm_cell: &str) -> Result<Arc<Snapshot>> {
+        let resolved = self.resolve()?;
+        let mut session = self.open_resolved(resolved)?;
+        let ran = session.run(warm_cell)?;
+        if ran.exit_code != 0 {
+            return Err(Error::InvalidRequest {
+                reason: format!(
+                    "the warm start's base could not import its data stack: {}",
+                    ran.stderr_text().trim()
+                ),
+            });
+        }
+        Ok(Arc::new(session.capture_base()?))
+    }
+
+    /// Opens a fresh session for `resolved`.
+    fn open_resolved(&self, resolved: Resolved) -> Result<Session> {
         let spec = resolved.spec(&self.request.policy, self.request.limits.memory);
         let pool = self
             .sandlot

@@ -8,6 +8,10 @@
 //!   is saved as a file in the workspace and `snapshot_files` + `restore` of that is
 //!   what it offers.
 //!
+//! - wasm, a data assistant's first cell: open + `import pandas as pd; import
+//!   matplotlib` + a small frame printed + close, from a fresh interpreter and with
+//!   warm starts (from a base with the data stack imported).
+//!
 //! Needs the Python runtime installed and, for Docker, the engine with the images
 //! (`tests/run.sh` sees to both). Run with `cargo bench --bench snapshot`;
 //! `SANDLOT_BENCH_BACKENDS=wasm` picks backends.
@@ -105,6 +109,29 @@ fn wasm(criterion: &mut Criterion, sandlot: &Sandlot) {
     }
 }
 
+/// The first cell of a data assistant's session.
+const FIRST_CELL: &str = "import pandas as pd\nimport matplotlib\n\
+                          print(pd.DataFrame({'a': [1, 2, 3], 'b': [4.0, 5.5, 6.25]}))";
+
+fn first_cell(criterion: &mut Criterion, sandlot: &Sandlot) {
+    let cell = || {
+        let mut session = sandlot.session("python").backend("wasm").open().unwrap();
+        let ran = session.run(FIRST_CELL).unwrap();
+        assert!(ran.stdout_text().contains("6.25"), "{}", ran.stderr_text());
+        session.close();
+    };
+    let mut group = criterion.benchmark_group(
+        "first cell: open + import pandas, matplotlib + a frame printed + close (wasm)",
+    );
+    sandlot.set_warm_start(false);
+    group.bench_function("fresh interpreter", |b| b.iter(cell));
+    sandlot.set_warm_start(true);
+    assert!(sandlot.session("python").backend("wasm").warm_up().unwrap());
+    group.bench_function("warm start", |b| b.iter(cell));
+    group.finish();
+    sandlot.set_warm_start(false);
+}
+
 fn docker(criterion: &mut Criterion, sandlot: &Sandlot) {
     let mut session = data_session(sandlot, "docker");
     let saved = session
@@ -151,6 +178,7 @@ fn main() {
     let wanted = |backend: &str| only.is_empty() || only.split(',').any(|b| b == backend);
     let sandlot = sandlot();
     if wanted("wasm") {
+        first_cell(&mut criterion, &sandlot);
         wasm(&mut criterion, &sandlot);
     }
     if wanted("docker") {

@@ -70,6 +70,11 @@ pub(super) struct SessionArgs {
     /// a private temporary directory, gone with the server.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
+    /// Start every Python session on wasm from a fresh interpreter, not from a base
+    /// with numpy, pandas and matplotlib already imported (made when the server
+    /// starts; its namespace is a fresh one's).
+    #[arg(long)]
+    no_warm_start: bool,
     /// Most bytes the snapshots and paused sessions may take on disk.
     #[arg(long, default_value_t = 8 << 30, value_name = "BYTES")]
     max_stored_bytes: u64,
@@ -106,6 +111,9 @@ impl SessionArgs {
     ) -> Result<SessionManager> {
         let service =
             Service::from_config(global.config()?, &global.overrides(), sandlot::providers())?;
+        if !self.no_warm_start {
+            warm_up(service.sandlot());
+        }
         let mut settings = ManagerSettings::default()
             .idle_timeout(Duration::from_secs(self.idle_timeout.max(1)))
             .max_lifetime(Duration::from_secs(self.max_lifetime.max(1)))
@@ -165,6 +173,30 @@ impl SessionArgs {
         }
         settings = settings.max_stored_bytes(self.max_stored_bytes);
         SessionManager::new(service, settings).context("cannot open the server's state directory")
+    }
+}
+
+/// Turns warm starts on, and makes the Python base beside the server's start, if the
+/// wasm backend runs Python here (else nothing: sessions start as they would).
+fn warm_up(sandlot: &sandlot::Sandlot) {
+    sandlot.set_warm_start(true);
+    let mut builder = sandlot.session("python");
+    builder.backend("wasm");
+    let made = std::thread::Builder::new()
+        .name("sandlot-warm-up".into())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            match builder.warm_up() {
+                Ok(true) => tracing::info!(
+                    ms = started.elapsed().as_millis() as u64,
+                    "warm start ready: python on wasm"
+                ),
+                Ok(false) => {}
+                Err(error) => tracing::debug!(%error, "no warm start for python on wasm"),
+            }
+        });
+    if let Err(error) = made {
+        tracing::debug!(%error, "no warm start: no thread for its base");
     }
 }
 

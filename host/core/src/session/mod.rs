@@ -38,6 +38,7 @@ use crate::transfer::Copied;
 use std::path::Path;
 
 mod snapshot;
+pub(crate) mod warm;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 

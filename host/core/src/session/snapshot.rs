@@ -50,6 +50,12 @@ impl Session {
             .collect()
     }
 
+    /// A snapshot of the whole session for this process alone (neither hashed nor
+    /// sealed): a warm start's base.
+    pub(crate) fn capture_base(&mut self) -> Result<Snapshot> {
+        self.capture(true, false)
+    }
+
     /// Whether the session's interpreter keeps state between runs that a snapshot
     /// must hold.
     fn keeps_state(&self) -> bool {
