@@ -177,6 +177,11 @@ fn the_python_and_javascript_sdks_on_wasm() {
         );
         if matches!(sdk, Sdk::Python) {
             assert!(said.contains(CONTEXTS), "{said}");
+            assert!(
+                said.contains("ok: pause keeps the memory; connect resumes it")
+                    && said.contains("ok: a timeout pauses a sandbox made with on_timeout pause"),
+                "{said}"
+            );
         }
     }
 }
@@ -197,6 +202,10 @@ fn the_python_and_javascript_sdks_on_pooled_docker() {
         "{said}"
     );
     assert!(said.contains(CONTEXTS), "{said}");
+    assert!(
+        said.contains("ok: pause refused where the backend cannot keep the memory"),
+        "{said}"
+    );
     // The container of the sandbox the client killed is gone.
     let container = said
         .lines()

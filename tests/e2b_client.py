@@ -19,6 +19,7 @@ from e2b import (
     InvalidArgumentException,
     NotFoundException,
     SandboxQuery,
+    SandboxState,
 )
 from e2b_code_interpreter import Sandbox
 
@@ -190,6 +191,34 @@ again = Sandbox.connect(sandbox.sandbox_id)
 assert again.run_code("print(x)").logs.stdout == ["41\n"]
 ok("connect to a running sandbox")
 
+if not shell:
+    # wasm: the interpreter's memory is kept while paused, and back on connect.
+    assert sandbox.pause() is True
+    assert Sandbox.get_info(sandbox.sandbox_id).state == SandboxState.PAUSED
+    assert sandbox.pause() is False, "pausing a paused sandbox"
+    paused = Sandbox.list(
+        query=SandboxQuery(metadata={"suite": tag}, state=[SandboxState.PAUSED])
+    ).next_items()
+    assert [s.sandbox_id for s in paused] == [sandbox.sandbox_id], paused
+    running = Sandbox.list(
+        query=SandboxQuery(metadata={"suite": tag}, state=[SandboxState.RUNNING])
+    ).next_items()
+    assert running == [], running
+    resumed = Sandbox.connect(sandbox.sandbox_id, timeout=120)
+    assert Sandbox.get_info(sandbox.sandbox_id).state == SandboxState.RUNNING
+    assert resumed.run_code("print(x)").logs.stdout == ["41\n"]
+    ok("pause keeps the memory; connect resumes it")
+else:
+    try:
+        sandbox.pause()
+        raise AssertionError("a sandbox that cannot keep its memory paused")
+    except AssertionError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the SDK's class for the refusal
+        assert "keeps running" in str(e), e
+    assert sandbox.run_code("print(x)").logs.stdout == ["41\n"]
+    ok("pause refused where the backend cannot keep the memory, the sandbox untouched")
+
 # Bob's key sees nothing of Alice's sandbox, and can do nothing to it.
 theirs = Sandbox.list(api_key=bob).next_items()
 assert sandbox.sandbox_id not in [s.sandbox_id for s in theirs], theirs
@@ -223,3 +252,15 @@ try:
 except NotFoundException:
     pass
 ok("a timeout ends the sandbox")
+
+if not shell:
+    # autoPause: its timeout pauses it, memory kept, instead of ending it.
+    kept = Sandbox.create(template=template, timeout=120, lifecycle={"on_timeout": "pause"})
+    kept.run_code("w = 'waited'")
+    kept.set_timeout(2)
+    time.sleep(4)
+    assert Sandbox.get_info(kept.sandbox_id).state == SandboxState.PAUSED
+    back = Sandbox.connect(kept.sandbox_id, timeout=60)
+    assert back.run_code("print(w)").logs.stdout == ["waited\n"]
+    assert back.kill() is True
+    ok("a timeout pauses a sandbox made with on_timeout pause")

@@ -2,13 +2,14 @@
 
 use super::sandboxes::{Context, Sandbox};
 use super::{blocking, client_of, end_sandbox, E2b, E2bError};
-use crate::manager::{Ask, ClientId};
+use crate::manager::{Ask, ClientId, SessionInfo};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use sandlot_core::error::Error;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -135,14 +136,6 @@ async fn create(
 ) -> Result<Response, E2bError> {
     let client = client_of(&e2b, &headers)?;
     let new = body(parsed)?;
-    if new.auto_pause == Some(true) {
-        return Err(E2bError::new(
-            StatusCode::BAD_REQUEST,
-            "autoPause (lifecycle on_timeout `pause`) is not supported by sandlot yet: a \
-             sandbox ends at its timeout; create it with on_timeout `kill` (the OpenAI Agents \
-             SDK's E2B client: E2BSandboxClientOptions(on_timeout=\"kill\"))",
-        ));
-    }
     if new.volume_mounts.as_ref().is_some_and(|v| !v.is_empty()) {
         return Err(E2bError::new(
             StatusCode::BAD_REQUEST,
@@ -187,6 +180,7 @@ async fn create(
         sandbox.template = "base".into();
     }
     sandbox.shell = shell;
+    sandbox.auto_pause = new.auto_pause == Some(true);
     sandbox.metadata = new.metadata.unwrap_or_default();
     sandbox.env = new.env_vars.unwrap_or_default();
     let sandbox = Arc::new(sandbox);
@@ -218,11 +212,19 @@ fn live(e2b: &E2b, client: &ClientId, id: &str) -> Result<Arc<Sandbox>, E2bError
     }
 }
 
-fn info_of(e2b: &E2b, sandbox: &Sandbox) -> Value {
+/// Whether `sandbox` is paused: its default context's session is, of those `open`.
+fn paused(sandbox: &Sandbox, open: &[SessionInfo]) -> bool {
+    sandbox
+        .main_session()
+        .and_then(|main| open.iter().find(|s| s.id == main))
+        .is_some_and(|s| s.paused)
+}
+
+fn info_of(e2b: &E2b, sandbox: &Sandbox, open: &[SessionInfo]) -> Value {
     let policy = e2b.manager.policy();
     let cpus = policy.cpu_millis.div_ceil(1000).max(1);
     let memory_mb = (e2b.manager.settings().limits.memory >> 20) as u64;
-    sandbox.info(cpus, memory_mb)
+    sandbox.info(cpus, memory_mb, paused(sandbox, open))
 }
 
 async fn info(
@@ -232,7 +234,7 @@ async fn info(
 ) -> Result<Json<Value>, E2bError> {
     let client = client_of(&e2b, &headers)?;
     let sandbox = live(&e2b, &client, &id)?;
-    Ok(Json(info_of(&e2b, &sandbox)))
+    Ok(Json(info_of(&e2b, &sandbox, &e2b.manager.list(&client))))
 }
 
 /// `GET /sandboxes`: the caller's sandboxes, filtered by `metadata` (E2B sends it
@@ -247,10 +249,12 @@ async fn list(
         Some(filter) => metadata_filter(filter)?,
         None => Vec::new(),
     };
-    // Every sandlot sandbox runs; a filter for paused ones only finds none.
-    let running_wanted = query
-        .get("state")
-        .is_none_or(|states| states.split(',').any(|s| s.trim() == "running"));
+    let state_wanted = |paused: bool| {
+        let state = if paused { "paused" } else { "running" };
+        query
+            .get("state")
+            .is_none_or(|states| states.split(',').any(|s| s.trim() == state))
+    };
     let limit = match query.get("limit") {
         Some(n) => n.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
             E2bError::new(StatusCode::BAD_REQUEST, "limit must be a positive number")
@@ -271,17 +275,17 @@ async fn list(
         .sandboxes
         .of_client(&client)
         .into_iter()
-        .filter(|_| running_wanted)
         .filter(|s| {
             s.main_session()
                 .is_some_and(|main| open.iter().any(|o| o.id == main))
         })
+        .filter(|s| state_wanted(paused(s, &open)))
         .filter(|s| {
             wanted
                 .iter()
                 .all(|(k, v)| s.metadata.get(k).is_some_and(|have| have == v))
         })
-        .map(|s| info_of(&e2b, &s))
+        .map(|s| info_of(&e2b, &s, &open))
         .collect();
     let page: Vec<Value> = matching.iter().skip(skip).take(limit).cloned().collect();
     let mut response = Json(Value::Array(page)).into_response();
@@ -376,10 +380,22 @@ async fn connect(
 ) -> Result<Json<Value>, E2bError> {
     let client = client_of(&e2b, &headers)?;
     let sandbox = live(&e2b, &client, &id)?;
-    if let Some(Json(Timeout {
-        timeout: Some(seconds),
-    })) = parsed
-    {
+    let seconds = parsed.and_then(|Json(Timeout { timeout })| timeout);
+    if paused(&sandbox, &e2b.manager.list(&client)) {
+        // Its sessions resume now, not on the first call after: the SDK expects a
+        // sandbox ready to use. Its time starts again.
+        let manager = e2b.manager.clone();
+        let resuming = sandbox.clone();
+        blocking(move || {
+            for session in resuming.sessions() {
+                manager.resume(&resuming.client, &session)?;
+            }
+            Ok(())
+        })
+        .await?;
+        sandbox.set_timeout(timeout_within(&e2b, seconds, Duration::ZERO)?);
+        tracing::info!(sandbox = %id, %client, "E2B sandbox resumed");
+    } else if let Some(seconds) = seconds {
         let ran = sandbox.started.elapsed().unwrap_or_default();
         let wanted = timeout_within(&e2b, Some(seconds), ran)?;
         // Connecting extends a sandbox's life, never shortens it.
@@ -390,17 +406,68 @@ async fn connect(
     Ok(Json(sandbox.created()))
 }
 
+/// The body of `POST /sandboxes/{id}/pause`.
+#[derive(Debug, Deserialize, Default)]
+struct Pause {
+    /// Whether the memory is kept (E2B's default); sandlot pauses with it or not at
+    /// all.
+    memory: Option<bool>,
+}
+
 async fn pause(
     State(e2b): State<E2b>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> Result<Response, E2bError> {
+    parsed: Option<Json<Pause>>,
+) -> Result<StatusCode, E2bError> {
     let client = client_of(&e2b, &headers)?;
-    live(&e2b, &client, &id)?;
-    Err(E2bError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "pausing is not supported by sandlot yet: the sandbox keeps running until its timeout",
-    ))
+    let sandbox = live(&e2b, &client, &id)?;
+    if parsed.is_some_and(|Json(p)| p.memory == Some(false)) {
+        return Err(E2bError::new(
+            StatusCode::BAD_REQUEST,
+            "pausing without the memory (keep_memory=False) is not supported by sandlot: \
+             pause with it",
+        ));
+    }
+    if paused(&sandbox, &e2b.manager.list(&client)) {
+        return Err(E2bError::new(
+            StatusCode::CONFLICT,
+            "the sandbox is paused already",
+        ));
+    }
+    let manager = e2b.manager.clone();
+    let pausing = sandbox.clone();
+    blocking(move || pause_sandbox(&manager, &pausing)).await?;
+    // A paused sandbox waits for its connect until the server's idle timeout ends its
+    // sessions, not until its own timeout.
+    sandbox.set_timeout(e2b.manager.settings().max_lifetime);
+    tracing::info!(sandbox = %id, %client, "E2B sandbox paused");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Pauses the sessions of `sandbox`: its default context's first, refused if it
+/// cannot be (then nothing is paused); other contexts that cannot be keep running.
+pub(super) fn pause_sandbox(
+    manager: &crate::manager::SessionManager,
+    sandbox: &Sandbox,
+) -> Result<(), Error> {
+    let sessions = sandbox.sessions();
+    let Some((main, others)) = sessions.split_first() else {
+        return Ok(());
+    };
+    if !manager.pause(&sandbox.client, main)? {
+        return Err(Error::BackendCannot {
+            backend: sandbox.backend.clone().unwrap_or_else(|| "auto".into()),
+            capability: sandlot_core::Capability::SnapshotMemory,
+            hint: "a sandbox pauses with its interpreter's memory, which Python on wasm \
+                   keeps; this one keeps running until its timeout"
+                .into(),
+        });
+    }
+    for session in others {
+        let _ = manager.pause(&sandbox.client, session);
+    }
+    Ok(())
 }
 
 async fn unserved(State(e2b): State<E2b>, headers: HeaderMap) -> Result<Response, E2bError> {

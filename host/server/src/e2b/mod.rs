@@ -179,11 +179,26 @@ async fn reap(e2b: E2b) {
         if ended.is_empty() {
             continue;
         }
-        let manager = e2b.manager.clone();
+        let keeper = e2b.clone();
         let _ = tokio::task::spawn_blocking(move || {
+            let manager = &keeper.manager;
             for sandbox in ended {
+                // `autoPause`: paused rather than killed, where its backend can;
+                // its sessions then end at the server's idle timeout.
+                let paused_now = sandbox.auto_pause
+                    && !manager
+                        .list(&sandbox.client)
+                        .iter()
+                        .any(|s| s.paused && Some(&s.id) == sandbox.main_session().as_ref())
+                    && control::pause_sandbox(manager, &sandbox).is_ok();
+                if paused_now {
+                    tracing::info!(sandbox = %sandbox.id, client = %sandbox.client, "E2B sandbox timed out: paused");
+                    sandbox.set_timeout(manager.settings().max_lifetime);
+                    keeper.sandboxes.insert(sandbox);
+                    continue;
+                }
                 tracing::info!(sandbox = %sandbox.id, client = %sandbox.client, "E2B sandbox timed out");
-                end_sandbox(&manager, &sandbox);
+                end_sandbox(manager, &sandbox);
             }
         })
         .await;

@@ -74,6 +74,8 @@ pub struct Sandbox {
     /// Whether that backend has a shell for commands; without one, commands run the
     /// interpreter ([`super::program`]).
     pub shell: bool,
+    /// Whether its timeout pauses it rather than kills it (E2B's `autoPause`).
+    pub auto_pause: bool,
     /// The caller's metadata, kept as given.
     pub metadata: BTreeMap<String, String>,
     /// Environment of every command and run in it.
@@ -107,6 +109,7 @@ impl Sandbox {
             template,
             backend,
             shell: false,
+            auto_pause: false,
             metadata: BTreeMap::new(),
             env: BTreeMap::new(),
             started,
@@ -161,8 +164,9 @@ impl Sandbox {
         crate::serve::same_secret(&self.access_token, given)
     }
 
-    /// What `GET /sandboxes/{id}` and the listing answer.
-    pub fn info(&self, cpu_count: u32, memory_mb: u64) -> Value {
+    /// What `GET /sandboxes/{id}` and the listing answer; `paused` if its sessions
+    /// are.
+    pub fn info(&self, cpu_count: u32, memory_mb: u64, paused: bool) -> Value {
         json!({
             "sandboxID": self.id,
             "templateID": self.template,
@@ -171,7 +175,7 @@ impl Sandbox {
             "metadata": self.metadata,
             "startedAt": rfc3339(self.started),
             "endAt": rfc3339(self.end()),
-            "state": "running",
+            "state": if paused { "paused" } else { "running" },
             "cpuCount": cpu_count,
             "memoryMB": memory_mb,
             "diskSizeMB": 0,

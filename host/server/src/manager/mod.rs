@@ -1370,6 +1370,12 @@ impl SessionManager {
         self.inner.pause(&entry, true)
     }
 
+    /// Resumes session `id` of `client` now if it is paused (a call on it would), so
+    /// that its next call finds it ready.
+    pub fn resume(&self, client: &ClientId, id: &SessionId) -> Result<()> {
+        self.in_session(client, id, |_| Ok(()))
+    }
+
     /// The sessions `client` has open.
     pub fn list(&self, client: &ClientId) -> Vec<SessionInfo> {
         let mut list: Vec<SessionInfo> = self
