@@ -1160,6 +1160,16 @@ fn snapshots_restore_the_session(backend: &str) {
             assert_eq!(refused.kind(), ErrorKind::Unsupported, "{refused}");
             assert!(refused.to_string().contains("snapshot_files"), "{refused}");
         }
+        // Installed libraries live in the workspace, and come back with its files.
+        let installs = capabilities.has(Capability::InstallLibraries);
+        if installs {
+            let options = RunOptions {
+                libraries: vec!["requests".into()],
+                ..RunOptions::default()
+            };
+            let installed = session.run_with("import requests", options).unwrap();
+            assert_eq!(installed.exit_code, 0, "{}", installed.stderr_text());
+        }
         let files = session.snapshot_files().unwrap();
         assert!(!files.holds_memory());
         let mut restored = sandlot()
@@ -1168,6 +1178,17 @@ fn snapshots_restore_the_session(backend: &str) {
             .restore(&files)
             .unwrap();
         assert_eq!(restored.read_file("data/notes.txt").unwrap(), b"kept");
+        if installs {
+            let again = restored
+                .run("import requests\nprint(requests.__file__)")
+                .unwrap();
+            assert!(
+                again.stdout_text().contains(".sandlot/python/requests/"),
+                "{}{}",
+                again.stdout_text(),
+                again.stderr_text()
+            );
+        }
         let fresh = restored.run("print(x)").unwrap();
         assert!(
             fresh.stderr_text().contains("NameError"),
