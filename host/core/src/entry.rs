@@ -580,12 +580,13 @@ impl Sandlot {
         Snapshot::read(input, self.snapshots.key()?, self.snapshots.trust)
     }
 
-    /// A session holding what `snapshot` holds, on the backend it was taken on, with
+    /// A session holding what `snapshot` holds, on the backend it was taken on (one of
+    /// files alone: on any), with
     /// this host's defaults for everything else. To give it a policy, limits,
     /// secrets or tools of its own, use [`SessionBuilder::restore`].
     pub fn restore(&self, snapshot: &Snapshot) -> Result<Session> {
         let mut builder = self.session(snapshot.language());
-        if snapshot.holds_memory() {
+        if snapshot.holds_memory() || snapshot.holds_namespace() {
             builder.backend(snapshot.backend());
         }
         builder.restore(snapshot)

@@ -8,7 +8,8 @@ use sandlot::{ErrorKind, OpenRequest, Session};
 use std::path::Path;
 
 /// Saves `session` to `file`: its interpreter's state with its files where the backend
-/// captures it; where it cannot, the files alone, and says so.
+/// captures it, a Python kernel's variables by serialisation where it cannot (naming
+/// those it could not save); elsewhere the files alone, and says so.
 pub(super) fn save(session: &mut Session, file: &Path) -> Result<()> {
     let snapshot = match session.snapshot() {
         Ok(snapshot) => snapshot,
@@ -25,9 +26,15 @@ pub(super) fn save(session: &mut Session, file: &Path) -> Result<()> {
     snapshot
         .save(file)
         .with_context(|| format!("cannot save the session to {}", file.display()))?;
+    if !snapshot.unsaved().is_empty() {
+        note!(
+            "sandlot: these variables could not be saved (a restored session lacks them): {}",
+            snapshot.unsaved().join(", ")
+        );
+    }
     note!(
         "sandlot: saved the session ({}, {} KiB) to {}",
-        if snapshot.holds_memory() {
+        if snapshot.holds_memory() || snapshot.holds_namespace() {
             "its variables and files"
         } else {
             "its files"
@@ -40,7 +47,7 @@ pub(super) fn save(session: &mut Session, file: &Path) -> Result<()> {
 
 /// A session holding what `file` holds, under `request`'s policy and limits; a request
 /// for `auto` gets the backend the snapshot was taken on when it holds an
-/// interpreter's state, which only that backend restores.
+/// interpreter's state or variables.
 pub(super) fn restore(
     service: &mut Service,
     request: &mut OpenRequest,
@@ -50,7 +57,8 @@ pub(super) fn restore(
         .sandlot()
         .open_snapshot(file)
         .with_context(|| format!("cannot restore the session saved in {}", file.display()))?;
-    if snapshot.holds_memory() && request.backend == BackendChoice::Auto {
+    let variables = snapshot.holds_memory() || snapshot.holds_namespace();
+    if variables && request.backend == BackendChoice::Auto {
         request.backend = BackendChoice::from(snapshot.backend());
     }
     service.prepare(request, |step| note!("sandlot: {step}"))?;

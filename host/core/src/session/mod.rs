@@ -37,6 +37,7 @@ use crate::toolchain::Toolchain;
 use crate::transfer::Copied;
 use std::path::Path;
 
+mod namespace;
 mod snapshot;
 pub(crate) mod warm;
 use std::sync::{Arc, OnceLock};

@@ -18,9 +18,12 @@ impl Session {
     /// Captures the session: its workspace's files and its interpreter's whole state
     /// (variables, functions, imports), to restore with
     /// [`Sandlot::restore`](crate::Sandlot::restore) in this process or another. Call it
-    /// between runs. A backend that cannot capture an interpreter's state
-    /// (without [`Capability::SnapshotMemory`]) refuses, rather than capture less than
-    /// the session holds: [`Session::snapshot_files`] takes the files alone.
+    /// between runs. Where the backend cannot capture the interpreter's memory
+    /// (without [`Capability::SnapshotMemory`]), a Python kernel's namespace is kept
+    /// by serialisation instead ([`Snapshot::holds_namespace`]; what could not be
+    /// kept is in [`Snapshot::unsaved`]); any other interpreter refuses, rather than
+    /// capture less than the session holds: [`Session::snapshot_files`] takes the
+    /// files alone.
     pub fn snapshot(&mut self) -> Result<Snapshot> {
         self.capture(true, true)
     }
@@ -35,6 +38,17 @@ impl Session {
     /// [`Session::snapshot`] captures it) and its settings: its policy, limits,
     /// environment, secrets and tools. What one does is seen by none of the others.
     pub fn fork(&mut self, n: usize) -> Result<Vec<Session>> {
+        // A copy of the memory, or none: a namespace carried by serialisation is a
+        // snapshot's fallback, not a fork's.
+        if self.keeps_state() && !self.capabilities.has(Capability::SnapshotMemory) {
+            return Err(Error::BackendCannot {
+                backend: self.backend_name.to_string(),
+                capability: Capability::SnapshotMemory,
+                hint: "it cannot copy this interpreter's memory; `Session::snapshot` and \
+                       restores (one per copy) carry its variables by serialisation"
+                    .into(),
+            });
+        }
         // Never leaves the process: not hashed nor sealed.
         let snapshot = self.capture(true, false)?;
         (0..n)
@@ -58,14 +72,16 @@ impl Session {
 
     /// Whether the session's interpreter keeps state between runs that a snapshot
     /// must hold.
-    fn keeps_state(&self) -> bool {
+    pub(super) fn keeps_state(&self) -> bool {
         !self.one_shot && self.capabilities.has(Capability::PersistentState)
     }
 
     /// A snapshot with the interpreter's state if `memory`, sealed if `sealed`.
     fn capture(&mut self, memory: bool, sealed: bool) -> Result<Snapshot> {
-        let memory = memory && self.keeps_state();
-        if memory && !self.capabilities.has(Capability::SnapshotMemory) {
+        let keeps_state = memory && self.keeps_state();
+        let memory = keeps_state && self.capabilities.has(Capability::SnapshotMemory);
+        let namespace = keeps_state && !memory && self.keeps_namespace();
+        if keeps_state && !memory && !namespace {
             return Err(Error::BackendCannot {
                 backend: self.backend_name.to_string(),
                 capability: Capability::SnapshotMemory,
@@ -74,6 +90,10 @@ impl Session {
                     .into(),
             });
         }
+        let unsaved = match namespace {
+            true => Some(self.save_namespace()?),
+            false => None,
+        };
         let key = match sealed {
             true => Some(self.snapshots.key()?.clone()),
             false => None,
@@ -87,6 +107,7 @@ impl Session {
             language: self.handler.info().id.clone(),
             image: self.image.clone(),
             interpreter: None,
+            namespace: unsaved,
             session: SessionFacts {
                 installed: self.installed.clone(),
                 plot_capture: self.plot_capture,
@@ -113,6 +134,10 @@ impl Session {
                 ..manifest
             })
         });
+        if namespace {
+            // The pickle is the snapshot's: the session's workspace is as it was.
+            let _ = self.sandbox()?.files().remove(super::namespace::FILE);
+        }
         self.masked(made)
     }
 
@@ -189,6 +214,21 @@ impl Session {
         }
         // The output directory came back with the files: the first run scans it.
         session.output = None;
+        if manifest.namespace.is_some() {
+            if !session.keeps_namespace() {
+                return Err(Error::InvalidSnapshot {
+                    reason: format!(
+                        "it holds the variables of a Python kernel, which this session \
+                         ({} on {}) cannot take back; restore it on {}",
+                        session.handler.info().id,
+                        session.backend_name,
+                        manifest.backend
+                    ),
+                });
+            }
+            session.load_namespace()?;
+            session.used = true;
+        }
         Ok(session)
     }
 }

@@ -91,6 +91,10 @@ pub(crate) struct Manifest {
     pub language: String,
     pub image: String,
     pub interpreter: Option<InterpreterState>,
+    /// The namespace kept by serialisation (in the files), where the memory was not:
+    /// the names that could not be kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Vec<String>>,
     pub session: SessionFacts,
 }
 
@@ -278,6 +282,19 @@ impl Snapshot {
     /// snapshot stores.
     pub fn memory(&self) -> Option<MemoryFacts> {
         self.manifest.interpreter.as_ref().map(|i| i.memory)
+    }
+
+    /// Whether it holds the interpreter's variables by serialisation (a Python
+    /// kernel on a backend that cannot capture its memory: containers, native).
+    /// [`Snapshot::unsaved`] names those it could not keep.
+    pub fn holds_namespace(&self) -> bool {
+        self.manifest.namespace.is_some()
+    }
+
+    /// The variables of a namespace snapshot that could not be kept (an open file,
+    /// a generator, ...): a restored session lacks them. Empty for the others.
+    pub fn unsaved(&self) -> &[String] {
+        self.manifest.namespace.as_deref().unwrap_or_default()
     }
 
     /// Whether it holds the interpreter's memory (variables, functions, imports), not

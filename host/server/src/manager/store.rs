@@ -96,6 +96,13 @@ pub struct SnapshotInfo {
     /// Whether it holds the interpreter's memory (variables, imports), not only the
     /// files.
     pub memory: bool,
+    /// Whether it holds the session's variables: in the memory, or (a Python kernel
+    /// in a container) by serialisation.
+    #[serde(default)]
+    pub variables: bool,
+    /// The variables that could not be serialised: a restored session lacks them.
+    #[serde(default)]
+    pub unsaved: Vec<String>,
     /// Its size in bytes.
     pub bytes: u64,
     /// When it was taken, in seconds since the Unix epoch.
@@ -493,6 +500,8 @@ impl Store {
             language: snapshot.language().to_string(),
             backend: snapshot.backend().to_string(),
             memory: snapshot.holds_memory(),
+            variables: snapshot.holds_memory() || snapshot.holds_namespace(),
+            unsaved: snapshot.unsaved().to_vec(),
             bytes: snapshot.len(),
             created_unix: unix(snapshot.created()),
         };

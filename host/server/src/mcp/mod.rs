@@ -593,8 +593,9 @@ impl McpServer {
     #[tool(
         description = "Snapshot a session: its variables, imports, functions and files, kept \
         by the server under a snapshot_id. restore_session opens a new session from it, as \
-        often as needed (to go back to this point, or to try several ways from it). Backends \
-        that cannot capture the interpreter's memory refuse; `files_only` keeps the files alone."
+        often as needed (to go back to this point, or to try several ways from it). In \
+        containers Python's variables are serialised, and `not_kept` names those that could \
+        not be (open files, generators); `files_only` keeps the files alone."
     )]
     async fn snapshot_session(
         &self,
@@ -616,7 +617,8 @@ impl McpServer {
                 "snapshot_id": info.id,
                 "language": info.language,
                 "backend": info.backend,
-                "keeps_variables": info.memory,
+                "keeps_variables": info.variables,
+                "not_kept": info.unsaved,
                 "bytes": info.bytes,
             })),
             Err(e) => refused(e),
