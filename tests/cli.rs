@@ -859,6 +859,28 @@ fn doctor_reports_engines_isolation_and_what_each_backend_cannot_enforce() {
     );
     assert_eq!(check(&wasm, "runtimes")["state"], "ok", "{wasm}");
     assert_eq!(check(&wasm, "cache")["state"], "ok", "{wasm}");
+    // What a snapshot holds on each; whether CRIU could checkpoint containers here.
+    assert_eq!(check(&wasm, "snapshots")["state"], "ok", "{wasm}");
+    let in_docker = check(&backend("docker"), "snapshots");
+    assert!(
+        in_docker["detail"]
+            .as_str()
+            .unwrap()
+            .contains("by serialisation"),
+        "{in_docker}"
+    );
+    let checkpoints = report["host"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["topic"] == "checkpoints")
+        .unwrap_or_else(|| panic!("no checkpoints in {report}"))
+        .clone();
+    assert!(
+        checkpoints["detail"].as_str().unwrap().contains("CRIU")
+            || checkpoints["detail"].as_str().unwrap().contains("criu"),
+        "{checkpoints}"
+    );
     // Docker and Podman sandboxes are refused the same calls, probed in one: Podman's
     // own profile allows user namespaces, sandlot's agent does not.
     let probed = |name: &str| {

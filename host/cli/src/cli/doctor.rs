@@ -25,6 +25,7 @@ pub(super) fn command(global: &Global, json: bool) -> Result<ExitCode> {
                 let unenforced = cannot_enforce(&*backend, &policy);
                 let mut checks = backend.checks();
                 checks.push(policy_check(&unenforced));
+                checks.push(snapshot_check(&*backend));
                 BackendReport {
                     name: name.to_string(),
                     unavailable: None,
@@ -141,7 +142,86 @@ fn host_checks() -> Vec<Check> {
     if let Some(check) = sys_resource() {
         checks.push(check);
     }
+    checks.push(checkpoints());
     checks
+}
+
+/// What a snapshot of a Python session on `backend` holds.
+fn snapshot_check(backend: &dyn sandlot::backend::Backend) -> Check {
+    use sandlot::Capability;
+    let capabilities = backend.capabilities("python");
+    if capabilities.has(Capability::SnapshotMemory) {
+        Check::ok(
+            "snapshots",
+            "Python: the interpreter's memory, exactly, and the files; restores and forks \
+             copy-on-write",
+        )
+    } else if capabilities.has(Capability::PersistentState) || capabilities.has(Capability::Kernels)
+    {
+        Check::gap(
+            "snapshots",
+            "Python: the kernel's variables by serialisation (what cannot be pickled is \
+             named) and the files; not the memory, no fork",
+            "for exact snapshots, forks and pauses of a session's memory, run it on wasm; \
+             see `checkpoints` above for container memory checkpoints",
+        )
+    } else {
+        Check::gap(
+            "snapshots",
+            "the files alone",
+            "for snapshots with the interpreter's state, run the session on wasm",
+        )
+    }
+}
+
+/// Whether CRIU could checkpoint a container's memory here (Podman's `container
+/// checkpoint`, Docker's experimental checkpoints both use it). sandlot does not
+/// drive it: a container session's Python variables go by serialisation.
+fn checkpoints() -> Check {
+    let fallback = "sandlot keeps a container session's Python variables by serialisation \
+                    instead (docs/snapshots.md)";
+    let version = std::process::Command::new("criu").arg("--version").output();
+    let Ok(version) = version else {
+        return Check::gap(
+            "checkpoints",
+            "CRIU is not installed: no engine here can checkpoint a container's memory",
+            fallback,
+        );
+    };
+    let version = String::from_utf8_lossy(&version.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("Version: ").map(str::to_string))
+        .unwrap_or_else(|| "of an unknown version".into());
+    let checked = std::process::Command::new("criu").arg("check").output();
+    match checked {
+        Ok(out) if out.status.success() => Check::ok(
+            "checkpoints",
+            format!(
+                "criu {version} works on this kernel; {}",
+                fallback.replace(" instead", "")
+            ),
+        ),
+        Ok(out) => {
+            let said = String::from_utf8_lossy(&out.stderr);
+            let first = said
+                .lines()
+                .find(|l| l.contains("Error"))
+                .or_else(|| said.lines().next())
+                .unwrap_or("no reason given")
+                .trim()
+                .to_string();
+            Check::gap(
+                "checkpoints",
+                format!("criu {version} cannot checkpoint on this kernel: {first}"),
+                fallback,
+            )
+        }
+        Err(e) => Check::gap(
+            "checkpoints",
+            format!("criu {version} does not run: {e}"),
+            fallback,
+        ),
+    }
 }
 
 /// Whether root here has CAP_SYS_RESOURCE. Without it (a container or a VM that
