@@ -4,9 +4,10 @@
 //! - wasm: `snapshot` (the interpreter's changed pages and the workspace, sealed),
 //!   `restore` of it into a new session (+ close), and `fork(10)` per child; the
 //!   snapshot's size beside the bytes of memory the session changed;
-//! - Docker, the same session: its kernel's memory cannot be captured, so the frame
-//!   is saved as a file in the workspace and `snapshot_files` + `restore` of that is
-//!   what it offers.
+//! - Docker, the same session: its kernel's memory cannot be captured, so
+//!   `snapshot` keeps its variables by serialisation (the frame pickled) and
+//!   `restore` unpickles them; beside it, the frame saved as a file in the workspace
+//!   and `snapshot_files` + `restore` of that.
 //!
 //! - wasm, a data assistant's first cell: open + `import pandas as pd; import
 //!   matplotlib` + a small frame printed + close, from a fresh interpreter and with
@@ -134,6 +135,16 @@ fn first_cell(criterion: &mut Criterion, sandlot: &Sandlot) {
 
 fn docker(criterion: &mut Criterion, sandlot: &Sandlot) {
     let mut session = data_session(sandlot, "docker");
+    let pickled = session.snapshot().unwrap();
+    assert!(pickled.holds_namespace() && pickled.unsaved().is_empty());
+    println!(
+        "python (docker) snapshot of the variables, by serialisation: {} MiB",
+        pickled.len() >> 20
+    );
+    {
+        let mut restored = sandlot.restore(&pickled).unwrap();
+        checked(&mut restored);
+    }
     let saved = session
         .run("np.save('frame.npy', df.x.to_numpy())")
         .unwrap();
@@ -148,6 +159,12 @@ fn docker(criterion: &mut Criterion, sandlot: &Sandlot) {
         .sample_size(10)
         .sampling_mode(criterion::SamplingMode::Flat)
         .measurement_time(Duration::from_secs(30));
+    group.bench_function("snapshot, variables by serialisation", |b| {
+        b.iter(|| session.snapshot().unwrap())
+    });
+    group.bench_function("restore, variables by serialisation + close", |b| {
+        b.iter(|| sandlot.restore(&pickled).unwrap().close())
+    });
     group.bench_function("snapshot of the files", |b| {
         b.iter(|| session.snapshot_files().unwrap())
     });
