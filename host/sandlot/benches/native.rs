@@ -10,9 +10,10 @@
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
-// getrusage(2).
-#![allow(unsafe_code)]
+#[path = "support/cpu.rs"]
+mod cpu;
 
+use cpu::{machine_cpu, own_cpu};
 use criterion::Criterion;
 use std::time::{Duration, Instant};
 
@@ -20,43 +21,6 @@ fn print_one(sandlot: &sandlot::Sandlot, backend: &str) {
     let mut session = sandlot.session("python").backend(backend).open().unwrap();
     assert_eq!(session.run("print(1)").unwrap().stdout, b"1\n");
     session.close();
-}
-
-/// CPU time of this process and its reaped children.
-fn own_cpu() -> Duration {
-    let time = |who| {
-        // SAFETY: getrusage fills the struct it is given.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        unsafe { libc::getrusage(who, &mut usage) };
-        let tv = |t: libc::timeval| {
-            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-        };
-        tv(usage.ru_utime) + tv(usage.ru_stime)
-    };
-    time(libc::RUSAGE_SELF) + time(libc::RUSAGE_CHILDREN)
-}
-
-/// CPU time the whole machine spent busy (every field of `/proc/stat`'s `cpu` line
-/// but idle and iowait).
-fn machine_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap();
-    let fields: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse().unwrap())
-        .collect();
-    let busy: u64 = fields
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != 3 && *i != 4)
-        .map(|(_, v)| v)
-        .sum();
-    // SAFETY: sysconf with a constant.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
-    Duration::from_micros(busy * 1_000_000 / ticks)
 }
 
 /// Opens `count` sandboxes with `callers` threads; returns the CPU per sandbox of

@@ -1,13 +1,77 @@
 //! The wasm backend, Python and JavaScript: a warm session open + print 1 + close, a
-//! warm run in an open session, and memory per idle session. Needs both runtimes
-//! installed (`sandlot runtimes install python|javascript`). Run with
+//! warm run in an open session, and memory per idle session; for Python, the same
+//! open + print 1 + close from a fresh interpreter and with warm starts (a base with
+//! the data stack imported, restored copy-on-write), with the CPU each costs
+//! (`getrusage` of this process) and how many a second 1 and 4 callers get. Needs both
+//! runtimes installed (`sandlot runtimes install python|javascript`). Run with
 //! `cargo bench --bench wasm`.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
 
+#[path = "support/cpu.rs"]
+mod cpu;
+
 use criterion::Criterion;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+fn print_one(sandlot: &sandlot::Sandlot) {
+    let mut session = sandlot.session("python").backend("wasm").open().unwrap();
+    assert_eq!(session.run("print(1)").unwrap().stdout, b"1\n");
+    session.close();
+}
+
+/// Fresh sandboxes opened, used for `print(1)` and closed by `callers` threads, 200 in
+/// all: how many a second, and the CPU of each.
+fn rate_and_cpu(sandlot: &sandlot::Sandlot, callers: usize) -> (f64, Duration) {
+    let count = 200 / callers * callers;
+    let (started, cpu) = (Instant::now(), cpu::own_cpu());
+    std::thread::scope(|scope| {
+        for _ in 0..callers {
+            scope.spawn(|| {
+                for _ in 0..count / callers {
+                    print_one(sandlot);
+                }
+            });
+        }
+    });
+    (
+        count as f64 / started.elapsed().as_secs_f64(),
+        (cpu::own_cpu() - cpu) / count as u32,
+    )
+}
+
+/// Fresh interpreters against warm starts.
+fn warm_starts(criterion: &mut Criterion, sandlot: &sandlot::Sandlot) {
+    let mut group = criterion.benchmark_group("python (wasm), open + print 1 + close");
+    sandlot.set_warm_start(false);
+    group.bench_function("fresh interpreter", |b| b.iter(|| print_one(sandlot)));
+    sandlot.set_warm_start(true);
+    assert!(sandlot.session("python").backend("wasm").warm_up().unwrap());
+    group.bench_function("warm start", |b| b.iter(|| print_one(sandlot)));
+    group.finish();
+    for warm in [false, true] {
+        sandlot.set_warm_start(warm);
+        if warm {
+            assert!(sandlot.session("python").backend("wasm").warm_up().unwrap());
+        }
+        let (one, cpu_one) = rate_and_cpu(sandlot, 1);
+        let (four, cpu_four) = rate_and_cpu(sandlot, 4);
+        println!(
+            "python (wasm), {}: fresh sandboxes/s 1 / 4 callers {one:.0} / {four:.0} \
+             ({:.2}x); CPU per sandbox (this process) {:.2} / {:.2} ms",
+            if warm {
+                "warm start"
+            } else {
+                "fresh interpreter"
+            },
+            four / one,
+            cpu_one.as_secs_f64() * 1e3,
+            cpu_four.as_secs_f64() * 1e3,
+        );
+    }
+    sandlot.set_warm_start(false);
+}
 
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -40,6 +104,7 @@ fn main() {
         });
         group.finish();
     }
+    warm_starts(&mut criterion, &sandlot);
     criterion.final_summary();
 
     // Memory per idle session: open many, touch each once, measure resident memory.

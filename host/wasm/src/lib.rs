@@ -225,9 +225,13 @@ trait Interpreter: Send {
         None
     }
 
-    /// Writes the interpreter's memory for a snapshot (see [`snapshot`]). `None`: this
-    /// kind of runtime cannot be captured.
-    fn capture(&mut self, _out: &mut dyn std::io::Write) -> Option<Result<MemoryFacts>> {
+    /// Writes the interpreter's memory for a snapshot (see [`snapshot`]), `whole` for
+    /// one that stays in this process. `None`: this kind of runtime cannot be captured.
+    fn capture(
+        &mut self,
+        _out: &mut dyn std::io::Write,
+        _whole: bool,
+    ) -> Option<Result<MemoryFacts>> {
         None
     }
 }
@@ -871,6 +875,46 @@ impl WasmSandbox {
         Ok(())
     }
 
+    /// The interpreter's state for a snapshot: its memory, whole if `whole` (a
+    /// snapshot for this process, mapped back in one piece), else as the pages that
+    /// differ from a fresh instance's.
+    fn capture_as(
+        &mut self,
+        out: &mut dyn std::io::Write,
+        whole: bool,
+    ) -> Result<Option<InterpreterState>> {
+        let Some((identity, module)) = self.identity.clone() else {
+            return Ok(None);
+        };
+        snapshot::check_exact(&identity, &module).map_err(|reason| {
+            self.failed(format!(
+                "its state cannot be captured exactly: {reason}; snapshot the files alone"
+            ))
+        })?;
+        let Some(interpreter) = self.interpreter.as_mut() else {
+            return Err(Error::SessionEnded {
+                reason: "its interpreter could not be restarted".into(),
+            });
+        };
+        if self.one_shot {
+            return Ok(None);
+        }
+        let memory = match interpreter.capture(out, whole) {
+            None => return Ok(None),
+            Some(written) => written?,
+        };
+        let settings = InterpreterSettings {
+            cwd: self.cwd.clone(),
+            args: self.args.clone(),
+            tools_bound: self.tools_bound,
+        };
+        Ok(Some(InterpreterState {
+            runtime: identity,
+            memory,
+            detail: serde_json::to_value(settings).map_err(|e| self.failed(e.to_string()))?,
+        }))
+    }
+
     /// Makes `sandlot_tools` importable in the interpreter, once per interpreter (only
     /// runtimes that keep theirs across runs offer tools).
     fn bind_tools(&mut self) -> Result<()> {
@@ -1054,36 +1098,11 @@ impl Sandbox for WasmSandbox {
     }
 
     fn capture(&mut self, out: &mut dyn std::io::Write) -> Result<Option<InterpreterState>> {
-        let Some((identity, module)) = self.identity.clone() else {
-            return Ok(None);
-        };
-        snapshot::check_exact(&identity, &module).map_err(|reason| {
-            self.failed(format!(
-                "its state cannot be captured exactly: {reason}; snapshot the files alone"
-            ))
-        })?;
-        let Some(interpreter) = self.interpreter.as_mut() else {
-            return Err(Error::SessionEnded {
-                reason: "its interpreter could not be restarted".into(),
-            });
-        };
-        if self.one_shot {
-            return Ok(None);
-        }
-        let memory = match interpreter.capture(out) {
-            None => return Ok(None),
-            Some(written) => written?,
-        };
-        let settings = InterpreterSettings {
-            cwd: self.cwd.clone(),
-            args: self.args.clone(),
-            tools_bound: self.tools_bound,
-        };
-        Ok(Some(InterpreterState {
-            runtime: identity,
-            memory,
-            detail: serde_json::to_value(settings).map_err(|e| self.failed(e.to_string()))?,
-        }))
+        self.capture_as(out, false)
+    }
+
+    fn capture_here(&mut self, out: &mut dyn std::io::Write) -> Result<Option<InterpreterState>> {
+        self.capture_as(out, true)
     }
 
     fn reset(&mut self) -> Result<()> {

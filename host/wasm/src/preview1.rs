@@ -176,25 +176,34 @@ impl ModuleInterpreter {
     }
 
     /// Writes the session instance's memory as its differences from a fresh
-    /// instance's.
-    pub(super) fn capture_memory(&mut self, out: &mut dyn Write) -> Result<MemoryFacts> {
+    /// instance's, or `whole`.
+    pub(super) fn capture_memory(
+        &mut self,
+        out: &mut dyn Write,
+        whole: bool,
+    ) -> Result<MemoryFacts> {
         if self.protocol != Protocol::Turn {
             return Err(self.failed("a command runtime keeps no interpreter to capture".into()));
         }
         let argv = self.argv.clone();
-        let mut base = self.instance(&argv, false)?;
+        // A whole memory is compared with nothing.
+        let mut base = match whole {
+            true => None,
+            false => Some(self.instance(&argv, false)?),
+        };
         let Some(live) = self.live.as_mut() else {
             return Err(Error::SessionEnded {
                 reason: "its interpreter is gone".into(),
             });
         };
         let memory = live.memory()?;
-        let fresh = base.memory()?;
-        snapshot::write(memory.data(&live.store), fresh.data(&base.store), out).map_err(|e| {
-            Error::Io {
-                context: "cannot write the snapshot".into(),
-                source: e,
-            }
+        let fresh = match base.as_mut() {
+            Some(base) => Some(base.memory()?.data(&base.store)),
+            None => None,
+        };
+        snapshot::write(memory.data(&live.store), fresh, out).map_err(|e| Error::Io {
+            context: "cannot write the snapshot".into(),
+            source: e,
         })
     }
 
@@ -393,8 +402,8 @@ impl Interpreter for ModuleInterpreter {
         }
     }
 
-    fn capture(&mut self, out: &mut dyn Write) -> Option<Result<MemoryFacts>> {
-        Some(self.capture_memory(out))
+    fn capture(&mut self, out: &mut dyn Write, whole: bool) -> Option<Result<MemoryFacts>> {
+        Some(self.capture_memory(out, whole))
     }
 
     fn set_args(&mut self, args: &[String]) -> Option<std::result::Result<(), String>> {

@@ -55,13 +55,17 @@ fn changed(memory: &[u8], base: &[u8]) -> Vec<(u64, u64)> {
     runs
 }
 
-/// Writes `memory` as its differences from `base`.
+/// Writes `memory` as its differences from `base`; with no base, whole (one run).
 pub(crate) fn write(
     memory: &[u8],
-    base: &[u8],
+    base: Option<&[u8]>,
     out: &mut dyn Write,
 ) -> std::io::Result<MemoryFacts> {
-    let runs = changed(memory, base);
+    let runs = match base {
+        Some(base) => changed(memory, base),
+        None if memory.is_empty() => Vec::new(),
+        None => vec![(0, memory.len() as u64)],
+    };
     out.write_all(&(memory.len() as u64).to_le_bytes())?;
     out.write_all(&(runs.len() as u64).to_le_bytes())?;
     for (at, len) in &runs {
@@ -416,7 +420,7 @@ mod tests {
         memory[2 * PAGE] = 9;
         memory[6 * PAGE] = 7;
         let mut image = Vec::new();
-        let facts = write(&memory, &base, &mut image).unwrap();
+        let facts = write(&memory, Some(&base), &mut image).unwrap();
         assert_eq!(
             facts.changed,
             3 * PAGE as u64,
@@ -453,7 +457,7 @@ mod tests {
             *byte = (i % 251) as u8 + 1;
         }
         let mut image = Vec::new();
-        write(&memory, &[], &mut image).unwrap();
+        write(&memory, Some(&[]), &mut image).unwrap();
         let mut file = tempfile::tempfile().unwrap();
         // The image where a snapshot puts it: at a page-aligned offset of its file.
         file.write_all(&vec![0u8; PAGE]).unwrap();
@@ -482,7 +486,7 @@ mod tests {
     fn a_memory_over_the_limit_or_a_malformed_run_is_refused() {
         let memory = vec![3u8; 2 * WASM_PAGE as usize];
         let mut image = Vec::new();
-        write(&memory, &[], &mut image).unwrap();
+        write(&memory, Some(&[]), &mut image).unwrap();
         let error = read_head(&mut &image[..], WASM_PAGE).err().unwrap();
         assert!(error.to_string().contains("larger memory limit"), "{error}");
         let mut bad = image.clone();

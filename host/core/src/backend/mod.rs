@@ -608,6 +608,13 @@ pub trait Sandbox: Send {
     fn capture(&mut self, _out: &mut dyn std::io::Write) -> Result<Option<InterpreterState>> {
         Ok(None)
     }
+    /// [`Sandbox::capture`] for a snapshot that never leaves the process (a fork's,
+    /// a warm start's base), which [`Backend::restore`] reads back here only: a
+    /// backend may write it in the form that restores fastest (the wasm backend writes
+    /// the whole memory, to map it in one piece). The default is `capture`.
+    fn capture_here(&mut self, out: &mut dyn std::io::Write) -> Result<Option<InterpreterState>> {
+        self.capture(out)
+    }
 }
 
 /// A place to run code.
