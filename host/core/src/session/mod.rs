@@ -765,23 +765,44 @@ impl Session {
             self.plot_capture = true;
             return Ok(());
         };
+        self.host_code(
+            &prelude,
+            env,
+            (Duration::from_secs(60), 64 << 10),
+            "the plot prelude",
+        )?;
+        self.plot_capture = true;
+        Ok(())
+    }
+
+    /// Runs `code`, the host's own (not through the analysis gate), in the
+    /// interpreter with `env` and `limits` (time, output); its stdout, or an error
+    /// saying `what` failed and why.
+    fn host_code(
+        &mut self,
+        code: &str,
+        env: &[(String, String)],
+        limits: (Duration, usize),
+        what: &str,
+    ) -> Result<String> {
+        // A run whose files are not collected: the next run looks for itself.
+        self.output = None;
         let outcome = self.sandbox()?.run(RunRequest {
             env,
-            timeout: Duration::from_secs(60),
-            max_output: 64 << 10,
-            ..RunRequest::new(Workload::Code(&prelude))
+            timeout: limits.0,
+            max_output: limits.1,
+            ..RunRequest::new(Workload::Code(code))
         })?;
         if outcome.exit_code != 0 || outcome.session != SessionState::Open {
             return Err(Error::Runtime {
                 runtime: self.backend_name.to_string(),
                 reason: format!(
-                    "the plot prelude failed: {}",
+                    "{what} failed: {}",
                     String::from_utf8_lossy(&outcome.stderr).trim()
                 ),
             });
         }
-        self.plot_capture = true;
-        Ok(())
+        Ok(String::from_utf8_lossy(&outcome.stdout).into_owned())
     }
 
     /// The output directory as a run finds it: as the last run left it, if nothing

@@ -11,13 +11,16 @@
 //! sandboxed interpreter, never by the host.
 
 use super::Session;
-use crate::backend::{RunRequest, SessionState, Workload};
 use crate::error::{Error, Result};
 use std::time::Duration;
 
 /// Where the namespace is written, relative to the workspace: it travels with the
 /// files, and the restore removes it.
 pub(crate) const FILE: &str = ".sandlot/namespace.pickle";
+
+/// The time and output the save and the load may take: a large frame pickles for a
+/// while.
+const HOST_CODE_LIMITS: (Duration, usize) = (Duration::from_secs(300), 1 << 20);
 
 /// Writes the namespace to [`FILE`] and prints, as JSON, the names it could not keep.
 const SAVE: &str = r#"
@@ -115,32 +118,15 @@ impl Session {
         self.handler.info().id == "python" && self.kernel.is_some() && self.keeps_state()
     }
 
-    /// Runs `code` (the host's own) in the kernel; its stdout.
-    fn in_kernel(&mut self, code: &str, what: &str) -> Result<String> {
-        let env = self.env.clone();
-        // A run whose files are not collected: the next run looks for itself.
-        self.output = None;
-        let outcome = self.sandbox()?.run(RunRequest {
-            env: &env,
-            timeout: Duration::from_secs(300),
-            max_output: 1 << 20,
-            ..RunRequest::new(Workload::Code(code))
-        })?;
-        if outcome.exit_code != 0 || outcome.session != SessionState::Open {
-            return Err(Error::Runtime {
-                runtime: self.backend_name.to_string(),
-                reason: format!(
-                    "{what} failed: {}",
-                    String::from_utf8_lossy(&outcome.stderr).trim()
-                ),
-            });
-        }
-        Ok(String::from_utf8_lossy(&outcome.stdout).into_owned())
-    }
-
     /// Writes the namespace into the workspace; the names it could not keep.
     pub(super) fn save_namespace(&mut self) -> Result<Vec<String>> {
-        let said = self.in_kernel(SAVE, "saving the session's variables")?;
+        let env = self.env.clone();
+        let said = self.host_code(
+            SAVE,
+            &env,
+            HOST_CODE_LIMITS,
+            "saving the session's variables",
+        )?;
         serde_json::from_str(said.trim()).map_err(|e| Error::Runtime {
             runtime: self.backend_name.to_string(),
             reason: format!("saving the session's variables said `{}`: {e}", said.trim()),
@@ -150,7 +136,13 @@ impl Session {
     /// Puts the namespace saved in the workspace back; fails naming what it could
     /// not.
     pub(super) fn load_namespace(&mut self) -> Result<()> {
-        let said = self.in_kernel(LOAD, "restoring the session's variables")?;
+        let env = self.env.clone();
+        let said = self.host_code(
+            LOAD,
+            &env,
+            HOST_CODE_LIMITS,
+            "restoring the session's variables",
+        )?;
         let failed: std::collections::BTreeMap<String, String> = serde_json::from_str(said.trim())
             .map_err(|e| Error::Runtime {
                 runtime: self.backend_name.to_string(),
