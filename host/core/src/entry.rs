@@ -552,7 +552,7 @@ impl Sandlot {
     ///
     /// ```no_run
     /// # fn main() -> Result<(), sandlot::Error> {
-    /// let sandlot = sandlot::Sandlot::builder().providers(sandlot::providers()).build()?;
+    /// let sandlot = sandlot::from_environment()?;
     /// sandlot.set_warm_start(true);
     /// sandlot.session("python").backend("wasm").warm_up()?; // made now, not beside the first session
     /// let mut session = sandlot.session("python").backend("wasm").open()?;
