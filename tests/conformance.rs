@@ -1221,22 +1221,15 @@ fn snapshots_restore_the_session(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("session.snap");
     snapshot.save(&path).unwrap();
-    let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "restore_in_another_process",
-            "--nocapture",
-        ])
-        .env("SANDLOT_TEST_SNAPSHOT", &path)
-        .env("SANDLOT_TEST_SNAPSHOT_BACKEND", backend)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&child.stdout);
-    assert!(
-        child.status.success() && out.contains("restored in process") && out.contains("1 passed"),
-        "{out}\n{}",
-        String::from_utf8_lossy(&child.stderr)
+    support::pass_in_another_process(
+        "restore_in_another_process",
+        &[
+            ("SANDLOT_TEST_SNAPSHOT", &path),
+            (
+                "SANDLOT_TEST_SNAPSHOT_BACKEND",
+                std::path::Path::new(backend),
+            ),
+        ],
     );
     // And here, twice from the same snapshot, from its bytes.
     let again = sandlot()

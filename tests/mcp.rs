@@ -764,7 +764,7 @@ async fn snapshots_restores_and_forks_through_mcp_outlive_a_restart() {
     let snapshot = taken["snapshot_id"].as_str().unwrap().to_string();
     runs(&client, &id, "x = 'later'").await;
 
-    // JavaScript: refused with the way out, the files alone kept.
+    // JavaScript: its interpreter is snapshotted whole too.
     let js = json_of(
         &call(
             &client,
@@ -774,23 +774,16 @@ async fn snapshots_restores_and_forks_through_mcp_outlive_a_restart() {
         .await,
     );
     let js = js["session_id"].as_str().unwrap().to_string();
-    let refused = call(&client, "snapshot_session", json!({ "session_id": js })).await;
-    assert_eq!(refused.is_error, Some(true));
-    assert!(
-        text_of(&refused).contains("error [unsupported]")
-            && text_of(&refused).contains("snapshot_files"),
-        "{}",
-        text_of(&refused)
-    );
-    let files = json_of(
-        &call(
-            &client,
-            "snapshot_session",
-            json!({ "session_id": js, "files_only": true }),
-        )
-        .await,
-    );
-    assert_eq!(files["keeps_variables"], false, "{files}");
+    runs(
+        &client,
+        &js,
+        "const kept = { n: 40 };\nfunction bump() { return ++kept.n; }\nbump();",
+    )
+    .await;
+    let js_taken = json_of(&call(&client, "snapshot_session", json!({ "session_id": js })).await);
+    assert_eq!(js_taken["keeps_variables"], true, "{js_taken}");
+    let js_snapshot = js_taken["snapshot_id"].as_str().unwrap().to_string();
+    runs(&client, &js, "kept.n = 0").await;
     call(&client, "close_session", json!({ "session_id": js })).await;
 
     let restored = json_of(
@@ -854,6 +847,50 @@ async fn snapshots_restores_and_forks_through_mcp_outlive_a_restart() {
         .unwrap_or_else(|| panic!("{again}"))
         .to_string();
     assert_eq!(runs(&client, &again, state::CHECK).await, state::SEEN);
+    // The JavaScript snapshot too, and its forks diverge.
+    let js_again = json_of(
+        &call(
+            &client,
+            "restore_session",
+            json!({ "snapshot_id": js_snapshot }),
+        )
+        .await,
+    );
+    let js_again = js_again["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{js_again}"))
+        .to_string();
+    assert_eq!(
+        runs(&client, &js_again, "console.log(bump())").await,
+        "42\n"
+    );
+    let js_forked = json_of(
+        &call(
+            &client,
+            "fork_session",
+            json!({ "session_id": js_again, "count": 2 }),
+        )
+        .await,
+    );
+    let js_forks: Vec<String> = js_forked["session_ids"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{js_forked}"))
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
+    for (i, fork) in js_forks.iter().enumerate() {
+        runs(&client, fork, &format!("kept.n = {}", 100 * (i + 1))).await;
+    }
+    for (i, fork) in js_forks.iter().enumerate() {
+        assert_eq!(
+            runs(&client, fork, "console.log(bump())").await,
+            format!("{}\n", 100 * (i + 1) + 1)
+        );
+    }
+    assert_eq!(
+        runs(&client, &js_again, "console.log(bump())").await,
+        "43\n"
+    );
     let deleted = call(
         &client,
         "delete_snapshot",

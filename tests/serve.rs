@@ -1270,7 +1270,7 @@ async fn a_snapshot_restores_after_a_restart_and_forks_go_their_own_ways() {
     use support::python_state as state;
     let dir = tempfile::tempdir().unwrap();
     let state_dir = dir.path().to_str().unwrap();
-    let flags = ["--state-dir", state_dir, "--max-sessions-per-client", "12"];
+    let flags = ["--state-dir", state_dir, "--max-sessions-per-client", "20"];
     let mut server = Server::start(&flags);
     let id = alice_opens(&server, "python").await;
     alice_runs(&server, &id, state::BUILD).await;
@@ -1290,30 +1290,30 @@ async fn a_snapshot_restores_after_a_restart_and_forks_go_their_own_ways() {
     // What the session does after is not in the snapshot.
     alice_runs(&server, &id, "x = 'later'").await;
 
-    // JavaScript's interpreter keeps its memory to itself: refused, files alone kept.
+    // JavaScript's interpreter is snapshotted whole too, through its state access.
     let js = alice_opens(&server, "javascript").await;
-    let (status, refused) = post(
+    alice_runs(
+        &server,
+        &js,
+        "const kept = { n: 40 };\nfunction bump() { return ++kept.n; }\nbump();",
+    )
+    .await;
+    let (status, js_taken) = post(
         &server.at(&format!("/v1/sessions/{js}/snapshot")),
         ALICE,
         json!({}),
     )
     .await;
     assert_eq!(
-        (status, refused["error"]["kind"].as_str()),
-        (422, Some("unsupported")),
-        "{refused}"
+        (
+            status,
+            js_taken["memory"].as_bool(),
+            js_taken["language"].as_str()
+        ),
+        (201, Some(true), Some("javascript")),
+        "{js_taken}"
     );
-    let (status, files) = post(
-        &server.at(&format!("/v1/sessions/{js}/snapshot")),
-        ALICE,
-        json!({ "files_only": true }),
-    )
-    .await;
-    assert_eq!(
-        (status, files["memory"].as_bool()),
-        (201, Some(false)),
-        "{files}"
-    );
+    let js_snapshot = js_taken["id"].as_str().unwrap().to_string();
 
     server.stop();
     let server = Server::start(&flags);
@@ -1373,6 +1373,46 @@ async fn a_snapshot_restores_after_a_restart_and_forks_go_their_own_ways() {
         );
     }
     assert_eq!(alice_runs(&server, &restored, state::SHOW).await, "40 6\n");
+
+    // The JavaScript session comes back after the restart, and its forks diverge.
+    let (status, js_restored) = post(
+        &server.at(&format!("/v1/snapshots/{js_snapshot}/restore")),
+        ALICE,
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 201, "{js_restored}");
+    let js_restored = js_restored["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        alice_runs(&server, &js_restored, "console.log(bump())").await,
+        "42\n"
+    );
+    let (status, js_forked) = post(
+        &server.at(&format!("/v1/sessions/{js_restored}/fork")),
+        ALICE,
+        json!({ "count": 2 }),
+    )
+    .await;
+    assert_eq!(status, 201, "{js_forked}");
+    let js_forks: Vec<String> = js_forked["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    for (i, fork) in js_forks.iter().enumerate() {
+        alice_runs(&server, fork, &format!("kept.n = {}", 100 * (i + 1))).await;
+    }
+    for (i, fork) in js_forks.iter().enumerate() {
+        assert_eq!(
+            alice_runs(&server, fork, "console.log(bump())").await,
+            format!("{}\n", 100 * (i + 1) + 1)
+        );
+    }
+    assert_eq!(
+        alice_runs(&server, &js_restored, "console.log(bump())").await,
+        "43\n"
+    );
 
     // A snapshot goes out whole and comes back checked: one flipped byte is refused.
     let bytes = client()

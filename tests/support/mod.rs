@@ -319,3 +319,20 @@ pub mod python_state {
         format!("{i} {}\n", 6 * i)
     }
 }
+
+/// Runs `test`, an ignored test of the running test binary, in a process of its own
+/// with `env`, and checks that it passed: what it restores came from another process.
+pub fn pass_in_another_process(test: &str, env: &[(&str, &Path)]) {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command.args(["--ignored", "--exact", test, "--nocapture"]);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let child = command.output().unwrap();
+    let out = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        child.status.success() && out.contains("restored in process") && out.contains("1 passed"),
+        "{out}\n{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
+}

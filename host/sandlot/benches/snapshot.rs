@@ -9,6 +9,8 @@
 //!   `restore` unpickles them; beside it, the frame saved as a file in the workspace
 //!   and `snapshot_files` + `restore` of that.
 //!
+//! - wasm, JavaScript with 200,000 objects: `snapshot`, `restore` + close and
+//!   `fork(10)` per child, through the state access of the runtime sandlot builds;
 //! - wasm, a data assistant's first cell: open + `import pandas as pd; import
 //!   matplotlib` + a small frame printed + close, from a fresh interpreter and with
 //!   warm starts (from a base with the data stack imported).
@@ -20,7 +22,8 @@
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
 
-use criterion::Criterion;
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion};
 use sandlot::{Limits, Sandlot, Session};
 use std::time::{Duration, Instant};
 
@@ -70,6 +73,22 @@ fn checked(session: &mut Session) {
     );
 }
 
+/// `fork(10)` of `session`, the time per child.
+fn fork_per_child(group: &mut BenchmarkGroup<'_, WallTime>, session: &mut Session) {
+    group.bench_function("fork 10, per child", |b| {
+        b.iter_custom(|iterations| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iterations {
+                let started = Instant::now();
+                let forks = session.fork(10).unwrap();
+                total += started.elapsed() / 10;
+                drop(forks);
+            }
+            total
+        })
+    });
+}
+
 fn wasm(criterion: &mut Criterion, sandlot: &Sandlot) {
     let mut session = data_session(sandlot, "wasm");
     let snapshot = session.snapshot().unwrap();
@@ -91,22 +110,58 @@ fn wasm(criterion: &mut Criterion, sandlot: &Sandlot) {
     group.bench_function("restore + close", |b| {
         b.iter(|| sandlot.restore(&snapshot).unwrap().close())
     });
-    group.bench_function("fork 10, per child", |b| {
-        b.iter_custom(|iterations| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iterations {
-                let started = Instant::now();
-                let forks = session.fork(10).unwrap();
-                total += started.elapsed() / 10;
-                drop(forks);
-            }
-            total
-        })
-    });
+    fork_per_child(&mut group, &mut session);
     group.finish();
     let mut forks = session.fork(2).unwrap();
     for fork in &mut forks {
         checked(fork);
+    }
+}
+
+/// 200,000 objects in a JavaScript session: some 20 MB of QuickJS heap.
+const JS_ROWS: &str =
+    "const rows = Array.from({ length: 200000 }, (_, i) => ({ i, s: 'row' + i }));\n\
+                       console.log(rows.length)";
+const JS_CHECK: &str = "console.log(rows.length, rows[199999].s)";
+
+fn javascript(criterion: &mut Criterion, sandlot: &Sandlot) {
+    let js_checked = |session: &mut Session| {
+        let seen = session.run(JS_CHECK).unwrap();
+        assert_eq!(
+            seen.stdout_text(),
+            "200000 row199999\n",
+            "{}",
+            seen.stderr_text()
+        );
+    };
+    let mut session = sandlot
+        .session("javascript")
+        .backend("wasm")
+        .limits(limits())
+        .open()
+        .unwrap();
+    let loaded = session.run(JS_ROWS).unwrap();
+    assert_eq!(loaded.stdout_text(), "200000\n", "{}", loaded.stderr_text());
+    let snapshot = session.snapshot().unwrap();
+    let memory = snapshot.memory().unwrap();
+    println!(
+        "javascript (wasm) snapshot: {} MiB file; the interpreter's memory {} MiB, of which \
+         {} MiB differ from a fresh one: {:.3}x the changed pages",
+        snapshot.len() >> 20,
+        memory.size >> 20,
+        memory.changed >> 20,
+        snapshot.len() as f64 / memory.changed as f64
+    );
+    js_checked(&mut sandlot.restore(&snapshot).unwrap());
+    let mut group = criterion.benchmark_group("javascript + 200,000 objects (wasm)");
+    group.bench_function("snapshot", |b| b.iter(|| session.snapshot().unwrap()));
+    group.bench_function("restore + close", |b| {
+        b.iter(|| sandlot.restore(&snapshot).unwrap().close())
+    });
+    fork_per_child(&mut group, &mut session);
+    group.finish();
+    for fork in &mut session.fork(2).unwrap() {
+        js_checked(fork);
     }
 }
 
@@ -197,6 +252,9 @@ fn main() {
     if wanted("wasm") {
         first_cell(&mut criterion, &sandlot);
         wasm(&mut criterion, &sandlot);
+    }
+    if wanted("wasm") || wanted("javascript") {
+        javascript(&mut criterion, &sandlot);
     }
     if wanted("docker") {
         docker(&mut criterion, &sandlot);

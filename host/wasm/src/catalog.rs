@@ -73,6 +73,10 @@ pub struct RuntimeDescription {
     /// Whether code in it can call the session's tools: it has a door for them, and
     /// sandlot knows its bindings.
     pub tools: bool,
+    /// Whether a snapshot of a session holds its interpreter's memory, so that it
+    /// comes back exactly: a module runtime of the `turn` protocol (see
+    /// [`crate::snapshot`]), or a component sandlot built with state access.
+    pub memory_snapshots: bool,
 }
 
 impl RuntimeDescription {
@@ -135,6 +139,7 @@ impl Entry {
                     tools: m.tool_door()
                         && m.protocol == crate::module::Protocol::Turn
                         && crate::door::bindings(&m.id).is_some(),
+                    memory_snapshots: m.protocol == crate::module::Protocol::Turn,
                 },
                 sha256: None,
             }),
@@ -324,6 +329,7 @@ impl Catalog {
             }
         };
         let tools = info.offers_tools();
+        let memory_snapshots = info.state_access;
         Ok(Described {
             public: RuntimeDescription {
                 id: info.id,
@@ -335,6 +341,7 @@ impl Catalog {
                     api_version: info.api_version,
                 },
                 tools,
+                memory_snapshots,
             },
             sha256: Some(sha256),
         })
@@ -355,6 +362,12 @@ impl Catalog {
                 other => Unloadable::Broken(other.to_string()),
             })?;
         ComponentRuntime::new(&component).map_err(|e| Unloadable::Broken(format!("{e:#}")))
+    }
+
+    /// The SHA-256 of a component runtime's file when it was described (`None`: a
+    /// module runtime, whose manifest holds its module's).
+    pub(super) fn component_digest(&self, entry: &Entry) -> Option<String> {
+        self.describe(entry).ok().and_then(|d| d.sha256.clone())
     }
 
     /// Compiles (or loads from the cache) and links the runtime, once per process.

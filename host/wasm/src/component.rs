@@ -4,15 +4,22 @@
 //! `tools`: its calls go through the sandbox's [`Door`], open only while a run that
 //! offers tools is under way.
 
-use super::{arm, call, disarm, exited, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
+use super::{arm, call, disarm, exited, CapturedState, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
 use crate::door::Door;
+use crate::snapshot;
+use crate::state_access::{self, State};
 use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;
 use sandlot_core::layout::Layout;
+use sandlot_core::snapshot::StateReader;
 use sandlot_core::wasmtime_engine::{self as engine, MemoryCap};
-use std::path::Path;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
-use wasmtime::component::{Component, Linker, ResourceAny, ResourceTable};
+use wasmtime::component::{
+    Component, ComponentExportIndex, Instance, Linker, ResourceAny, ResourceTable, WasmList,
+};
 use wasmtime::Store;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
@@ -47,6 +54,9 @@ pub(super) struct ComponentInfo {
     pub bundled: Vec<String>,
     /// The contract version it was built for.
     pub api_version: String,
+    /// Whether sandlot added state access to it (see [`state_access`]).
+    #[serde(default)]
+    pub state_access: bool,
 }
 
 impl ComponentInfo {
@@ -112,7 +122,14 @@ impl ComponentState {
 }
 
 /// A component runtime compiled and linked, ready to instantiate per interpreter.
-pub(super) enum ComponentRuntime {
+pub(super) struct ComponentRuntime {
+    pre: Pre,
+    /// Its state-access exports (see [`state_access`]), where sandlot added them.
+    state: Option<State<ComponentExportIndex>>,
+}
+
+/// The linked component, on the bindings of its contract version.
+enum Pre {
     V0_1(v0_1_0::RuntimePre<ComponentState>),
     V0_2(v0_2_0::RuntimePre<ComponentState>),
     V0_4(v0_4_0::RuntimePre<ComponentState>),
@@ -152,24 +169,45 @@ impl ComponentRuntime {
             |state| state,
         )?;
         let pre = linker.instantiate_pre(component)?;
-        Ok(match version {
-            "0.1.0" => ComponentRuntime::V0_1(v0_1_0::RuntimePre::new(pre)?),
-            "0.2.0" => ComponentRuntime::V0_2(v0_2_0::RuntimePre::new(pre)?),
-            "0.4.0" => ComponentRuntime::V0_4(v0_4_0::RuntimePre::new(pre)?),
+        let pre = match version {
+            "0.1.0" => Pre::V0_1(v0_1_0::RuntimePre::new(pre)?),
+            "0.2.0" => Pre::V0_2(v0_2_0::RuntimePre::new(pre)?),
+            "0.4.0" => Pre::V0_4(v0_4_0::RuntimePre::new(pre)?),
             other => wasmtime::bail!(
                 "it was built for contract {other}; this sandlot runs runtimes of contract {} \
                  (a newer sandlot may run it)",
                 API_VERSIONS.join(", ")
             ),
-        })
+        };
+        let index = |name: &str| component.get_export_index(None, name);
+        let names = state_access::NAMES;
+        let state = (|| {
+            Some(State {
+                size: index(names.size)?,
+                grow: index(names.grow)?,
+                read: index(names.read)?,
+                place: index(names.place)?,
+                write: index(names.write)?,
+                globals: index(names.globals)?,
+                global_get: index(names.global_get)?,
+                global_set: index(names.global_set)?,
+            })
+        })();
+        Ok(ComponentRuntime { pre, state })
     }
 
     fn api_version(&self) -> &'static str {
-        match self {
-            ComponentRuntime::V0_1(_) => "0.1.0",
-            ComponentRuntime::V0_2(_) => "0.2.0",
-            ComponentRuntime::V0_4(_) => "0.4.0",
+        match self.pre {
+            Pre::V0_1(_) => "0.1.0",
+            Pre::V0_2(_) => "0.2.0",
+            Pre::V0_4(_) => "0.4.0",
         }
+    }
+
+    /// Whether a session's whole state can be read and written (see
+    /// [`state_access`]), so that a snapshot holds its memory.
+    pub(super) fn has_state_access(&self) -> bool {
+        self.state.is_some()
     }
 
     /// Calls `info` in an instance of its own, with nothing to read and a small budget.
@@ -188,16 +226,16 @@ impl ComponentRuntime {
                         .await?
                 };
             }
-            Ok(match self {
-                ComponentRuntime::V0_1(pre) => {
+            Ok(match &self.pre {
+                Pre::V0_1(pre) => {
                     let info = info!(pre);
                     (info.id, info.languages, info.version, Vec::new())
                 }
-                ComponentRuntime::V0_2(pre) => {
+                Pre::V0_2(pre) => {
                     let info = info!(pre);
                     (info.id, info.languages, info.version, info.bundled)
                 }
-                ComponentRuntime::V0_4(pre) => {
+                Pre::V0_4(pre) => {
                     let info = info!(pre);
                     (info.id, info.languages, info.version, info.bundled)
                 }
@@ -216,6 +254,7 @@ impl ComponentRuntime {
             version,
             bundled,
             api_version: self.api_version().to_string(),
+            state_access: self.has_state_access(),
         })
     }
 }
@@ -230,23 +269,32 @@ enum Bound {
 /// The interpreter of one sandbox, for a component runtime.
 pub(super) struct ComponentInterpreter {
     store: Option<Store<ComponentState>>,
+    instance: Instance,
     bindings: Bound,
     session: ResourceAny,
+    /// How it was started: a snapshot compares its memory with a fresh one's.
+    start: Start,
+}
+
+/// What an interpreter of a component runtime is started from.
+#[derive(Clone)]
+pub(super) struct Start {
+    pub runtime: Arc<ComponentRuntime>,
+    pub id: String,
+    pub env: Vec<(String, String)>,
+    pub workspace: PathBuf,
+    pub memory: usize,
+    pub stdio: Stdio,
 }
 
 impl ComponentInterpreter {
-    pub(super) fn start(
-        runtime: &ComponentRuntime,
-        id: &str,
-        env: &[(String, String)],
-        workspace: &Path,
-        memory: usize,
-        stdio: &Stdio,
-    ) -> Result<ComponentInterpreter> {
+    pub(super) fn start(start: Start) -> Result<ComponentInterpreter> {
         let failed = |reason: String| Error::Runtime {
-            runtime: id.to_string(),
+            runtime: start.id.clone(),
             reason,
         };
+        let (env, workspace, memory, stdio) =
+            (&start.env, &start.workspace, start.memory, &start.stdio);
         let mut wasi = WasiCtxBuilder::new();
         wasi.envs(env)
             .stdin(stdio.stdin.clone())
@@ -258,15 +306,23 @@ impl ComponentInterpreter {
         let mut store = ComponentState::new(&mut wasi, memory, stdio.door.clone());
         store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
         let made = call(SETUP_TIMEOUT, None, async {
-            let bindings = match runtime {
-                ComponentRuntime::V0_1(pre) => {
-                    Bound::V0_1(pre.instantiate_async(&mut store).await?)
+            // Instantiated as a plain instance, so that its state-access exports are
+            // reachable beside the bindings.
+            let (instance, bindings) = match &start.runtime.pre {
+                Pre::V0_1(pre) => {
+                    let instance = pre.instance_pre().instantiate_async(&mut store).await?;
+                    let bound = v0_1_0::Runtime::new(&mut store, &instance)?;
+                    (instance, Bound::V0_1(bound))
                 }
-                ComponentRuntime::V0_2(pre) => {
-                    Bound::V0_2(pre.instantiate_async(&mut store).await?)
+                Pre::V0_2(pre) => {
+                    let instance = pre.instance_pre().instantiate_async(&mut store).await?;
+                    let bound = v0_2_0::Runtime::new(&mut store, &instance)?;
+                    (instance, Bound::V0_2(bound))
                 }
-                ComponentRuntime::V0_4(pre) => {
-                    Bound::V0_4(pre.instantiate_async(&mut store).await?)
+                Pre::V0_4(pre) => {
+                    let instance = pre.instance_pre().instantiate_async(&mut store).await?;
+                    let bound = v0_4_0::Runtime::new(&mut store, &instance)?;
+                    (instance, Bound::V0_4(bound))
                 }
             };
             let session = either!(&bindings, Bound, b => {
@@ -275,9 +331,9 @@ impl ComponentInterpreter {
                     .call_constructor(&mut store)
                     .await?
             });
-            Ok((bindings, session))
+            Ok((instance, bindings, session))
         });
-        let (bindings, session) = match made {
+        let (instance, bindings, session) = match made {
             Some(Ok(made)) => made,
             Some(Err(e)) => return Err(failed(format!("cannot start a session: {e:#}"))),
             None => {
@@ -289,9 +345,210 @@ impl ComponentInterpreter {
         };
         Ok(ComponentInterpreter {
             store: Some(store),
+            instance,
             bindings,
             session,
+            start,
         })
+    }
+
+    /// A fresh interpreter, then the memory and globals a snapshot holds (what
+    /// [`ComponentInterpreter::capture_state`] wrote) put in its place.
+    pub(super) fn restore(
+        start: Start,
+        image: &mut StateReader<'_>,
+        globals: &[u64],
+    ) -> Result<ComponentInterpreter> {
+        let mut interpreter = ComponentInterpreter::start(start)?;
+        interpreter.load_state(image, globals)?;
+        Ok(interpreter)
+    }
+
+    fn failed(&self, reason: String) -> Error {
+        Error::Runtime {
+            runtime: self.start.id.clone(),
+            reason,
+        }
+    }
+
+    /// The state-access functions, or why there are none.
+    fn state(&self) -> Result<State<ComponentExportIndex>> {
+        self.start.runtime.state.ok_or_else(|| {
+            self.failed("its state is not reachable: it was not built with state access".into())
+        })
+    }
+
+    /// The store and instance, for a call into its state within the setup deadline.
+    fn for_state(&mut self) -> Result<(&mut Store<ComponentState>, Instance)> {
+        let instance = self.instance;
+        let Some(store) = self.store.as_mut() else {
+            return Err(Error::SessionEnded {
+                reason: "its interpreter is gone".into(),
+            });
+        };
+        store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
+        Ok((store, instance))
+    }
+
+    /// What a call into its state gave, or an error saying what could not be done.
+    fn answer<T>(&self, what: &str, result: Option<wasmtime::Result<T>>) -> Result<T> {
+        match result {
+            Some(Ok(value)) => Ok(value),
+            Some(Err(e)) => Err(self.failed(format!("cannot {what}: {e:#}"))),
+            None => Err(self.failed(format!("cannot {what}: no answer within {SETUP_TIMEOUT:?}"))),
+        }
+    }
+
+    /// The instance's whole memory, as a view into it, and its mutable globals.
+    fn read_state(&mut self) -> Result<(WasmList<u8>, Vec<u64>)> {
+        let state = self.state()?;
+        let (store, instance) = self.for_state()?;
+        let result = call(SETUP_TIMEOUT, None, async move {
+            let size = instance
+                .get_typed_func::<(), (u32,)>(&mut *store, state.size)?
+                .call_async(&mut *store, ())
+                .await?
+                .0;
+            let bytes = u64::from(size) * snapshot::WASM_PAGE;
+            let len = u32::try_from(bytes)
+                .map_err(|_| wasmtime::Error::msg("its memory is 4 GiB, past what it can read"))?;
+            // The answer's pointer and length go at offset 0 for the call; the
+            // post-return puts back what was there before the host looks.
+            let (memory,) = instance
+                .get_typed_func::<(u32, u32, u32), (WasmList<u8>,)>(&mut *store, state.read)?
+                .call_async(&mut *store, (0, len, 0))
+                .await?;
+            let count = instance
+                .get_typed_func::<(), (u32,)>(&mut *store, state.globals)?
+                .call_async(&mut *store, ())
+                .await?
+                .0;
+            let get = instance.get_typed_func::<(u32,), (u64,)>(&mut *store, state.global_get)?;
+            let mut globals = Vec::with_capacity(count as usize);
+            for i in 0..count {
+                globals.push(get.call_async(&mut *store, (i,)).await?.0);
+            }
+            Ok((memory, globals))
+        });
+        self.answer("read its state", result)
+    }
+
+    /// Writes the instance's memory as its differences from a fresh instance's, or
+    /// `whole`, and returns its globals with what was written.
+    pub(super) fn capture_state(
+        &mut self,
+        out: &mut dyn Write,
+        whole: bool,
+    ) -> Result<CapturedState> {
+        // A handle the guest holds to a host resource (a stream, a file) lives in
+        // tables a snapshot does not carry: the restored guest would hold a dangling
+        // one. The runtimes sandlot builds drop theirs after each use.
+        let open = self
+            .store
+            .as_ref()
+            .is_some_and(|s| !s.data().table.is_empty());
+        if open {
+            return Err(self.failed(
+                "it holds open WASI handles (streams or files) between runs, which a \
+                 snapshot cannot carry; snapshot the files alone"
+                    .into(),
+            ));
+        }
+        let mut base = match whole {
+            true => None,
+            false => Some(ComponentInterpreter::start(self.start.clone())?),
+        };
+        let fresh = match base.as_mut() {
+            Some(base) => Some(base.read_state()?.0),
+            None => None,
+        };
+        let (memory, globals) = self.read_state()?;
+        let Some(store) = self.store.as_ref() else {
+            return Err(Error::SessionEnded {
+                reason: "its interpreter is gone".into(),
+            });
+        };
+        let fresh = match (&base, &fresh) {
+            (Some(base), Some(fresh)) => base.store.as_ref().map(|s| fresh.as_le_slice(s)),
+            _ => None,
+        };
+        let facts =
+            snapshot::write(memory.as_le_slice(store), fresh, out).map_err(|e| Error::Io {
+                context: "cannot write the snapshot".into(),
+                source: e,
+            })?;
+        Ok(CapturedState {
+            memory: facts,
+            globals,
+        })
+    }
+
+    /// Puts a snapshot's memory and globals into this fresh instance.
+    fn load_state(&mut self, image: &mut StateReader<'_>, globals: &[u64]) -> Result<()> {
+        let state = self.state()?;
+        let head = snapshot::read_head(image, self.start.memory as u64)?;
+        let (file, start) = image.file();
+        let data = start + image.position();
+        let available = image.len() - image.position();
+        let runs = snapshot::read_runs(&head, file, data, available)?;
+        let size = head.size;
+        let globals = globals.to_vec();
+        let (store, instance) = self.for_state()?;
+        let result = call(SETUP_TIMEOUT, None, async move {
+            let pages = instance
+                .get_typed_func::<(), (u32,)>(&mut *store, state.size)?
+                .call_async(&mut *store, ())
+                .await?
+                .0;
+            let have = u64::from(pages) * snapshot::WASM_PAGE;
+            if size < have {
+                return Ok(Err(format!(
+                    "its memory ({size} bytes) is smaller than a fresh instance's ({have}): \
+                     it is not of this runtime"
+                )));
+            }
+            let more = u32::try_from((size - have) / snapshot::WASM_PAGE)?;
+            if more > 0 {
+                let (grown,) = instance
+                    .get_typed_func::<(u32,), (i32,)>(&mut *store, state.grow)?
+                    .call_async(&mut *store, (more,))
+                    .await?;
+                if grown < 0 {
+                    return Ok(Err(format!(
+                        "its memory ({} MiB) cannot be had here",
+                        size >> 20
+                    )));
+                }
+            }
+            let place = instance.get_typed_func::<(u32,), ()>(&mut *store, state.place)?;
+            let write = instance.get_typed_func::<(u32, &[u8]), ()>(&mut *store, state.write)?;
+            let mut from = 0usize;
+            for (at, len) in &head.runs {
+                let at = u32::try_from(*at)?;
+                let bytes = &runs[from..from + *len as usize];
+                from += *len as usize;
+                place.call_async(&mut *store, (at,)).await?;
+                write.call_async(&mut *store, (at, bytes)).await?;
+            }
+            let count = instance
+                .get_typed_func::<(), (u32,)>(&mut *store, state.globals)?
+                .call_async(&mut *store, ())
+                .await?
+                .0;
+            if count as usize != globals.len() {
+                return Ok(Err(format!(
+                    "it holds {} globals and this runtime has {count}: it is not of this runtime",
+                    globals.len()
+                )));
+            }
+            let set = instance.get_typed_func::<(u32, u64), ()>(&mut *store, state.global_set)?;
+            for (i, value) in globals.iter().enumerate() {
+                set.call_async(&mut *store, (i as u32, *value)).await?;
+            }
+            Ok(Ok(()))
+        });
+        let loaded = self.answer("restore its state", result)?;
+        loaded.map_err(|reason| Error::InvalidSnapshot { reason })
     }
 
     /// Calls a 0.2 session's `set-env` or `set-cwd`; `None` for a 0.1 runtime, which
@@ -377,5 +634,12 @@ impl Interpreter for ComponentInterpreter {
 
     fn set_cwd(&mut self, path: &str) -> Option<std::result::Result<(), String>> {
         self.configure(Setting::Cwd(path))
+    }
+
+    fn capture(&mut self, out: &mut dyn Write, whole: bool) -> Option<Result<CapturedState>> {
+        self.start
+            .runtime
+            .has_state_access()
+            .then(|| self.capture_state(out, whole))
     }
 }

@@ -22,6 +22,7 @@ mod preview1;
 mod program;
 mod quota;
 mod snapshot;
+mod state_access;
 mod workspace;
 
 pub mod provider;
@@ -231,9 +232,17 @@ trait Interpreter: Send {
         &mut self,
         _out: &mut dyn std::io::Write,
         _whole: bool,
-    ) -> Option<Result<MemoryFacts>> {
+    ) -> Option<Result<CapturedState>> {
         None
     }
+}
+
+/// What [`Interpreter::capture`] wrote, and what it keeps beside the memory.
+struct CapturedState {
+    memory: MemoryFacts,
+    /// The values of the mutable globals a component's state access reaches, in its
+    /// order (none for a module: its state is its memory alone).
+    globals: Vec<u64>,
 }
 
 /// A sandbox's standard streams, and the door its tool calls leave by: shared by
@@ -362,14 +371,12 @@ impl Backend for WasmBackend {
             capabilities.push(Capability::PersistentState);
         }
         // A module's whole state is its memory (what `snapshot::exact` checks when one
-        // is taken); a component's is not reachable from the host.
-        let module = self.runtime_for(language).is_some_and(|d| {
-            d.kind
-                == RuntimeKind::Module {
-                    protocol: Protocol::Turn,
-                }
-        });
-        if module {
+        // is taken); a component's is reachable only through the state access sandlot
+        // adds to the runtimes it builds.
+        if self
+            .runtime_for(language)
+            .is_some_and(|d| d.memory_snapshots)
+        {
             capabilities.push(Capability::SnapshotMemory);
         }
         if self.runtime_for(language).is_some_and(|d| d.tools) {
@@ -599,14 +606,16 @@ impl WasmBackend {
                     .start()?,
                 )
                     as Box<dyn Interpreter>,
-                (Prepared::Component(runtime), _) => Box::new(ComponentInterpreter::start(
-                    runtime,
-                    &runtime_id,
-                    &env,
-                    &workspace_path,
-                    memory,
-                    stdio,
-                )?),
+                (Prepared::Component(runtime), _) => {
+                    Box::new(ComponentInterpreter::start(component::Start {
+                        runtime: runtime.clone(),
+                        id: runtime_id.clone(),
+                        env,
+                        workspace: workspace_path.clone(),
+                        memory,
+                        stdio: stdio.clone(),
+                    })?)
+                }
                 (Prepared::Module(_), None) => {
                     return Err(Error::Runtime {
                         runtime: runtime_id.clone(),
@@ -616,22 +625,40 @@ impl WasmBackend {
             })
         });
         let stdio = Stdio::new();
-        let identity = entry.manifest().map(|m| RuntimeIdentity {
-            id: m.id.clone(),
-            digest: m.sha256.clone(),
-        });
-        let module_file = entry.manifest().map(|m| entry.path().join(&m.module));
+        // Whose state a snapshot holds: a module runtime's, whose module is checked
+        // for exactness when one is taken, or a component's with state access.
+        let identity: Option<(RuntimeIdentity, Option<PathBuf>)> =
+            match (&prepared_for_restore, entry.manifest()) {
+                (_, Some(m)) => Some((
+                    RuntimeIdentity {
+                        id: m.id.clone(),
+                        digest: m.sha256.clone(),
+                    },
+                    Some(entry.path().join(&m.module)),
+                )),
+                (Prepared::Component(runtime), None) if runtime.has_state_access() => {
+                    self.catalog.component_digest(entry).map(|digest| {
+                        (
+                            RuntimeIdentity {
+                                id: description.id.clone(),
+                                digest,
+                            },
+                            None,
+                        )
+                    })
+                }
+                _ => None,
+            };
         let mut restored = InterpreterSettings::default();
         let interpreter = match restore {
             None => start(&stdio, &[])?,
             Some((state, bytes)) => {
-                let (Some(identity), Prepared::Module(pre), Some(manifest)) =
-                    (&identity, &prepared_for_restore, entry.manifest())
-                else {
+                let Some((identity, _)) = &identity else {
                     return Err(Error::InvalidSnapshot {
                         reason: format!(
                             "it holds an interpreter state, and the {} runtime here is a \
-                             component, whose state sandlot does not capture",
+                             component without state access, whose state sandlot does not \
+                             capture",
                             description.id
                         ),
                     });
@@ -654,18 +681,47 @@ impl WasmBackend {
                         reason: format!("its interpreter's description is malformed: {e}"),
                     }
                 })?;
-                Box::new(
-                    preview1::ModuleInterpreter::new(
-                        pre.clone(),
-                        manifest,
-                        entry.path(),
-                        base_env,
-                        workspace.path(),
-                        memory,
-                        stdio.clone(),
-                    )
-                    .restore(bytes)?,
-                )
+                match (&prepared_for_restore, entry.manifest()) {
+                    (Prepared::Module(pre), Some(manifest)) => {
+                        if !restored.globals.is_empty() {
+                            return Err(Error::InvalidSnapshot {
+                                reason: "it holds globals, which a module runtime's state \
+                                         does not have"
+                                    .into(),
+                            });
+                        }
+                        Box::new(
+                            preview1::ModuleInterpreter::new(
+                                pre.clone(),
+                                manifest,
+                                entry.path(),
+                                base_env,
+                                workspace.path(),
+                                memory,
+                                stdio.clone(),
+                            )
+                            .restore(bytes)?,
+                        ) as Box<dyn Interpreter>
+                    }
+                    (Prepared::Component(runtime), _) => Box::new(ComponentInterpreter::restore(
+                        component::Start {
+                            runtime: runtime.clone(),
+                            id: id.clone(),
+                            env: base_env,
+                            workspace: workspace.path().to_path_buf(),
+                            memory,
+                            stdio: stdio.clone(),
+                        },
+                        bytes,
+                        &restored.globals,
+                    )?),
+                    (Prepared::Module(_), None) => {
+                        return Err(Error::Runtime {
+                            runtime: id.clone(),
+                            reason: "a module runtime without its manifest".into(),
+                        })
+                    }
+                }
             }
         };
         Ok(WasmSandbox {
@@ -682,7 +738,7 @@ impl WasmBackend {
             },
             tools_bound: restored.tools_bound,
             runtime: id,
-            identity: identity.zip(module_file),
+            identity,
             one_shot,
             templates,
             workspace,
@@ -718,15 +774,18 @@ enum ToolBindings {
     Native,
 }
 
-/// What a module interpreter has beyond its defaults that a snapshot carries: the
-/// working directory and program arguments runs gave it, and whether its tool
-/// bindings ran.
+/// What an interpreter has beyond its defaults and its memory that a snapshot
+/// carries: the working directory and program arguments runs gave it, whether its
+/// tool bindings ran, and a component's globals.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct InterpreterSettings {
     cwd: String,
     args: Vec<String>,
     tools_bound: bool,
+    /// A component's mutable globals (see [`state_access`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    globals: Vec<u64>,
 }
 
 /// Starts an interpreter with the sandbox's streams and extra environment.
@@ -736,9 +795,10 @@ type Starter = Box<dyn Fn(&Stdio, &[(String, String)]) -> Result<Box<dyn Interpr
 struct WasmSandbox {
     name: String,
     runtime: String,
-    /// The module runtime it runs, which a snapshot's state belongs to, and its
-    /// module's file (`None`: a component, whose state is not captured).
-    identity: Option<(RuntimeIdentity, PathBuf)>,
+    /// The runtime it runs, which a snapshot's state belongs to, and a module
+    /// runtime's module file (`None` altogether: a component without state access,
+    /// whose state is not captured).
+    identity: Option<(RuntimeIdentity, Option<PathBuf>)>,
     /// A fresh instance per run (a `command` module): nothing persists.
     one_shot: bool,
     /// How the runtime runs code as a program, where sandlot knows.
@@ -886,11 +946,13 @@ impl WasmSandbox {
         let Some((identity, module)) = self.identity.clone() else {
             return Ok(None);
         };
-        snapshot::check_exact(&identity, &module).map_err(|reason| {
-            self.failed(format!(
-                "its state cannot be captured exactly: {reason}; snapshot the files alone"
-            ))
-        })?;
+        if let Some(module) = module {
+            snapshot::check_exact(&identity, &module).map_err(|reason| {
+                self.failed(format!(
+                    "its state cannot be captured exactly: {reason}; snapshot the files alone"
+                ))
+            })?;
+        }
         let Some(interpreter) = self.interpreter.as_mut() else {
             return Err(Error::SessionEnded {
                 reason: "its interpreter could not be restarted".into(),
@@ -899,14 +961,16 @@ impl WasmSandbox {
         if self.one_shot {
             return Ok(None);
         }
-        let memory = match interpreter.capture(out, whole) {
+        let captured = match interpreter.capture(out, whole) {
             None => return Ok(None),
             Some(written) => written?,
         };
+        let memory = captured.memory;
         let settings = InterpreterSettings {
             cwd: self.cwd.clone(),
             args: self.args.clone(),
             tools_bound: self.tools_bound,
+            globals: captured.globals,
         };
         Ok(Some(InterpreterState {
             runtime: identity,

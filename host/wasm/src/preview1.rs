@@ -4,7 +4,7 @@
 
 use super::door::{self, Door};
 use super::module::{Protocol, RuntimeManifest};
-use super::{arm, call, disarm, exited, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
+use super::{arm, call, disarm, exited, CapturedState, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
 use crate::snapshot;
 use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;
@@ -402,8 +402,11 @@ impl Interpreter for ModuleInterpreter {
         }
     }
 
-    fn capture(&mut self, out: &mut dyn Write, whole: bool) -> Option<Result<MemoryFacts>> {
-        Some(self.capture_memory(out, whole))
+    fn capture(&mut self, out: &mut dyn Write, whole: bool) -> Option<Result<CapturedState>> {
+        Some(self.capture_memory(out, whole).map(|memory| CapturedState {
+            memory,
+            globals: Vec::new(),
+        }))
     }
 
     fn set_args(&mut self, args: &[String]) -> Option<std::result::Result<(), String>> {

@@ -483,8 +483,20 @@ fn install_javascript(
                 .into(),
         });
     }
+    // Its sessions are snapshotted whole: the host reads and writes the interpreter's
+    // memory and globals through exports added here.
+    progress("adding state access for snapshots");
+    let with_state = crate::state_access::add(&bytes).map_err(|reason| Error::RuntimeInstall {
+        language: "javascript".into(),
+        reason: format!("cannot add state access to the build: {reason}"),
+    })?;
+    std::fs::write(&out, with_state).map_err(io(format!("cannot write {}", out.display())))?;
     Ok(out)
 }
+
+/// The form of the state access [`crate::state_access`] adds; a new form rebuilds
+/// the runtimes built with an older one.
+const STATE_ACCESS_VERSION: u32 = 1;
 
 /// The JavaScript runtime's version: componentize-qjs's, and a digest of the sources
 /// it is built from, so that a sandlot with other sources rebuilds it.
@@ -497,8 +509,10 @@ fn javascript_version() -> String {
         digest.update([0]);
     }
     let digest = hex::encode(digest.finalize());
+    // The state access sandlot adds is part of the build: a sandlot that adds it
+    // differently rebuilds the runtime.
     format!(
-        "quickjs (componentize-qjs 0.4.5, sources {})",
+        "quickjs (componentize-qjs 0.4.5, sources {}, state access {STATE_ACCESS_VERSION})",
         &digest[..12]
     )
 }

@@ -201,6 +201,22 @@ pub(crate) fn read_pages(
     Ok(mapped)
 }
 
+/// The runs' bytes one after another, read from `file` where they lie from offset
+/// `data`, within `available` bytes: for a memory the host cannot map into, which
+/// takes them through the guest's own copy.
+pub(crate) fn read_runs(head: &Head, file: &File, data: u64, available: u64) -> Result<Vec<u8>> {
+    let total: u64 = head.runs.iter().map(|(_, len)| len).sum();
+    if total > available {
+        return Err(invalid("its interpreter state is cut short"));
+    }
+    let mut bytes = vec![0u8; total as usize];
+    read_exact_at(file, &mut bytes, data).map_err(|e| Error::Io {
+        context: "cannot read the snapshot".into(),
+        source: e,
+    })?;
+    Ok(bytes)
+}
+
 #[cfg(unix)]
 fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)

@@ -151,10 +151,19 @@ fn snapshot_check(backend: &dyn sandlot::backend::Backend) -> Check {
     use sandlot::Capability;
     let capabilities = backend.capabilities("python");
     if capabilities.has(Capability::SnapshotMemory) {
+        let languages = match backend
+            .capabilities("javascript")
+            .has(Capability::SnapshotMemory)
+        {
+            true => "Python and JavaScript",
+            false => "Python",
+        };
         Check::ok(
             "snapshots",
-            "Python: the interpreter's memory, exactly, and the files; restores and forks \
-             copy-on-write",
+            format!(
+                "{languages}: the interpreter's memory, exactly, and the files; restores and \
+                 forks copy-on-write"
+            ),
         )
     } else if capabilities.has(Capability::PersistentState) || capabilities.has(Capability::Kernels)
     {
