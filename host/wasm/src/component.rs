@@ -491,6 +491,7 @@ impl ComponentInterpreter {
         let data = start + image.position();
         let available = image.len() - image.position();
         let runs = snapshot::read_runs(&head, file, data, available)?;
+        let runs = runs.bytes();
         let size = head.size;
         let globals = globals.to_vec();
         let (store, instance) = self.for_state()?;

@@ -201,20 +201,42 @@ pub(crate) fn read_pages(
     Ok(mapped)
 }
 
-/// The runs' bytes one after another, read from `file` where they lie from offset
-/// `data`, within `available` bytes: for a memory the host cannot map into, which
-/// takes them through the guest's own copy.
-pub(crate) fn read_runs(head: &Head, file: &File, data: u64, available: u64) -> Result<Vec<u8>> {
+/// The runs' bytes one after another, as they lie in `file` from offset `data`
+/// within `available` bytes: for a memory the host cannot map into, which takes
+/// them through the guest's own copy. A read-only view of the file where it can be
+/// had (no copy, no zeroed buffer), else read.
+pub(crate) fn read_runs(head: &Head, file: &File, data: u64, available: u64) -> Result<Runs> {
     let total: u64 = head.runs.iter().map(|(_, len)| len).sum();
     if total > available {
         return Err(invalid("its interpreter state is cut short"));
+    }
+    if total == 0 {
+        return Ok(Runs::Read(Vec::new()));
+    }
+    if let Ok(view) = map::View::of(file, data, total) {
+        return Ok(Runs::Mapped(view));
     }
     let mut bytes = vec![0u8; total as usize];
     read_exact_at(file, &mut bytes, data).map_err(|e| Error::Io {
         context: "cannot read the snapshot".into(),
         source: e,
     })?;
-    Ok(bytes)
+    Ok(Runs::Read(bytes))
+}
+
+/// The runs' bytes [`read_runs`] gives.
+pub(crate) enum Runs {
+    Mapped(map::View),
+    Read(Vec<u8>),
+}
+
+impl Runs {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Runs::Mapped(view) => view.bytes(),
+            Runs::Read(bytes) => bytes,
+        }
+    }
 }
 
 #[cfg(unix)]
@@ -223,7 +245,7 @@ fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()
 }
 
 /// Copy-on-write mappings of a file's pages over memory the caller holds.
-mod map {
+pub(crate) mod map {
     #![allow(unsafe_code)] // mmap(2) over a wasm memory's pages
 
     use std::fs::File;
@@ -265,7 +287,7 @@ mod map {
 
     /// A read-only view of `len` bytes of a file from a page-aligned `offset`;
     /// unmapped when dropped.
-    pub(super) struct View {
+    pub(crate) struct View {
         at: *mut libc::c_void,
         len: usize,
     }
@@ -295,7 +317,7 @@ mod map {
             Ok(View { at, len })
         }
 
-        pub(super) fn bytes(&self) -> &[u8] {
+        pub(crate) fn bytes(&self) -> &[u8] {
             // SAFETY: `at` is a live read-only mapping of `len` bytes, unmapped only
             // when `self` drops; the file under it is never written.
             unsafe { std::slice::from_raw_parts(self.at.cast::<u8>(), self.len) }
