@@ -514,3 +514,66 @@ fn a_sandbox_idle_past_the_servers_idle_timeout_is_gone() {
     assert_eq!(info.status().as_u16(), 404);
     assert_eq!(alices_sandboxes(&server), json!([]));
 }
+
+/// Runs `code` in sandbox `id`'s default context; what it printed.
+fn execute(server: &Server, id: &str, token: &str, code: &str) -> String {
+    let ran = http()
+        .post(format!("{}/execute", server.url))
+        .header("E2b-Sandbox-Id", id)
+        .header("E2b-Sandbox-Port", "49999")
+        .header("X-Access-Token", token)
+        .json(&json!({ "code": code }))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    ran.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["type"] == "stdout")
+        .map(|l| l["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// With a state directory, a sandbox outlives a restart of the server: same id, same
+/// access token, its variables there; a sandbox killed before is not.
+#[test]
+fn a_sandbox_outlives_a_restart_with_a_state_directory() {
+    let state = tempfile::tempdir().unwrap();
+    let flags = ["--state-dir", state.path().to_str().unwrap()];
+    let server = Server::start_with(&flags);
+    let (id, token) = create(&server);
+    assert_eq!(execute(&server, &id, &token, "x = 41\nprint(x)"), "41\n");
+    let (killed, _) = create(&server);
+    let answer = http()
+        .delete(format!("{}/sandboxes/{killed}", server.url))
+        .header("X-API-Key", ALICE)
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 204);
+    drop(server);
+
+    let server = Server::start_with(&flags);
+    let listed = alices_sandboxes(&server);
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sandboxID"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [id.as_str()], "{listed}");
+    assert_eq!(execute(&server, &id, &token, "print(x + 1)"), "42\n");
+    // Bob's key still sees nothing of it.
+    let info = http()
+        .get(format!("{}/sandboxes/{id}", server.url))
+        .header("X-API-Key", BOB)
+        .send()
+        .unwrap();
+    assert_eq!(info.status().as_u16(), 404);
+    // Nothing of the sandbox is left in the state directory while it runs.
+    assert_eq!(
+        std::fs::read_dir(state.path().join("records/e2b"))
+            .map(|d| d.count())
+            .unwrap_or(0),
+        0
+    );
+}

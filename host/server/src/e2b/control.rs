@@ -149,11 +149,11 @@ async fn create(
     if new.allow_internet_access == Some(false) {
         ask.network = Some(sandlot_core::Network::Off);
     }
-    let request = e2b.manager.request_for(&ask)?;
     let manager = e2b.manager.clone();
     let owner = client.clone();
     let opened = blocking(move || {
-        let opened = manager.open(&owner, request)?;
+        // Opened from the ask, so that a server with a state directory keeps it.
+        let opened = manager.open_asked(&owner, &ask)?;
         let shell = manager.with_session(&owner, &opened.id, |s| {
             Ok(s.capabilities().has(sandlot_core::Capability::Shell))
         });

@@ -83,10 +83,9 @@ async fn open_context(
     let language = language_of(language);
     let mut ask = Ask::new(&language);
     ask.backend = sandbox.backend.clone();
-    let request = e2b.manager.request_for(&ask)?;
     let manager = e2b.manager.clone();
     let client = sandbox.client.clone();
-    let opened = blocking(move || manager.open(&client, request)).await?;
+    let opened = blocking(move || manager.open_asked(&client, &ask)).await?;
     Ok(Context {
         id: super::sandboxes::unguessable(),
         language,

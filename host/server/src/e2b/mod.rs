@@ -32,7 +32,7 @@ mod program;
 pub mod sandboxes;
 
 use super::serve::Token;
-use crate::manager::{ClientId, SessionManager};
+use crate::manager::{ClientId, SessionId, SessionManager};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -122,6 +122,13 @@ impl E2bApi {
             default_timeout: options.default_timeout,
             max_upload: options.max_upload,
         };
+        let kept = take_kept(&manager, &e2b.sandboxes);
+        if kept > 0 {
+            tracing::info!(
+                sandboxes = kept,
+                "E2B sandboxes kept by the last server taken back"
+            );
+        }
         let sandboxes = e2b.sandboxes.clone();
         let reaper = tokio::spawn(reap(e2b.clone()));
         let router = router(e2b, options.max_upload);
@@ -139,7 +146,9 @@ impl E2bApi {
         self.listener.address()
     }
 
-    /// Stops taking requests, waits for those in progress, and ends every sandbox.
+    /// Stops taking requests, waits for those in progress, and ends every sandbox;
+    /// with a state directory, keeps them instead (their commands stop), for the next
+    /// server to take back: their sessions are paused by the manager's shutdown.
     pub async fn shutdown(self) {
         self.listener.shutdown().await;
         self.reaper.abort();
@@ -147,15 +156,71 @@ impl E2bApi {
         let ended = self.sandboxes.take_all();
         let _ = tokio::task::spawn_blocking(move || {
             for sandbox in ended {
-                end_sandbox(&manager, &sandbox);
+                if !keep_sandbox(&manager, &sandbox) {
+                    end_sandbox(&manager, &sandbox);
+                }
             }
         })
         .await;
     }
 }
 
-/// Closes the sessions of `sandbox` and stops its commands.
-fn end_sandbox(manager: &SessionManager, sandbox: &Sandbox) {
+/// Where E2B keeps its sandboxes in the state directory.
+const KEPT: &str = "e2b";
+
+/// Keeps `sandbox` for the next server, its commands stopped; `false` where nothing
+/// outlives the process (or it could not be written: then it ends).
+fn keep_sandbox(manager: &SessionManager, sandbox: &Sandbox) -> bool {
+    if !manager.keeps_state() {
+        return false;
+    }
+    stop_commands(sandbox);
+    let kept = serde_json::to_vec(&sandbox.kept())
+        .map_err(|e| e.to_string())
+        .and_then(|json| {
+            manager
+                .keep_record(KEPT, &sandbox.id, &json)
+                .map_err(|e| e.to_string())
+        });
+    match kept {
+        Ok(kept) => kept,
+        Err(reason) => {
+            tracing::warn!(sandbox = %sandbox.id, %reason, "E2B sandbox not kept across the restart");
+            false
+        }
+    }
+}
+
+/// Takes back the sandboxes the last server kept whose sessions the manager still
+/// has; returns how many.
+fn take_kept(manager: &SessionManager, sandboxes: &Sandboxes) -> usize {
+    let mut taken = 0;
+    for (key, json) in manager.take_records(KEPT) {
+        let Ok(kept) = serde_json::from_slice::<sandboxes::Kept>(&json) else {
+            tracing::warn!(sandbox = %key, "a kept E2B sandbox could not be read: dropped");
+            continue;
+        };
+        let sandbox = Sandbox::from_kept(kept);
+        let held: Vec<SessionId> = manager
+            .list(&sandbox.client)
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        let sessions = sandbox.sessions();
+        if sessions.is_empty() || !sessions.iter().all(|s| held.contains(s)) {
+            // Its sessions did not outlive the restart (a backend that cannot pause):
+            // the sandbox is gone; what is left of it is closed.
+            end_sandbox(manager, &sandbox);
+            continue;
+        }
+        sandboxes.insert(Arc::new(sandbox));
+        taken += 1;
+    }
+    taken
+}
+
+/// Stops the commands running in `sandbox`.
+fn stop_commands(sandbox: &Sandbox) {
     for process in sandbox
         .processes
         .lock()
@@ -164,6 +229,11 @@ fn end_sandbox(manager: &SessionManager, sandbox: &Sandbox) {
     {
         process.interrupt.interrupt();
     }
+}
+
+/// Closes the sessions of `sandbox` and stops its commands.
+fn end_sandbox(manager: &SessionManager, sandbox: &Sandbox) {
+    stop_commands(sandbox);
     for session in sandbox.sessions() {
         let _ = manager.close(&sandbox.client, &session);
     }

@@ -200,6 +200,108 @@ impl Sandbox {
     }
 }
 
+/// What a server with a state directory keeps of a sandbox across its restart: all
+/// but its commands, which end with the process. Its sessions are kept by the
+/// manager (paused), under the same ids.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Kept {
+    id: String,
+    client: String,
+    template: String,
+    backend: Option<String>,
+    shell: bool,
+    auto_pause: bool,
+    metadata: BTreeMap<String, String>,
+    env: BTreeMap<String, String>,
+    started_ms: u64,
+    end_ms: u64,
+    access_token: String,
+    contexts: Vec<KeptContext>,
+}
+
+/// A code context, kept.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct KeptContext {
+    id: String,
+    language: String,
+    cwd: String,
+    session: String,
+    executions: u64,
+    displays: bool,
+}
+
+fn unix_ms(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+fn from_unix_ms(ms: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+impl Sandbox {
+    /// What a restart keeps of it.
+    pub fn kept(&self) -> Kept {
+        Kept {
+            id: self.id.clone(),
+            client: self.client.as_str().to_string(),
+            template: self.template.clone(),
+            backend: self.backend.clone(),
+            shell: self.shell,
+            auto_pause: self.auto_pause,
+            metadata: self.metadata.clone(),
+            env: self.env.clone(),
+            started_ms: unix_ms(self.started),
+            end_ms: unix_ms(self.end()),
+            access_token: self.access_token.clone(),
+            contexts: lock(&self.contexts)
+                .iter()
+                .map(|c| KeptContext {
+                    id: c.id.clone(),
+                    language: c.language.clone(),
+                    cwd: c.cwd.clone(),
+                    session: c.session.as_str().to_string(),
+                    executions: c.executions,
+                    displays: c.displays,
+                })
+                .collect(),
+        }
+    }
+
+    /// The sandbox a restart kept, as it was, with no command running.
+    pub fn from_kept(kept: Kept) -> Sandbox {
+        Sandbox {
+            id: kept.id,
+            client: ClientId::new(kept.client),
+            template: kept.template,
+            backend: kept.backend,
+            shell: kept.shell,
+            auto_pause: kept.auto_pause,
+            metadata: kept.metadata,
+            env: kept.env,
+            started: from_unix_ms(kept.started_ms),
+            end: Mutex::new(from_unix_ms(kept.end_ms)),
+            access_token: kept.access_token,
+            contexts: Mutex::new(
+                kept.contexts
+                    .into_iter()
+                    .map(|c| Context {
+                        id: c.id,
+                        language: c.language,
+                        cwd: c.cwd,
+                        session: SessionId::from(c.session),
+                        executions: c.executions,
+                        displays: c.displays,
+                    })
+                    .collect(),
+            ),
+            processes: Mutex::new(BTreeMap::new()),
+            next_pid: AtomicU32::new(1000),
+        }
+    }
+}
+
 /// Every sandbox of the server.
 #[derive(Debug, Default)]
 pub struct Sandboxes {

@@ -1357,6 +1357,20 @@ impl SessionManager {
         self.inner.store.lasting()
     }
 
+    /// Keeps `contents` as record `key` of a front end (`kind`: `e2b` keeps its
+    /// sandboxes) in the state directory, readable by its owner only, for the next
+    /// server to take back with [`SessionManager::take_records`]. `Ok(false)` without
+    /// a state directory. Keys and kinds are letters, digits and `-`.
+    pub fn keep_record(&self, kind: &str, key: &str, contents: &[u8]) -> Result<bool> {
+        self.inner.store.keep_record(kind, key, contents)
+    }
+
+    /// The records of `kind` an earlier server kept ([`SessionManager::keep_record`]),
+    /// by key; they are removed from the state directory.
+    pub fn take_records(&self, kind: &str) -> Vec<(String, Vec<u8>)> {
+        self.inner.store.take_records(kind)
+    }
+
     /// Bytes the store of snapshots and paused sessions holds now.
     pub fn stored_bytes(&self) -> u64 {
         self.inner.store.used()

@@ -395,6 +395,47 @@ impl Store {
         self.lasting
     }
 
+    /// Keeps record `key` of `kind` (a front end's own, beside the sessions: E2B's
+    /// sandboxes), readable by the owner only. `Ok(false)` when nothing outlives the
+    /// process.
+    pub(super) fn keep_record(&self, kind: &str, key: &str, contents: &[u8]) -> Result<bool> {
+        if !self.lasting {
+            return Ok(false);
+        }
+        let plain = |name: &str| {
+            !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        };
+        if !plain(kind) || !plain(key) {
+            return Err(io(
+                format!("cannot keep record {kind}/{key}"),
+                std::io::ErrorKind::InvalidInput.into(),
+            ));
+        }
+        let dir = self.root.join("records").join(kind);
+        private_dir(&self.root.join("records"))?;
+        private_dir(&dir)?;
+        write_private(&dir.join(format!("{key}.json")), contents)?;
+        Ok(true)
+    }
+
+    /// Takes back the records of `kind` an earlier process kept, removing them.
+    pub(super) fn take_records(&self, kind: &str) -> Vec<(String, Vec<u8>)> {
+        let dir = self.root.join("records").join(kind);
+        let Ok(entries) = fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut records = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let (Some(key), Ok(contents)) = (name.strip_suffix(".json"), fs::read(&path)) {
+                records.push((key.to_string(), contents));
+            }
+            let _ = fs::remove_file(&path);
+        }
+        records
+    }
+
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
