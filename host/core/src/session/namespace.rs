@@ -118,15 +118,16 @@ impl Session {
         self.handler.info().id == "python" && self.kernel.is_some() && self.keeps_state()
     }
 
+    /// Runs the host's `code` in the kernel, with the session's environment and
+    /// [`HOST_CODE_LIMITS`]; its stdout.
+    fn in_kernel(&mut self, code: &str, what: &str) -> Result<String> {
+        let env = self.env.clone();
+        self.host_code(code, &env, HOST_CODE_LIMITS, what)
+    }
+
     /// Writes the namespace into the workspace; the names it could not keep.
     pub(super) fn save_namespace(&mut self) -> Result<Vec<String>> {
-        let env = self.env.clone();
-        let said = self.host_code(
-            SAVE,
-            &env,
-            HOST_CODE_LIMITS,
-            "saving the session's variables",
-        )?;
+        let said = self.in_kernel(SAVE, "saving the session's variables")?;
         serde_json::from_str(said.trim()).map_err(|e| Error::Runtime {
             runtime: self.backend_name.to_string(),
             reason: format!("saving the session's variables said `{}`: {e}", said.trim()),
@@ -136,13 +137,7 @@ impl Session {
     /// Puts the namespace saved in the workspace back; fails naming what it could
     /// not.
     pub(super) fn load_namespace(&mut self) -> Result<()> {
-        let env = self.env.clone();
-        let said = self.host_code(
-            LOAD,
-            &env,
-            HOST_CODE_LIMITS,
-            "restoring the session's variables",
-        )?;
+        let said = self.in_kernel(LOAD, "restoring the session's variables")?;
         let failed: std::collections::BTreeMap<String, String> = serde_json::from_str(said.trim())
             .map_err(|e| Error::Runtime {
                 runtime: self.backend_name.to_string(),
