@@ -18,7 +18,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::component::{
-    Component, ComponentExportIndex, Instance, Linker, ResourceAny, ResourceTable, WasmList,
+    Component, ComponentExportIndex, Instance, InstancePre, Linker, ResourceAny, ResourceTable,
+    WasmList,
 };
 use wasmtime::Store;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -123,16 +124,18 @@ impl ComponentState {
 
 /// A component runtime compiled and linked, ready to instantiate per interpreter.
 pub(super) struct ComponentRuntime {
-    pre: Pre,
+    pre: InstancePre<ComponentState>,
+    /// Where the bindings of its contract version find their exports.
+    indices: Indices,
     /// Its state-access exports (see [`state_access`]), where sandlot added them.
     state: Option<State<ComponentExportIndex>>,
 }
 
-/// The linked component, on the bindings of its contract version.
-enum Pre {
-    V0_1(v0_1_0::RuntimePre<ComponentState>),
-    V0_2(v0_2_0::RuntimePre<ComponentState>),
-    V0_4(v0_4_0::RuntimePre<ComponentState>),
+/// The export indices of the bindings of each contract version, found once.
+enum Indices {
+    V0_1(v0_1_0::RuntimeIndices),
+    V0_2(v0_2_0::RuntimeIndices),
+    V0_4(v0_4_0::RuntimeIndices),
 }
 
 /// The versions of the runtime world this host runs, oldest first.
@@ -169,10 +172,10 @@ impl ComponentRuntime {
             |state| state,
         )?;
         let pre = linker.instantiate_pre(component)?;
-        let pre = match version {
-            "0.1.0" => Pre::V0_1(v0_1_0::RuntimePre::new(pre)?),
-            "0.2.0" => Pre::V0_2(v0_2_0::RuntimePre::new(pre)?),
-            "0.4.0" => Pre::V0_4(v0_4_0::RuntimePre::new(pre)?),
+        let indices = match version {
+            "0.1.0" => Indices::V0_1(v0_1_0::RuntimeIndices::new(&pre)?),
+            "0.2.0" => Indices::V0_2(v0_2_0::RuntimeIndices::new(&pre)?),
+            "0.4.0" => Indices::V0_4(v0_4_0::RuntimeIndices::new(&pre)?),
             other => wasmtime::bail!(
                 "it was built for contract {other}; this sandlot runs runtimes of contract {} \
                  (a newer sandlot may run it)",
@@ -193,15 +196,34 @@ impl ComponentRuntime {
                 global_set: index(names.global_set)?,
             })
         })();
-        Ok(ComponentRuntime { pre, state })
+        Ok(ComponentRuntime {
+            pre,
+            indices,
+            state,
+        })
     }
 
     fn api_version(&self) -> &'static str {
-        match self.pre {
-            Pre::V0_1(_) => "0.1.0",
-            Pre::V0_2(_) => "0.2.0",
-            Pre::V0_4(_) => "0.4.0",
+        match self.indices {
+            Indices::V0_1(_) => "0.1.0",
+            Indices::V0_2(_) => "0.2.0",
+            Indices::V0_4(_) => "0.4.0",
         }
+    }
+
+    /// An instance in `store`, and the bindings of its contract version over it
+    /// (the instance itself reaches the state-access exports).
+    async fn instantiate(
+        &self,
+        store: &mut Store<ComponentState>,
+    ) -> wasmtime::Result<(Instance, Bound)> {
+        let instance = self.pre.instantiate_async(&mut *store).await?;
+        let bound = match &self.indices {
+            Indices::V0_1(i) => Bound::V0_1(i.load(&mut *store, &instance)?),
+            Indices::V0_2(i) => Bound::V0_2(i.load(&mut *store, &instance)?),
+            Indices::V0_4(i) => Bound::V0_4(i.load(&mut *store, &instance)?),
+        };
+        Ok((instance, bound))
     }
 
     /// Whether a session's whole state can be read and written (see
@@ -216,27 +238,19 @@ impl ComponentRuntime {
             ComponentState::new(&mut WasiCtxBuilder::new(), INFO_MEMORY, Door::default());
         store.set_epoch_deadline(engine::ticks(INFO_TIMEOUT));
         let described = call(INFO_TIMEOUT, None, async {
+            let (_, bound) = self.instantiate(&mut store).await?;
             // The same calls on each version's bindings; 0.1's info has no `bundled`.
-            macro_rules! info {
-                ($pre:expr) => {
-                    $pre.instantiate_async(&mut store)
-                        .await?
-                        .sandlot_plugin_interpreter()
-                        .call_info(&mut store)
-                        .await?
-                };
-            }
-            Ok(match &self.pre {
-                Pre::V0_1(pre) => {
-                    let info = info!(pre);
+            Ok(match bound {
+                Bound::V0_1(b) => {
+                    let info = b.sandlot_plugin_interpreter().call_info(&mut store).await?;
                     (info.id, info.languages, info.version, Vec::new())
                 }
-                Pre::V0_2(pre) => {
-                    let info = info!(pre);
+                Bound::V0_2(b) => {
+                    let info = b.sandlot_plugin_interpreter().call_info(&mut store).await?;
                     (info.id, info.languages, info.version, info.bundled)
                 }
-                Pre::V0_4(pre) => {
-                    let info = info!(pre);
+                Bound::V0_4(b) => {
+                    let info = b.sandlot_plugin_interpreter().call_info(&mut store).await?;
                     (info.id, info.languages, info.version, info.bundled)
                 }
             })
@@ -306,25 +320,7 @@ impl ComponentInterpreter {
         let mut store = ComponentState::new(&mut wasi, memory, stdio.door.clone());
         store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
         let made = call(SETUP_TIMEOUT, None, async {
-            // Instantiated as a plain instance, so that its state-access exports are
-            // reachable beside the bindings.
-            let (instance, bindings) = match &start.runtime.pre {
-                Pre::V0_1(pre) => {
-                    let instance = pre.instance_pre().instantiate_async(&mut store).await?;
-                    let bound = v0_1_0::Runtime::new(&mut store, &instance)?;
-                    (instance, Bound::V0_1(bound))
-                }
-                Pre::V0_2(pre) => {
-                    let instance = pre.instance_pre().instantiate_async(&mut store).await?;
-                    let bound = v0_2_0::Runtime::new(&mut store, &instance)?;
-                    (instance, Bound::V0_2(bound))
-                }
-                Pre::V0_4(pre) => {
-                    let instance = pre.instance_pre().instantiate_async(&mut store).await?;
-                    let bound = v0_4_0::Runtime::new(&mut store, &instance)?;
-                    (instance, Bound::V0_4(bound))
-                }
-            };
+            let (instance, bindings) = start.runtime.instantiate(&mut store).await?;
             let session = either!(&bindings, Bound, b => {
                 b.sandlot_plugin_interpreter()
                     .session()
@@ -404,11 +400,7 @@ impl ComponentInterpreter {
         let state = self.state()?;
         let (store, instance) = self.for_state()?;
         let result = call(SETUP_TIMEOUT, None, async move {
-            let size = instance
-                .get_typed_func::<(), (u32,)>(&mut *store, state.size)?
-                .call_async(&mut *store, ())
-                .await?
-                .0;
+            let size = number(store, &instance, state.size).await?;
             let bytes = u64::from(size) * snapshot::WASM_PAGE;
             let len = u32::try_from(bytes)
                 .map_err(|_| wasmtime::Error::msg("its memory is 4 GiB, past what it can read"))?;
@@ -418,11 +410,7 @@ impl ComponentInterpreter {
                 .get_typed_func::<(u32, u32, u32), (WasmList<u8>,)>(&mut *store, state.read)?
                 .call_async(&mut *store, (0, len, 0))
                 .await?;
-            let count = instance
-                .get_typed_func::<(), (u32,)>(&mut *store, state.globals)?
-                .call_async(&mut *store, ())
-                .await?
-                .0;
+            let count = number(store, &instance, state.globals).await?;
             let get = instance.get_typed_func::<(u32,), (u64,)>(&mut *store, state.global_get)?;
             let mut globals = Vec::with_capacity(count as usize);
             for i in 0..count {
@@ -496,29 +484,20 @@ impl ComponentInterpreter {
         let globals = globals.to_vec();
         let (store, instance) = self.for_state()?;
         let result = call(SETUP_TIMEOUT, None, async move {
-            let pages = instance
-                .get_typed_func::<(), (u32,)>(&mut *store, state.size)?
-                .call_async(&mut *store, ())
-                .await?
-                .0;
-            let have = u64::from(pages) * snapshot::WASM_PAGE;
-            if size < have {
-                return Ok(Err(format!(
-                    "its memory ({size} bytes) is smaller than a fresh instance's ({have}): \
-                     it is not of this runtime"
-                )));
-            }
-            let more = u32::try_from((size - have) / snapshot::WASM_PAGE)?;
+            let pages = number(store, &instance, state.size).await?;
+            let more = match head.growth(u64::from(pages) * snapshot::WASM_PAGE) {
+                Ok(more) => u32::try_from(more)?,
+                Err(refused) => return Ok(Err(refused)),
+            };
             if more > 0 {
                 let (grown,) = instance
                     .get_typed_func::<(u32,), (i32,)>(&mut *store, state.grow)?
                     .call_async(&mut *store, (more,))
                     .await?;
                 if grown < 0 {
-                    return Ok(Err(format!(
-                        "its memory ({} MiB) cannot be had here",
-                        size >> 20
-                    )));
+                    return Ok(Err(Error::InvalidSnapshot {
+                        reason: format!("its memory ({} MiB) cannot be had here", size >> 20),
+                    }));
                 }
             }
             let place = instance.get_typed_func::<(u32,), ()>(&mut *store, state.place)?;
@@ -531,16 +510,15 @@ impl ComponentInterpreter {
                 place.call_async(&mut *store, (at,)).await?;
                 write.call_async(&mut *store, (at, bytes)).await?;
             }
-            let count = instance
-                .get_typed_func::<(), (u32,)>(&mut *store, state.globals)?
-                .call_async(&mut *store, ())
-                .await?
-                .0;
+            let count = number(store, &instance, state.globals).await?;
             if count as usize != globals.len() {
-                return Ok(Err(format!(
-                    "it holds {} globals and this runtime has {count}: it is not of this runtime",
-                    globals.len()
-                )));
+                return Ok(Err(Error::InvalidSnapshot {
+                    reason: format!(
+                        "it holds {} globals and this runtime has {count}: it is not of this \
+                         runtime",
+                        globals.len()
+                    ),
+                }));
             }
             let set = instance.get_typed_func::<(u32, u64), ()>(&mut *store, state.global_set)?;
             for (i, value) in globals.iter().enumerate() {
@@ -548,8 +526,7 @@ impl ComponentInterpreter {
             }
             Ok(Ok(()))
         });
-        let loaded = self.answer("restore its state", result)?;
-        loaded.map_err(|reason| Error::InvalidSnapshot { reason })
+        self.answer("restore its state", result)?
     }
 
     /// Calls a 0.2 session's `set-env` or `set-cwd`; `None` for a 0.1 runtime, which
@@ -589,6 +566,17 @@ impl ComponentInterpreter {
             }
         })
     }
+}
+
+/// Calls a state-access function that takes nothing and answers a number (`size`,
+/// `globals`).
+async fn number(
+    store: &mut Store<ComponentState>,
+    instance: &Instance,
+    index: ComponentExportIndex,
+) -> wasmtime::Result<u32> {
+    let func = instance.get_typed_func::<(), (u32,)>(&mut *store, index)?;
+    Ok(func.call_async(&mut *store, ()).await?.0)
 }
 
 /// What `configure` sets.

@@ -136,17 +136,7 @@ impl ModuleInterpreter {
         let mut live = self.instance(&argv, false)?;
         let head = snapshot::read_head(image, self.memory as u64)?;
         let linear = live.memory()?;
-        let have = linear.data_size(&live.store) as u64;
-        if head.size < have {
-            return Err(Error::InvalidSnapshot {
-                reason: format!(
-                    "its memory ({} bytes) is smaller than a fresh instance's ({have}): it \
-                     is not of this runtime",
-                    head.size
-                ),
-            });
-        }
-        let pages = (head.size - have) / snapshot::WASM_PAGE;
+        let pages = head.growth(linear.data_size(&live.store) as u64)?;
         if pages > 0 {
             linear.grow(&mut live.store, pages).map_err(|e| {
                 self.failed(format!(

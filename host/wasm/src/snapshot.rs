@@ -96,6 +96,21 @@ pub(crate) struct Head {
     pub runs: Vec<(u64, u64)>,
 }
 
+impl Head {
+    /// The wasm pages a fresh instance's memory of `have` bytes grows by to hold the
+    /// image; refused if the image is smaller, as no image of that runtime is.
+    pub(crate) fn growth(&self, have: u64) -> Result<u64> {
+        if self.size < have {
+            return Err(invalid(format!(
+                "its memory ({} bytes) is smaller than a fresh instance's ({have}): it is \
+                 not of this runtime",
+                self.size
+            )));
+        }
+        Ok((self.size - have) / WASM_PAGE)
+    }
+}
+
 fn read_u64(input: &mut dyn Read) -> Result<u64> {
     let mut bytes = [0u8; 8];
     input.read_exact(&mut bytes).map_err(|e| match e.kind() {
