@@ -494,8 +494,8 @@ impl Backend for WasmBackend {
         checks.push(match quota::available() {
             Ok(()) => Check::ok(
                 "workspace quota",
-                "each workspace is a tmpfs of the policy's workdir_size, mounted in a namespace \
-                 of its own",
+                "each workspace is a tmpfs of the policy's workdir_size, attached to no \
+                 directory of the host",
             ),
             Err(why) => Check::gap("workspace quota", "none: workdir_size is not enforced", why),
         });

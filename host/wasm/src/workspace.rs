@@ -27,9 +27,9 @@ pub(crate) struct Workspace {
     path: PathBuf,
     /// The quota, in bytes (0: none).
     limit: u64,
-    /// The directory on the host's disk: the workspace itself, or where its tmpfs
-    /// was mounted (an empty directory). Removed last, on drop.
-    _dir: tempfile::TempDir,
+    /// The directory on the host's disk that is the workspace, where it has no
+    /// tmpfs. Removed last, on drop.
+    _dir: Option<tempfile::TempDir>,
 }
 
 fn io_error(path: &str, source: std::io::Error) -> Error {
@@ -90,27 +90,33 @@ impl Workspace {
             let context = context.to_string();
             move |source| Error::Io { context, source }
         };
-        // The shared temp dir is readable by every local user: only this one may
-        // enter the workspace, and so reach what the code wrote in it.
         use std::os::fd::AsRawFd;
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix(&format!(
-                "{PREFIX}{}-",
-                sandlot_core::backend::owner::owner_stamp()
-            ))
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .map_err(io("cannot create the sandbox's workspace"))?;
         let tmpfs = match super::quota::available() {
-            Ok(()) if limit > 0 => Some(super::quota::tmpfs(dir.path(), limit).map_err(io(
+            Ok(()) if limit > 0 => Some(super::quota::tmpfs(limit).map_err(io(
                 "cannot make the sandbox's workspace a tmpfs of its size",
             ))?),
             _ => None,
         };
-        let path = match &tmpfs {
-            Some(fd) => PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
-            None => dir.path().to_path_buf(),
+        // Without a tmpfs, a directory of the shared temp dir, which is readable by
+        // every local user: only this one may enter the workspace, and so reach what
+        // the code wrote in it.
+        let (path, dir) = match &tmpfs {
+            Some(fd) => (
+                PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+                None,
+            ),
+            None => {
+                use std::os::unix::fs::PermissionsExt;
+                let dir = tempfile::Builder::new()
+                    .prefix(&format!(
+                        "{PREFIX}{}-",
+                        sandlot_core::backend::owner::owner_stamp()
+                    ))
+                    .permissions(std::fs::Permissions::from_mode(0o700))
+                    .tempdir()
+                    .map_err(io("cannot create the sandbox's workspace"))?;
+                (dir.path().to_path_buf(), Some(dir))
+            }
         };
         let root = Dir::open_ambient_dir(&path, cap_std::ambient_authority())
             .map_err(io("cannot open the sandbox's workspace"))?;
