@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use wasmtime::component::Component;
-use wasmtime::{InstancePre, Module};
+use wasmtime::Module;
 
 /// Where the cache keeps what components said about themselves.
 const INFO_NOTES: &str = "runtime-info";
@@ -100,7 +100,7 @@ pub struct FoundRuntime {
 /// A runtime compiled and linked, ready to instantiate.
 #[derive(Clone)]
 pub(super) enum Prepared {
-    Module(Arc<InstancePre<preview1::ModuleState>>),
+    Module(Arc<preview1::ModuleRuntime>),
     Component(Arc<ComponentRuntime>),
 }
 
@@ -398,9 +398,9 @@ impl Catalog {
                         },
                         other => failed(format!("cannot load {}: {other}", path.display())),
                     })?;
-                Prepared::Module(Arc::new(
+                Prepared::Module(Arc::new(preview1::ModuleRuntime::new(
                     preview1::link(&module, manifest).map_err(|e| failed(format!("{e:#}")))?,
-                ))
+                )))
             }
             (None, Some(sha256)) => {
                 // The file must still be the one whose `info` chose it.

@@ -18,6 +18,7 @@ mod component;
 mod door;
 mod input;
 pub mod module;
+mod prefault;
 mod preview1;
 mod program;
 mod quota;

@@ -5,7 +5,7 @@
 use super::door::{self, Door};
 use super::module::{Protocol, RuntimeManifest};
 use super::{arm, call, disarm, exited, CapturedState, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
-use crate::snapshot;
+use crate::{prefault, snapshot};
 use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;
 use sandlot_core::layout::Layout;
@@ -62,6 +62,21 @@ pub(super) fn link(
     linker.instantiate_pre(module)
 }
 
+/// A module runtime, linked, with what its fresh instances write.
+pub(super) struct ModuleRuntime {
+    pre: InstancePre<ModuleState>,
+    writes: prefault::Writes,
+}
+
+impl ModuleRuntime {
+    pub(super) fn new(pre: InstancePre<ModuleState>) -> ModuleRuntime {
+        ModuleRuntime {
+            pre,
+            writes: prefault::Writes::default(),
+        }
+    }
+}
+
 /// A live instance.
 struct Live {
     store: Store<ModuleState>,
@@ -82,7 +97,7 @@ impl Live {
 
 /// The interpreter of one sandbox, for a module runtime.
 pub(super) struct ModuleInterpreter {
-    pre: Arc<InstancePre<ModuleState>>,
+    module: Arc<ModuleRuntime>,
     runtime: String,
     protocol: Protocol,
     /// Code run once in a new session's instance.
@@ -118,6 +133,13 @@ impl ModuleInterpreter {
                             String::from_utf8_lossy(&stderr.bytes).trim()
                         )))
                     }
+                }
+            }
+            // What a fresh interpreter has written by now, every later one will.
+            if !self.module.writes.learned() {
+                if let Some(live) = self.live.as_mut() {
+                    let memory = live.memory()?;
+                    self.module.writes.learn(memory.data(&live.store));
                 }
             }
         }
@@ -203,7 +225,7 @@ impl ModuleInterpreter {
     /// [`start`]: ModuleInterpreter::start
     /// [`restore`]: ModuleInterpreter::restore
     pub(super) fn new(
-        pre: Arc<InstancePre<ModuleState>>,
+        module: Arc<ModuleRuntime>,
         manifest: &RuntimeManifest,
         runtime_dir: &Path,
         env: Vec<(String, String)>,
@@ -212,7 +234,7 @@ impl ModuleInterpreter {
         stdio: Stdio,
     ) -> ModuleInterpreter {
         ModuleInterpreter {
-            pre,
+            module,
             runtime: manifest.id.clone(),
             protocol: manifest.protocol,
             setup: manifest.setup.clone(),
@@ -273,10 +295,15 @@ impl ModuleInterpreter {
         // Instantiation runs no user code, but a broken module could still loop.
         store.set_epoch_deadline(engine::ticks(SETUP_TIMEOUT));
         store.epoch_deadline_trap();
-        let pre = self.pre.clone();
+        let module = self.module.clone();
         let protocol = self.protocol;
         let made = call(SETUP_TIMEOUT, None, async {
-            let instance = pre.instantiate_async(&mut store).await?;
+            let instance = module.pre.instantiate_async(&mut store).await?;
+            if initialize {
+                if let Some(memory) = instance.get_memory(&mut store, "memory") {
+                    module.writes.apply(memory.data_mut(&mut store));
+                }
+            }
             if protocol == Protocol::Turn && initialize {
                 if let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, "_initialize") {
                     init.call_async(&mut store, ()).await?;
