@@ -8,6 +8,7 @@ use crate::language::{
     Plan, PlanOptions, Restriction, RestrictionKind, Severity, SourceFile,
 };
 use crate::wasmtime_engine::{self as engine, MemoryCap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Store, Trap};
@@ -229,7 +230,18 @@ pub struct LanguageHandler {
     info: LanguageInfo,
     limits: HandlerLimits,
     pre: Pre,
+    /// The `kernel` answers given so far, by working and output directory. A handler
+    /// links no imports and each call gets a fresh instance, so an answer depends on
+    /// the arguments alone; every session asks the same, and a call costs about
+    /// 0.1 ms of the session's opening.
+    kernels: Arc<Mutex<Vec<KernelAnswer>>>,
 }
+
+/// A `kernel` answer: for which working and output directory, and what it was.
+type KernelAnswer = ((String, String), Option<KernelSpec>);
+
+/// How many distinct `kernel` answers a handler keeps (hosts ask with one pair).
+const KERNEL_ANSWERS: usize = 8;
 
 impl std::fmt::Debug for LanguageHandler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -286,6 +298,7 @@ impl LanguageHandler {
             info: placeholder_info(),
             limits,
             pre,
+            kernels: Arc::default(),
         };
         let info = handler.call("info", 0, |guest, store| {
             Ok(match guest {
@@ -436,6 +449,22 @@ impl LanguageHandler {
         if !self.info.has(LanguageCapability::Interactive) {
             return Ok(None);
         }
+        let key = (workdir.to_string(), output_dir.to_string());
+        let answers = || self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, spec)) = answers().iter().find(|(asked, _)| *asked == key) {
+            return Ok(spec.clone());
+        }
+        let spec = self.ask_kernel(workdir, output_dir)?;
+        let mut kept = answers();
+        if kept.len() == KERNEL_ANSWERS {
+            kept.remove(0);
+        }
+        kept.push((key, spec.clone()));
+        Ok(spec)
+    }
+
+    /// [`LanguageHandler::kernel`], asked of the plugin.
+    fn ask_kernel(&self, workdir: &str, output_dir: &str) -> Result<Option<KernelSpec>> {
         let spec = since_0_2!(self, "kernel", None, |h, store, wit| {
             let options = wit::KernelOptions {
                 workdir: workdir.to_string(),
@@ -773,6 +802,26 @@ pub(crate) fn check_command(command: &Command) -> std::result::Result<(), String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_is_asked_of_the_plugin_once_per_pair_of_directories() {
+        let plugins = crate::plugin::PluginHost::builder().load().unwrap();
+        let python = plugins.language("python").unwrap();
+        let spec = python.kernel("/workspace", "/workspace/output").unwrap();
+        assert!(spec.is_some());
+        // Clones share the answers; another pair is asked again.
+        assert_eq!(
+            python
+                .clone()
+                .kernel("/workspace", "/workspace/output")
+                .unwrap(),
+            spec
+        );
+        assert_eq!(python.kernels.lock().unwrap().len(), 1);
+        let elsewhere = python.kernel("/w", "/w/output").unwrap();
+        assert!(elsewhere.is_some());
+        assert_eq!(python.kernels.lock().unwrap().len(), 2);
+    }
 
     #[test]
     fn paths_that_leave_the_workdir_are_refused() {
