@@ -4,7 +4,8 @@
 //! the data stack imported, restored copy-on-write), with the CPU each costs
 //! (`getrusage` of this process) and how many a second 1 and 4 callers get. Needs both
 //! runtimes installed (`sandlot runtimes install python|javascript`). Run with
-//! `cargo bench --bench wasm`.
+//! `cargo bench --bench wasm`. `SANDLOT_BENCH_PROFILE=S` runs only fresh Python
+//! sandboxes with 4 callers for S seconds, for `perf record`.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -79,8 +80,34 @@ fn rss_kib() -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
+/// Fresh Python sandboxes with 4 callers for `seconds`, and what they cost.
+fn profile(sandlot: &sandlot::Sandlot, seconds: u64) {
+    sandlot.set_warm_start(false);
+    let started = Instant::now();
+    let (mut rounds, mut cpu) = (0u32, Duration::ZERO);
+    while started.elapsed() < Duration::from_secs(seconds) {
+        let (_, each) = rate_and_cpu(sandlot, 4);
+        cpu += each;
+        rounds += 1;
+    }
+    println!(
+        "python (wasm), fresh interpreter, 4 callers: {:.0} sandboxes/s, CPU per sandbox \
+         {:.2} ms",
+        f64::from(rounds * 200) / started.elapsed().as_secs_f64(),
+        (cpu / rounds).as_secs_f64() * 1e3
+    );
+}
+
 fn main() {
     let sandlot = sandlot::from_environment().unwrap();
+    if let Ok(seconds) = std::env::var("SANDLOT_BENCH_PROFILE") {
+        print_one(&sandlot);
+        profile(
+            &sandlot,
+            seconds.parse().expect("SANDLOT_BENCH_PROFILE: seconds"),
+        );
+        return;
+    }
     let mut criterion = Criterion::default()
         .configure_from_args()
         .measurement_time(Duration::from_secs(10));
