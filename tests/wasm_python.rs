@@ -599,8 +599,27 @@ fn warm_sessions_start_with_the_data_stack_imported_and_nothing_else() {
         .run("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")
         .unwrap();
     assert_eq!(plot.plots().count(), 1, "{}", plot.stderr_text());
+    drop(session);
     let other = warm.session("python").open().unwrap().run(probe).unwrap();
     assert_eq!(other.stdout_text(), "True None None ['os', 'sys']\n");
+    // Later sessions have the pages those two both wrote copied in before anything
+    // runs: nothing of theirs shows, and the data stack works.
+    for _ in 0..2 {
+        let mut later = warm.session("python").open().unwrap();
+        assert_eq!(later.run(probe).unwrap().stdout_text(), other.stdout_text());
+        let frame = later
+            .run("import pandas as pd\nprint(pd.DataFrame({'a': [1, 2]}).a.sum(), x)")
+            .unwrap();
+        assert!(
+            frame.stderr_text().contains("NameError"),
+            "{}",
+            frame.stderr_text()
+        );
+        let frame = later
+            .run("print(pd.DataFrame({'a': [1, 2]}).a.sum())")
+            .unwrap();
+        assert_eq!(frame.stdout_text(), "3\n", "{}", frame.stderr_text());
+    }
 
     // Sessions the base does not fit start fresh.
     let starts_fresh = |session: &mut Session| {

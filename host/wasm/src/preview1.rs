@@ -62,10 +62,11 @@ pub(super) fn link(
     linker.instantiate_pre(module)
 }
 
-/// A module runtime, linked, with what its fresh instances write.
+/// A module runtime, linked, with what its fresh and its restored instances write.
 pub(super) struct ModuleRuntime {
     pre: InstancePre<ModuleState>,
     writes: prefault::Writes,
+    restored: prefault::ByState,
 }
 
 impl ModuleRuntime {
@@ -73,6 +74,7 @@ impl ModuleRuntime {
         ModuleRuntime {
             pre,
             writes: prefault::Writes::default(),
+            restored: prefault::ByState::default(),
         }
     }
 }
@@ -112,6 +114,9 @@ pub(super) struct ModuleInterpreter {
     stdio: Stdio,
     /// The session's instance (turn protocol only).
     live: Option<Live>,
+    /// The write set of the snapshot this interpreter was restored from, when this
+    /// session is one to observe as it ends.
+    observing: Option<Arc<prefault::Observed>>,
 }
 
 impl ModuleInterpreter {
@@ -170,13 +175,14 @@ impl ModuleInterpreter {
         let (file, start) = image.file();
         let data = start + image.position();
         let available = image.len() - image.position();
-        let mapped = snapshot::read_pages(
-            &head,
-            file,
-            data,
-            available,
-            linear.data_mut(&mut live.store),
-        )?;
+        let memory = linear.data_mut(&mut live.store);
+        let mapped = snapshot::read_pages(&head, file, data, available, memory)?;
+        if let Some(state) = prefault::StateKey::of(file, data) {
+            let observed = self.module.restored.of(state);
+            if observed.restored(memory) {
+                self.observing = Some(observed);
+            }
+        }
         tracing::debug!(
             runtime = %self.runtime,
             size = head.size,
@@ -250,6 +256,7 @@ impl ModuleInterpreter {
             memory,
             stdio,
             live: None,
+            observing: None,
         }
     }
 
@@ -303,10 +310,10 @@ impl ModuleInterpreter {
                 if let Some(memory) = instance.get_memory(&mut store, "memory") {
                     module.writes.apply(memory.data_mut(&mut store));
                 }
-            }
-            if protocol == Protocol::Turn && initialize {
-                if let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, "_initialize") {
-                    init.call_async(&mut store, ()).await?;
+                if protocol == Protocol::Turn {
+                    if let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, "_initialize") {
+                        init.call_async(&mut store, ()).await?;
+                    }
                 }
             }
             Ok(instance)
@@ -406,6 +413,17 @@ impl ModuleInterpreter {
             Some(Err(error)) => {
                 let memory_hit = store.data().memory.hit;
                 exited(error, memory_hit, false)
+            }
+        }
+    }
+}
+
+impl Drop for ModuleInterpreter {
+    fn drop(&mut self) {
+        // What this session wrote, for the later restores of its snapshot.
+        if let (Some(observed), Some(live)) = (self.observing.take(), self.live.as_mut()) {
+            if let Ok(memory) = live.memory() {
+                observed.observe(memory.data(&live.store));
             }
         }
     }
