@@ -284,6 +284,15 @@ fn create(server: &Server) -> (String, String) {
     )
 }
 
+/// Kills sandbox `id` through the control API, as the holder of `key`.
+fn kill(server: &Server, id: &str, key: &str) -> reqwest::blocking::Response {
+    http()
+        .delete(format!("{}/sandboxes/{id}", server.url))
+        .header("X-API-Key", key)
+        .send()
+        .unwrap()
+}
+
 fn envd(server: &Server, id: &str, token: &str, path: &str) -> reqwest::blocking::RequestBuilder {
     http()
         .post(format!("{}{path}", server.url))
@@ -318,11 +327,7 @@ fn bad_keys_ids_frames_and_uploads_get_the_errors_the_sdks_expect() {
 
     let (id, token) = create(&server);
     // Bob does not see Alice's sandbox: a 404 whose body says 404, as the SDKs check.
-    let answer = http()
-        .delete(format!("{}/sandboxes/{id}", server.url))
-        .header("X-API-Key", BOB)
-        .send()
-        .unwrap();
+    let answer = kill(&server, &id, BOB);
     assert_eq!(answer.status().as_u16(), 404);
     assert_eq!(answer.json::<Value>().unwrap()["code"], 404);
     // Nor reaches its envd without its token, nor an id that is not there.
@@ -491,11 +496,7 @@ fn bad_keys_ids_frames_and_uploads_get_the_errors_the_sdks_expect() {
     assert_eq!(lines[0]["type"], "stdout");
     assert_eq!(lines[0]["text"], "42\n");
     assert_eq!(lines.last().unwrap()["type"], "end_of_execution");
-    let answer = http()
-        .delete(format!("{}/sandboxes/{id}", server.url))
-        .header("X-API-Key", ALICE)
-        .send()
-        .unwrap();
+    let answer = kill(&server, &id, ALICE);
     assert_eq!(answer.status().as_u16(), 204);
 }
 
@@ -544,11 +545,7 @@ fn a_sandbox_outlives_a_restart_with_a_state_directory() {
     let (id, token) = create(&server);
     assert_eq!(execute(&server, &id, &token, "x = 41\nprint(x)"), "41\n");
     let (killed, _) = create(&server);
-    let answer = http()
-        .delete(format!("{}/sandboxes/{killed}", server.url))
-        .header("X-API-Key", ALICE)
-        .send()
-        .unwrap();
+    let answer = kill(&server, &killed, ALICE);
     assert_eq!(answer.status().as_u16(), 204);
     drop(server);
 
