@@ -602,8 +602,9 @@ fn warm_sessions_start_with_the_data_stack_imported_and_nothing_else() {
     drop(session);
     let other = warm.session("python").open().unwrap().run(probe).unwrap();
     assert_eq!(other.stdout_text(), "True None None ['os', 'sys']\n");
-    // Later sessions have the pages those two both wrote copied in before anything
-    // runs: nothing of theirs shows, and the data stack works.
+    // Later sessions start from the same base (with, by now, the pages those two
+    // both wrote copied in before anything runs): nothing of theirs shows, and the
+    // data stack works.
     for _ in 0..2 {
         let mut later = warm.session("python").open().unwrap();
         assert_eq!(later.run(probe).unwrap().stdout_text(), other.stdout_text());

@@ -78,7 +78,7 @@ pub use provider::{BackendProvider, ProviderContext};
 pub use request::{BackendChoice, OpenRequest};
 pub use sandbox_path::{ListEntry, Listing, SandboxPath};
 pub use session::{AsyncSession, Limits, RunOptions, Session};
-pub use snapshot::{Snapshot, SnapshotKey, SnapshotTrust};
+pub use snapshot::{Snapshot, SnapshotId, SnapshotKey, SnapshotTrust};
 pub use tool::{Tool, ToolError, ToolSet};
 pub use toolchain::Toolchain;
 pub use transfer::Copied;

@@ -124,7 +124,13 @@ fn main() {
                 b.iter_custom(|iterations| {
                     let mut total = Duration::ZERO;
                     for _ in 0..iterations {
+                        let waited = Instant::now();
                         while !ready(&pool.stats(), size) {
+                            let stats = pool.stats();
+                            assert!(
+                                waited.elapsed() < Duration::from_secs(120),
+                                "the pool did not catch up in 2 minutes: {stats:?}"
+                            );
                             std::thread::sleep(Duration::from_millis(1));
                         }
                         let started = Instant::now();

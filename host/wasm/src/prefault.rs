@@ -20,19 +20,21 @@
 //! its first cell faults in what it writes: a data assistant's first cell on the
 //! pandas base wrote about 1,800 pages, a third of the cell's time. What a session
 //! writes depends on its code, so a snapshot's set ([`Observed`]) is what the last
-//! two observed sessions restored from it both wrote by their end, at most
+//! two observed sessions restored from it both wrote by their end (beyond what their
+//! restore copied in), at most
 //! [`MAX_OBSERVED`]: a page one session's own large frame filled is not copied into
 //! every later session. The host's own cells (the plot prelude) run before the
 //! user's, so a session's first run would say little; and an observed session gets
-//! no copies, or it would seem to have written them. The first two sessions and one
-//! in [`OBSERVE_EVERY`] after are observed, so the set follows what sessions do now.
+//! no copies, or it would seem to have written them. Sessions are observed until two
+//! observations are in, and one in [`OBSERVE_EVERY`] after, so the set follows what
+//! sessions do now.
 // madvise(2) and a read of pagemap on the instance's own memory.
 #![allow(unsafe_code)]
 
+use sandlot_core::SnapshotId;
 use std::collections::VecDeque;
-use std::fs::File;
 use std::ops::Range;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The size of a page, which `pagemap` describes one at a time.
@@ -111,43 +113,58 @@ pub(crate) struct Observed {
 struct Observations {
     /// Instances restored so far.
     restored: u64,
+    /// Observations handed out and not yet back.
+    pending: u64,
+    /// Observations that came back with what their session wrote.
+    observed: u64,
     /// What the last observed session wrote.
     last: Option<Vec<Range<usize>>>,
     /// What the last two observed sessions both wrote: copied into new instances.
     set: Arc<Vec<Range<usize>>>,
 }
 
-/// One restored session in this many is observed (and gets no copies), after the
-/// first two.
-pub(crate) const OBSERVE_EVERY: u64 = 16;
+/// One restored session in this many is observed (and gets no copies), once two
+/// observations are in.
+const OBSERVE_EVERY: u64 = 16;
 
 /// The most an observed set holds: 4,096 pages.
-pub(crate) const MAX_OBSERVED: usize = 16 << 20;
+const MAX_OBSERVED: usize = 16 << 20;
 
 impl Observed {
     /// Called once `memory` holds a restored state, before anything runs in it:
-    /// copies the set into it, or, for a session to be observed, nothing. Whether
-    /// [`Observed::observe`] should be told what the session wrote when it ends.
-    pub(crate) fn restored(&self, memory: &mut [u8]) -> bool {
+    /// copies the set into it; or, while fewer than two sessions have been observed
+    /// (counting those still open) and for one in [`OBSERVE_EVERY`], copies nothing
+    /// and hands back the observation to finish when the session ends.
+    pub(crate) fn restored(self: &Arc<Self>, memory: &mut [u8]) -> Option<Observation> {
         let set = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             state.restored += 1;
-            if state.restored <= 2 || state.restored.is_multiple_of(OBSERVE_EVERY) {
-                return true;
+            if state.observed + state.pending < 2 || state.restored.is_multiple_of(OBSERVE_EVERY) {
+                state.pending += 1;
+                drop(state);
+                return Some(Observation {
+                    of: self.clone(),
+                    // The pages the restore itself copied are every session's: not
+                    // what sessions write.
+                    by_restore: written(memory).unwrap_or_default(),
+                    finished: false,
+                });
             }
             state.set.clone()
         };
         populate(memory, &set);
-        false
+        None
     }
 
-    /// What an observed session's `memory` holds as written when it ends; the set
-    /// becomes what it and the previous observed session both wrote.
-    pub(crate) fn observe(&self, memory: &[u8]) {
-        let Ok(runs) = written(memory) else {
+    /// What a session wrote (`runs`); the set becomes what it and the previous
+    /// observed session both wrote.
+    fn observe(&self, runs: Option<Vec<Range<usize>>>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.pending = state.pending.saturating_sub(1);
+        let Some(runs) = runs else {
             return;
         };
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.observed += 1;
         if let Some(last) = state.last.take() {
             let both = capped(intersection(&last, &runs), MAX_OBSERVED);
             tracing::debug!(
@@ -158,6 +175,35 @@ impl Observed {
             state.set = Arc::new(both);
         }
         state.last = Some(runs);
+    }
+}
+
+/// A restored session being observed: [`Observation::finish`] it with its memory as
+/// it ends; dropped unfinished (the instance trapped or quit), it counts as not
+/// observed, and another session will be.
+pub(crate) struct Observation {
+    of: Arc<Observed>,
+    /// The pages the restore itself wrote.
+    by_restore: Vec<Range<usize>>,
+    finished: bool,
+}
+
+impl Observation {
+    /// Reads what the session wrote in `memory`, beyond what its restore did.
+    pub(crate) fn finish(mut self, memory: &[u8]) {
+        self.finished = true;
+        let runs = written(memory)
+            .ok()
+            .map(|runs| difference(&runs, &self.by_restore));
+        self.of.observe(runs);
+    }
+}
+
+impl Drop for Observation {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.of.observe(None);
+        }
     }
 }
 
@@ -192,34 +238,50 @@ fn intersection(a: &[Range<usize>], b: &[Range<usize>]) -> Vec<Range<usize>> {
     both
 }
 
-/// Which snapshot state an instance was restored from: the snapshot's private file
-/// and where the state starts in it. The file is unlinked and held for as long as
-/// the snapshot is; should the kernel give a later file the same inode, the worst
-/// a stale set does is copy pages that did not need copying.
+/// The byte ranges of `a` outside every range of `b` (both sorted and disjoint).
+fn difference(a: &[Range<usize>], b: &[Range<usize>]) -> Vec<Range<usize>> {
+    let mut left = Vec::new();
+    let mut j = 0;
+    for range in a {
+        let mut start = range.start;
+        while j < b.len() && b[j].end <= start {
+            j += 1;
+        }
+        let mut k = j;
+        while k < b.len() && b[k].start < range.end {
+            if b[k].start > start {
+                left.push(start..b[k].start);
+            }
+            start = start.max(b[k].end);
+            k += 1;
+        }
+        if start < range.end {
+            left.push(start..range.end);
+        }
+    }
+    left
+}
+
+/// Which snapshot state an instance was restored from: the snapshot, and where in
+/// it the pages start.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct StateKey {
-    device: u64,
-    inode: u64,
-    offset: u64,
+    pub(crate) snapshot: SnapshotId,
+    pub(crate) offset: u64,
 }
 
-impl StateKey {
-    /// The key of the state at `offset` in `file`; `None` where the file cannot be
-    /// described (the instance then faults its pages in as it runs).
-    pub(crate) fn of(file: &File, offset: u64) -> Option<StateKey> {
-        let meta = file.metadata().ok()?;
-        Some(StateKey {
-            device: meta.dev(),
-            inode: meta.ino(),
-            offset,
-        })
+/// The write sets of the snapshot states most recently restored in this process, by
+/// their key (a [`StateKey`]).
+pub(crate) struct ByState<K = StateKey> {
+    sets: Mutex<VecDeque<(K, Arc<Observed>)>>,
+}
+
+impl<K> Default for ByState<K> {
+    fn default() -> Self {
+        ByState {
+            sets: Mutex::new(VecDeque::new()),
+        }
     }
-}
-
-/// The write sets of the snapshot states most recently restored in this process.
-#[derive(Default)]
-pub(crate) struct ByState {
-    sets: Mutex<VecDeque<(StateKey, Arc<Observed>)>>,
 }
 
 /// How many states' sets are kept: a base restored for every new session, and the
@@ -227,18 +289,19 @@ pub(crate) struct ByState {
 /// no more than this.
 const KEPT_STATES: usize = 8;
 
-impl ByState {
-    /// The set of `state`, made unknown if it is not kept.
-    pub(crate) fn of(&self, state: StateKey) -> Arc<Observed> {
+impl<K: PartialEq> ByState<K> {
+    /// The set of `state`: the one kept, or a new, empty one; either way now the
+    /// most recently used.
+    pub(crate) fn of(&self, state: K) -> Arc<Observed> {
         let mut sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
-        let writes = match sets.iter().position(|(key, _)| *key == state) {
-            Some(at) => sets.remove(at).map(|(_, writes)| writes),
+        let observed = match sets.iter().position(|(key, _)| *key == state) {
+            Some(at) => sets.remove(at).map(|(_, observed)| observed),
             None => None,
         }
         .unwrap_or_default();
-        sets.push_front((state, writes.clone()));
+        sets.push_front((state, observed.clone()));
         sets.truncate(KEPT_STATES);
-        writes
+        observed
     }
 }
 
@@ -352,38 +415,73 @@ mod tests {
         assert_eq!(writes.learned.get().unwrap().len(), 2);
     }
 
+    /// A restored session: eight pages of ones, of which the restore copied page 0.
+    fn restored(observed: &Arc<Observed>) -> (Mapped, Option<Observation>) {
+        let mut session = Mapped::new(8);
+        session.memory()[0] = 1;
+        let observation = observed.restored(session.memory());
+        (session, observation)
+    }
+
     #[test]
     fn a_restored_state_copies_what_the_last_two_observed_sessions_both_wrote() {
-        let observed = Observed::default();
-        // The first two are observed, and get nothing copied.
+        let observed = Arc::new(Observed::default());
+        // The first two are observed, and get nothing copied; what their restore
+        // copied does not count.
         for pages in [&[1, 2, 5][..], &[2, 3, 5, 6]] {
-            let mut session = Mapped::new(8);
-            assert!(observed.restored(session.memory()));
-            assert!(written(session.memory()).unwrap().is_empty());
+            let (mut session, observation) = restored(&observed);
+            assert_eq!(written(session.memory()).unwrap(), [0..PAGE]);
             for &page in pages {
                 session.memory()[page * PAGE] = 9;
             }
-            observed.observe(session.memory());
+            observation.unwrap().finish(session.memory());
         }
         // The next ones get pages 2 and 5, with their bytes, until the 16th.
         for _ in 3..OBSERVE_EVERY {
-            let mut next = Mapped::new(8);
-            assert!(!observed.restored(next.memory()));
+            let (mut next, observation) = restored(&observed);
+            assert!(observation.is_none());
             assert_eq!(
                 written(next.memory()).unwrap(),
-                [2 * PAGE..3 * PAGE, 5 * PAGE..6 * PAGE]
+                [0..PAGE, 2 * PAGE..3 * PAGE, 5 * PAGE..6 * PAGE]
             );
             assert!(next.memory().iter().all(|&b| b == 1));
         }
         // The 16th is observed: sessions now write less, and the set follows.
-        let mut sixteenth = Mapped::new(8);
-        assert!(observed.restored(sixteenth.memory()));
-        assert!(written(sixteenth.memory()).unwrap().is_empty());
+        let (mut sixteenth, observation) = restored(&observed);
+        assert_eq!(written(sixteenth.memory()).unwrap(), [0..PAGE]);
         sixteenth.memory()[5 * PAGE] = 9;
-        observed.observe(sixteenth.memory());
-        let mut next = Mapped::new(8);
-        assert!(!observed.restored(next.memory()));
-        assert_eq!(written(next.memory()).unwrap(), [5 * PAGE..6 * PAGE]);
+        observation.unwrap().finish(sixteenth.memory());
+        let (mut next, _) = restored(&observed);
+        assert_eq!(
+            written(next.memory()).unwrap(),
+            [0..PAGE, 5 * PAGE..6 * PAGE]
+        );
+    }
+
+    #[test]
+    fn sessions_are_observed_until_two_observations_are_in() {
+        let observed = Arc::new(Observed::default());
+        // Two sessions open at once are observed; a third, beside them, is not.
+        let (mut first, one) = restored(&observed);
+        let (_second, two) = restored(&observed);
+        assert!(one.is_some() && two.is_some());
+        assert!(restored(&observed).1.is_none());
+        // One ends observed, the other trapped (its observation dropped): the next
+        // session takes its place.
+        first.memory()[3 * PAGE] = 9;
+        one.unwrap().finish(first.memory());
+        drop(two);
+        let (mut third, three) = restored(&observed);
+        third.memory()[3 * PAGE] = 9;
+        three
+            .expect("observed in place of the lost one")
+            .finish(third.memory());
+        let (mut next, none) = restored(&observed);
+        assert!(none.is_none());
+        assert_eq!(
+            written(next.memory()).unwrap(),
+            [0..PAGE, 3 * PAGE..4 * PAGE]
+        );
     }
 
     #[test]
@@ -400,22 +498,22 @@ mod tests {
         assert!(intersection(&[], &[0..4]).is_empty());
         assert_eq!(capped(vec![0..10, 20..30, 40..50], 15), vec![0..10, 20..25]);
         assert_eq!(capped(vec![0..10], 10), vec![0..10]);
+        assert_eq!(
+            difference(&[0..10, 20..30, 40..50], &[5..8, 9..22, 45..60]),
+            vec![0..5, 8..9, 22..30, 40..45]
+        );
+        assert_eq!(difference(&[0..10], &[]), vec![0..10]);
+        assert!(difference(&[4..8], &[0..10]).is_empty());
     }
 
     #[test]
-    fn states_keep_their_sets_and_the_oldest_go() {
-        let files: Vec<tempfile::NamedTempFile> = (0..=KEPT_STATES)
-            .map(|_| tempfile::NamedTempFile::new().unwrap())
-            .collect();
-        let key = |i: usize| StateKey::of(files[i].as_file(), 4096).unwrap();
-        let by_state = ByState::default();
-        let first = by_state.of(key(0));
-        assert!(Arc::ptr_eq(&first, &by_state.of(key(0))));
-        assert_ne!(key(0), StateKey::of(files[0].as_file(), 0).unwrap());
-        for i in 1..=KEPT_STATES {
-            by_state.of(key(i));
-        }
-        // Eight others came since: the first state's set was let go.
-        assert!(!Arc::ptr_eq(&first, &by_state.of(key(0))));
+    fn states_keep_their_sets_and_the_least_recently_used_go() {
+        let by_state = ByState::<usize>::default();
+        let sets: Vec<_> = (0..KEPT_STATES).map(|i| by_state.of(i)).collect();
+        assert!(Arc::ptr_eq(&sets[0], &by_state.of(0)));
+        // State 0 was used again just now, so a new state lets state 1 go.
+        by_state.of(100);
+        assert!(Arc::ptr_eq(&sets[0], &by_state.of(0)));
+        assert!(!Arc::ptr_eq(&sets[1], &by_state.of(1)));
     }
 }

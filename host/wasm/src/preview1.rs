@@ -114,9 +114,9 @@ pub(super) struct ModuleInterpreter {
     stdio: Stdio,
     /// The session's instance (turn protocol only).
     live: Option<Live>,
-    /// The write set of the snapshot this interpreter was restored from, when this
-    /// session is one to observe as it ends.
-    observing: Option<Arc<prefault::Observed>>,
+    /// When this session, restored from a snapshot, is one to observe: what it
+    /// wrote, for later restores of the same snapshot (`prefault`).
+    observing: Option<prefault::Observation>,
 }
 
 impl ModuleInterpreter {
@@ -177,11 +177,12 @@ impl ModuleInterpreter {
         let available = image.len() - image.position();
         let memory = linear.data_mut(&mut live.store);
         let mapped = snapshot::read_pages(&head, file, data, available, memory)?;
-        if let Some(state) = prefault::StateKey::of(file, data) {
-            let observed = self.module.restored.of(state);
-            if observed.restored(memory) {
-                self.observing = Some(observed);
-            }
+        if let Some(snapshot) = image.snapshot() {
+            let state = prefault::StateKey {
+                snapshot,
+                offset: data,
+            };
+            self.observing = self.module.restored.of(state).restored(memory);
         }
         tracing::debug!(
             runtime = %self.runtime,
@@ -420,10 +421,10 @@ impl ModuleInterpreter {
 
 impl Drop for ModuleInterpreter {
     fn drop(&mut self) {
-        // What this session wrote, for the later restores of its snapshot.
-        if let (Some(observed), Some(live)) = (self.observing.take(), self.live.as_mut()) {
+        // A stopped instance (`live` gone) drops its observation unfinished.
+        if let (Some(observation), Some(live)) = (self.observing.take(), self.live.as_mut()) {
             if let Ok(memory) = live.memory() {
-                observed.observe(memory.data(&live.store));
+                observation.finish(memory.data(&live.store));
             }
         }
     }

@@ -108,6 +108,20 @@ pub struct Snapshot {
     index: Index,
     manifest: Manifest,
     len: u64,
+    id: SnapshotId,
+}
+
+/// Names one [`Snapshot`] value among all this process has made or read: a backend
+/// may keep what it learns from restoring it under this name. Two reads of the same
+/// bytes are two snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SnapshotId(u64);
+
+impl SnapshotId {
+    fn next() -> SnapshotId {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        SnapshotId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -151,6 +165,7 @@ impl Snapshot {
             index,
             manifest,
             len,
+            id: SnapshotId::next(),
         })
     }
 
@@ -190,6 +205,7 @@ impl Snapshot {
             index,
             manifest,
             len,
+            id: SnapshotId::next(),
         })
     }
 
@@ -338,6 +354,7 @@ impl Snapshot {
             file: &self.file,
             section: section.clone(),
             at: 0,
+            snapshot: Some(self.id),
         })
     }
 }
@@ -352,6 +369,8 @@ pub struct StateReader<'a> {
     file: &'a File,
     section: Section,
     at: u64,
+    /// `None` for a section read by the snapshot itself.
+    snapshot: Option<SnapshotId>,
 }
 
 impl Read for StateReader<'_> {
@@ -375,6 +394,11 @@ impl StateReader<'_> {
     /// map its pages (privately: the file must never change) instead of reading them.
     pub fn file(&self) -> (&File, u64) {
         (self.file, self.section.offset)
+    }
+
+    /// The snapshot the state belongs to.
+    pub fn snapshot(&self) -> Option<SnapshotId> {
+        self.snapshot
     }
 
     /// The state's length in bytes.
@@ -401,6 +425,7 @@ fn section_bytes(file: &File, section: &Section) -> Result<Vec<u8>> {
         file,
         section: section.clone(),
         at: 0,
+        snapshot: None,
     }
     .read_to_end(&mut bytes)
     .map_err(|e| io("cannot read the snapshot", e))?;
