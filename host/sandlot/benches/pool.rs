@@ -125,8 +125,11 @@ fn main() {
                     let mut total = Duration::ZERO;
                     for _ in 0..iterations {
                         let waited = Instant::now();
-                        while !ready(&pool.stats(), size) {
+                        loop {
                             let stats = pool.stats();
+                            if ready(&stats, size) {
+                                break;
+                            }
                             assert!(
                                 waited.elapsed() < Duration::from_secs(120),
                                 "the pool did not catch up in 2 minutes: {stats:?}"

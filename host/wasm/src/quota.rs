@@ -64,7 +64,8 @@ fn mounter() -> &'static Result<Mounter, String> {
             }
             Err(Failure { errno, .. }) if errno == libc::ENOSYS => {
                 return Err(
-                    "this kernel has no mount API (fsopen, Linux 5.2 and later); upgrade                      the kernel"
+                    "this kernel has no mount API (fsopen, Linux 5.2 and later); upgrade \
+                     the kernel"
                         .into(),
                 )
             }
