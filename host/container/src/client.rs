@@ -2,7 +2,9 @@
 //! says is untrusted input: the code in the sandbox runs as the agent's user.
 
 use super::transport::{Reader, Transport};
-use sandlot_agent::{read_frame, Entry, ExitReport, Reply, Request, ToolChannel, PROTOCOL_VERSION};
+use sandlot_agent::{
+    read_frame, Entry, ExitReport, InstallProxy, Reply, Request, ToolChannel, PROTOCOL_VERSION,
+};
 use sandlot_core::backend::Sink;
 use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;
@@ -360,15 +362,17 @@ impl AgentClient {
     }
 
     /// Stops every process of the sandbox but the agent until [`AgentClient::thaw`]:
-    /// no code of the session runs while an install has the network.
-    pub fn freeze(&mut self) -> Result<()> {
+    /// no code of the session runs while an install has the network. Where the agent
+    /// relays the sandbox's egress, the install goes out through the proxy it names.
+    pub fn freeze(&mut self) -> Result<Option<InstallProxy>> {
         match self.call(&Request::Freeze, FILE_DEADLINE)? {
-            Reply::Done => Ok(()),
+            Reply::Frozen(proxy) => Ok(proxy),
             other => Err(broken(format!("unexpected {other:?} to a freeze"))),
         }
     }
 
-    /// Lets the processes [`AgentClient::freeze`] stopped go on.
+    /// Closes the install proxy and lets the processes [`AgentClient::freeze`]
+    /// stopped go on.
     pub fn thaw(&mut self) -> Result<()> {
         match self.call(&Request::Thaw, FILE_DEADLINE)? {
             Reply::Done => Ok(()),

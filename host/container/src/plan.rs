@@ -2,11 +2,12 @@
 //! commands in order, give installs the network (when the policy allows) and take it
 //! away again before any of the user's code runs.
 
-use super::client::{Output, RunCommand};
+use super::client::{AgentClient, Output, RunCommand};
 use super::sandbox::{outcome_of, AgentSandbox};
+use sandlot_agent::{ExitReport, InstallProxy};
 use sandlot_core::backend::{stop_threshold, Outcome, RunRequest};
 use sandlot_core::error::Result;
-use sandlot_core::language::{Phase, Plan};
+use sandlot_core::language::{Command, Phase, Plan};
 use sandlot_core::policy::Network;
 use std::time::Duration;
 
@@ -62,57 +63,7 @@ impl AgentSandbox {
         for command in &plan.commands {
             let preparing = matches!(command.phase, Phase::Setup | Phase::Install);
             let (report, output) = if preparing {
-                // Installs get the network (when the policy allows it) and their own
-                // time limit; their chatter is shown only if they fail.
-                let online = command.needs_network && self.policy().network != Network::Off;
-                // With the network only for installs, the session's own code must not
-                // have it either: a thread an earlier cell left in the kernel would
-                // be online while the installer is. Everything but the agent stops.
-                let freeze = online && self.policy().network == Network::InstallOnly;
-                if freeze {
-                    self.with_agent(|agent| agent.freeze())?;
-                }
-                if online {
-                    self.network(true)?;
-                }
-                // A home of its own, under a name earlier code cannot have guessed (and,
-                // frozen, cannot plant in now): configuration in the workspace's home
-                // (`~/.config/pip/pip.conf`, `~/.npmrc`, `~/.gemrc`) steers no install.
-                let home = format!(
-                    "{INSTALL_HOMES}/{}",
-                    sandlot_core::backend::owner::sandbox_id()
-                );
-                self.with_agent(|agent| agent.write(&format!("{home}/.keep"), b""))?;
-                let mut env = install_env(request.env, request.secret_names, &command.env);
-                let home_path = format!("{}/{home}", sandlot_core::layout::Layout::WORKSPACE);
-                env.extend([
-                    ("HOME".to_string(), home_path.clone()),
-                    (
-                        "XDG_CONFIG_HOME".to_string(),
-                        format!("{home_path}/.config"),
-                    ),
-                    ("XDG_CACHE_HOME".to_string(), format!("{home_path}/.cache")),
-                ]);
-                let run = RunCommand {
-                    argv: &command.argv,
-                    env: &env,
-                    cwd: workdir,
-                    stdin: b"",
-                    timeout: INSTALL_TIMEOUT.max(request.timeout),
-                    max_output: INSTALL_OUTPUT,
-                    stop_after: 0,
-                    interrupt: request.interrupt,
-                    tools: None,
-                };
-                let result = self.with_agent(|agent| agent.run(&run, &mut None, &mut None));
-                if online {
-                    self.network(false)?;
-                }
-                if freeze {
-                    self.with_agent(|agent| agent.thaw())?;
-                }
-                self.with_agent(|agent| agent.clear(INSTALL_HOMES))?;
-                result?
+                self.prepare(command, &request)?
             } else {
                 // Whatever happened before, no code runs while the sandbox is online
                 // unless the policy says so.
@@ -179,6 +130,103 @@ impl AgentSandbox {
         outcome.stdout = stdout;
         outcome.stderr = stderr;
         Ok(outcome)
+    }
+
+    /// Runs one install or setup command. Installs get the network (when the policy
+    /// allows it), a home of their own and their own time limit; their chatter is
+    /// shown only if they fail. With the network only for installs, the session's
+    /// own code must not have it either: a thread an earlier cell left in the kernel
+    /// would be online while the installer is, so everything but the agent stops
+    /// until the network is cut again.
+    fn prepare(
+        &mut self,
+        command: &Command,
+        request: &RunRequest<'_>,
+    ) -> Result<(ExitReport, Output)> {
+        let online = command.needs_network && self.policy().network != Network::Off;
+        let freeze = online && self.policy().network == Network::InstallOnly;
+        let install_proxy = if freeze {
+            self.with_agent(AgentClient::freeze)?
+        } else {
+            None
+        };
+        let result = self
+            .go_online(online, install_proxy)
+            .and_then(|()| self.install(command, request, install_proxy));
+        // Whatever happened, the network is cut before the code goes on; where it
+        // cannot be, the sandbox is lost and the code stays stopped.
+        let cleaned = self.go_offline(online, install_proxy).and_then(|()| {
+            if freeze {
+                self.with_agent(AgentClient::thaw)?;
+            }
+            self.with_agent(|agent| agent.clear(INSTALL_HOMES))
+        });
+        // The install's own failure says more than what followed from it.
+        let ran = result?;
+        cleaned?;
+        Ok(ran)
+    }
+
+    fn go_online(&mut self, online: bool, install_proxy: Option<InstallProxy>) -> Result<()> {
+        if online {
+            self.network(true)?;
+        }
+        match install_proxy {
+            Some(proxy) => self.admit_install(Some(proxy.token)),
+            None => Ok(()),
+        }
+    }
+
+    fn go_offline(&mut self, online: bool, install_proxy: Option<InstallProxy>) -> Result<()> {
+        let ended = match install_proxy {
+            Some(_) => self.admit_install(None),
+            None => Ok(()),
+        };
+        let cut = if online { self.network(false) } else { Ok(()) };
+        ended.and(cut)
+    }
+
+    /// The install itself, its way out open.
+    fn install(
+        &mut self,
+        command: &Command,
+        request: &RunRequest<'_>,
+        install_proxy: Option<InstallProxy>,
+    ) -> Result<(ExitReport, Output)> {
+        // A home of its own, under a name earlier code cannot have guessed (and,
+        // frozen, cannot plant in now): configuration in the workspace's home
+        // (`~/.config/pip/pip.conf`, `~/.npmrc`, `~/.gemrc`) steers no install.
+        let home = format!(
+            "{INSTALL_HOMES}/{}",
+            sandlot_core::backend::owner::sandbox_id()
+        );
+        self.with_agent(|agent| agent.write(&format!("{home}/.keep"), b""))?;
+        let mut env = install_env(request.env, request.secret_names, &command.env);
+        let home_path = format!("{}/{home}", sandlot_core::layout::Layout::WORKSPACE);
+        env.extend([
+            ("HOME".to_string(), home_path.clone()),
+            (
+                "XDG_CONFIG_HOME".to_string(),
+                format!("{home_path}/.config"),
+            ),
+            ("XDG_CACHE_HOME".to_string(), format!("{home_path}/.cache")),
+        ]);
+        if let Some(proxy) = install_proxy {
+            // The install's own way out; the code's relays stay as closed as the code.
+            env.extend(crate::proxy::proxy_environment(proxy.port));
+        }
+        let run = RunCommand {
+            argv: &command.argv,
+            env: &env,
+            cwd: request.workdir,
+            stdin: b"",
+            timeout: INSTALL_TIMEOUT.max(request.timeout),
+            max_output: INSTALL_OUTPUT,
+            stop_after: 0,
+            interrupt: request.interrupt,
+            tools: None,
+        };
+        self.with_agent(|agent| agent.run(&run, &mut None, &mut None))
     }
 }
 

@@ -6,12 +6,16 @@
 //! - `transparent 80` or `transparent 443`: a connection code made to a listed name
 //!   directly (its DNS answer is the sandbox's loopback), read for its `Host` header
 //!   or its TLS server name;
-//! - `dns`: DNS queries, framed as over TCP (a two-byte length before each).
+//! - `dns`: DNS queries, framed as over TCP (a two-byte length before each);
+//! - `install TOKEN`: an HTTP proxy connection of a library install, which reaches
+//!   any public destination while that install's token is admitted
+//!   ([`EgressProxy::admit_install`]).
 //!
 //! The line, like everything else on the socket, comes from the sandbox and is
 //! trusted for nothing: whatever a connection claims, it reaches only a listed name
 //! or network.
 
+use sandlot_agent::InstallToken;
 use sandlot_core::egress::dns::{self, Message};
 use sandlot_core::egress::http::{self, Head, Target};
 use sandlot_core::egress::tls::{self, Hello};
@@ -44,38 +48,38 @@ pub const SANDBOX_ADDRESS: Ipv4Addr = Ipv4Addr::LOCALHOST;
 /// The port of the HTTP proxy inside the sandbox (`HTTP_PROXY`).
 pub const PROXY_PORT: u16 = 3128;
 
-/// What a proxy lets through now. An engine that cannot give a sandbox a network
-/// later (a network namespace is fixed when it is made) sends everything through a
-/// proxy instead, and switches it around installs.
+/// What a proxy lets a sandbox's code through to. An engine that cannot give a
+/// sandbox a network later (a network namespace is fixed when it is made) sends
+/// everything through a proxy instead; its installs go out with a token of their own
+/// ([`EgressProxy::admit_install`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Access {
     /// Nothing, and nothing recorded as denied: the sandbox simply has no network.
     Closed,
-    /// Any public destination (an install): no loopback, private or link-local
-    /// address, whatever a name resolves to.
+    /// Any public destination: no loopback, private or link-local address, whatever
+    /// a name resolves to.
     Public,
     /// What the allow-list holds.
     Listed,
 }
+
+/// The variables that name an HTTP proxy, for the code and for installs.
+const PROXY_VARIABLES: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
 
 /// The environment that sends a sandbox's code through its proxy: the proxy
 /// variables name the agent's relay, a server the code runs in its own sandbox is
 /// reached directly, and the agent finds the host's socket (`proxy.sock` in
 /// `socket_dir`, as the sandbox sees it) in `SANDLOT_EGRESS_SOCKET`.
 pub fn sandbox_environment(socket_dir: &str) -> Vec<(String, String)> {
-    let proxy = format!("http://{SANDBOX_ADDRESS}:{PROXY_PORT}");
-    let mut env: Vec<(String, String)> = [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "ALL_PROXY",
-        "all_proxy",
-    ]
-    .iter()
-    .map(|name| (name.to_string(), proxy.clone()))
-    .collect();
+    let mut env = proxy_environment(PROXY_PORT);
     for name in ["NO_PROXY", "no_proxy"] {
         env.push((name.to_string(), "localhost,127.0.0.1,::1".to_string()));
     }
@@ -84,6 +88,16 @@ pub fn sandbox_environment(socket_dir: &str) -> Vec<(String, String)> {
         format!("{socket_dir}/proxy.sock"),
     ));
     env
+}
+
+/// The proxy variables that send an install through the agent's install proxy
+/// ([`sandlot_agent::InstallProxy`]) on `port` of the sandbox's loopback.
+pub fn proxy_environment(port: u16) -> Vec<(String, String)> {
+    let proxy = format!("http://{SANDBOX_ADDRESS}:{port}");
+    PROXY_VARIABLES
+        .iter()
+        .map(|name| (name.to_string(), proxy.clone()))
+        .collect()
 }
 
 /// A running egress proxy for one sandbox. Dropping it closes every connection it
@@ -96,14 +110,18 @@ pub struct EgressProxy {
 struct Shared {
     allow: AllowList,
     denials: Mutex<Vec<Denial>>,
-    /// The [`Access`] in force; closing it ends the connections it relays.
-    access: tokio::sync::watch::Sender<Access>,
+    /// What the code's connections may reach.
+    access: Access,
+    /// The token of the install under way, if one is: its connections reach any
+    /// public destination, and end when it changes.
+    install: tokio::sync::watch::Sender<Option<InstallToken>>,
 }
 
 impl std::fmt::Debug for EgressProxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EgressProxy")
             .field("allow", &self.shared.allow)
+            .field("access", &self.shared.access)
             .finish_non_exhaustive()
     }
 }
@@ -119,9 +137,9 @@ impl EgressProxy {
         EgressProxy::serve_with(listener, allow, Access::Listed, runtime)
     }
 
-    /// Serves the connections that arrive on `listener`, on `runtime`, with `access`
-    /// until [`EgressProxy::set_access`] changes it; `allow` is what
-    /// [`Access::Listed`] lets through.
+    /// Serves the connections that arrive on `listener`, on `runtime`, letting the
+    /// code's through to what `access` says; `allow` is what [`Access::Listed`]
+    /// lets through.
     pub fn serve_with(
         listener: std::os::unix::net::UnixListener,
         allow: AllowList,
@@ -136,16 +154,20 @@ impl EgressProxy {
         let shared = Arc::new(Shared {
             allow,
             denials: Mutex::new(Vec::new()),
-            access: tokio::sync::watch::Sender::new(access),
+            access,
+            install: tokio::sync::watch::Sender::new(None),
         });
         let task = runtime.spawn(accept(listener, shared.clone()));
         Ok(EgressProxy { shared, task })
     }
 
-    /// Lets through what `access` says from now on. Closing ends every connection
-    /// open through the proxy: what an install opened does not outlive it.
-    pub fn set_access(&self, access: Access) {
-        self.shared.access.send_replace(access);
+    /// From now on, lets connections that present `token` (the agent's install
+    /// proxy, [`sandlot_agent::InstallProxy`]) through to any public destination,
+    /// whatever the code may reach; `None` when the install is over. Either way the
+    /// connections of the install before end: what an install opened does not
+    /// outlive it, and its token opens nothing after it.
+    pub fn admit_install(&self, token: Option<InstallToken>) {
+        self.shared.install.send_replace(token);
     }
 
     /// What was refused since the last call, in the order it happened, each once.
@@ -169,14 +191,8 @@ impl Drop for EgressProxy {
 
 async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
     let mut connections = tokio::task::JoinSet::new();
-    let mut access = shared.access.subscribe();
     loop {
         tokio::select! {
-            Ok(()) = access.changed() => {
-                if *access.borrow_and_update() == Access::Closed {
-                    connections.abort_all();
-                }
-            }
             accepted = listener.accept(), if connections.len() < MAX_CONNECTIONS => {
                 match accepted {
                     Ok((stream, _)) => {
@@ -207,7 +223,10 @@ async fn serve(mut stream: UnixStream, shared: &Shared) -> Io {
     let line = tokio::time::timeout(HEAD_DEADLINE, read_line(&mut stream))
         .await
         .map_err(|_| timed_out())??;
-    if shared.access() == Access::Closed {
+    if let Some(presented) = line.strip_prefix("install ") {
+        return serve_install(stream, shared, presented).await;
+    }
+    if shared.access == Access::Closed {
         // Code that asks the proxy is told why; anything else just finds no way out.
         if line == "proxy" {
             respond(
@@ -219,12 +238,47 @@ async fn serve(mut stream: UnixStream, shared: &Shared) -> Io {
         }
         return Ok(());
     }
+    let connection = Connection {
+        shared,
+        access: shared.access,
+    };
     match line.as_str() {
-        "proxy" => shared.proxy(stream).await,
-        "transparent 80" => shared.transparent_http(stream).await,
-        "transparent 443" => shared.transparent_tls(stream).await,
-        "dns" => shared.dns(stream).await,
+        "proxy" => connection.proxy(stream).await,
+        "transparent 80" => connection.transparent_http(stream).await,
+        "transparent 443" => connection.transparent_tls(stream).await,
+        "dns" => connection.dns(stream).await,
         _ => Ok(()),
+    }
+}
+
+/// A connection of the agent's install proxy: a proxy connection to any public
+/// destination if it presents the token of the install under way, until that
+/// install is over; refused like the code's otherwise.
+async fn serve_install(mut stream: UnixStream, shared: &Shared, presented: &str) -> Io {
+    let mut install = shared.install.subscribe();
+    let admitted = match (
+        *install.borrow_and_update(),
+        InstallToken::from_hex(presented),
+    ) {
+        (Some(current), Some(presented)) => current.matches(&presented),
+        _ => false,
+    };
+    if !admitted {
+        return respond(
+            &mut stream,
+            "403 Forbidden",
+            "sandlot: no library install of this sandbox is under way\n",
+        )
+        .await;
+    }
+    let connection = Connection {
+        shared,
+        access: Access::Public,
+    };
+    tokio::select! {
+        served = connection.proxy(stream) => served,
+        // Any change ends the install this connection belonged to.
+        _ = install.changed() => Ok(()),
     }
 }
 
@@ -331,20 +385,25 @@ impl Shared {
         }
         denial
     }
+}
 
-    fn access(&self) -> Access {
-        *self.access.borrow()
-    }
+/// One connection's view of the proxy: what it may reach is the proxy's [`Access`],
+/// or the public internet for an install's connection.
+struct Connection<'a> {
+    shared: &'a Shared,
+    access: Access,
+}
 
+impl Connection<'_> {
     /// Whether `host`, a name or an address, may be reached now: on the list, or
     /// public while the proxy is open to any. A name must be a well-formed DNS name
     /// as well: a resolver would read `1.2.3.4 x.listed.com` or `127.1` otherwise
     /// than the list does.
     fn listed(&self, host: &str) -> bool {
-        match (host.parse::<IpAddr>(), self.access()) {
+        match (host.parse::<IpAddr>(), self.access) {
             (_, Access::Closed) => false,
             (Ok(address), Access::Public) => self.reachable(address),
-            (Ok(address), _) => self.allow.allows_address(address),
+            (Ok(address), _) => self.shared.allow.allows_address(address),
             (Err(_), _) => host.parse::<DomainName>().is_ok() && self.name_listed(host),
         }
     }
@@ -355,26 +414,26 @@ impl Shared {
     /// internet, so where a network uses them (a TLS-inspecting gateway answering
     /// every name with 203.0.113.x) they lead out of it, never into the host's own.
     fn reachable(&self, address: IpAddr) -> bool {
-        match self.access() {
+        match self.access {
             Access::Closed => false,
             Access::Public => is_public(address) || is_documentation(address),
-            Access::Listed => is_public(address) || self.allow.allows_address(address),
+            Access::Listed => is_public(address) || self.shared.allow.allows_address(address),
         }
     }
 
     /// Whether the name `name` may be looked up and reached now.
     fn name_listed(&self, name: &str) -> bool {
-        match self.access() {
+        match self.access {
             Access::Closed => false,
             Access::Public => true,
-            Access::Listed => self.allow.allows_name(name),
+            Access::Listed => self.shared.allow.allows_name(name),
         }
     }
 
     /// Connects to `host:port` if the list allows it.
     async fn open(&self, host: &str, port: u16, via: Via) -> Result<TcpStream, Refusal> {
         if !self.listed(host) {
-            return Err(Refusal::Denied(self.deny(
+            return Err(Refusal::Denied(self.shared.deny(
                 host,
                 Some(port),
                 via,
@@ -398,7 +457,7 @@ impl Shared {
                 if reachable.is_empty() {
                     let mut addresses: Vec<IpAddr> = found.iter().map(SocketAddr::ip).collect();
                     addresses.dedup();
-                    return Err(Refusal::Denied(self.deny(
+                    return Err(Refusal::Denied(self.shared.deny(
                         host,
                         Some(port),
                         via,
@@ -505,7 +564,7 @@ impl Shared {
         if tls::client_hello(&first) != Hello::NotTls {
             match within(client_hello(&mut stream, &mut first)).await? {
                 Hello::Complete(Some(name)) if name != host && !self.listed(&name) => {
-                    self.deny(
+                    self.shared.deny(
                         host,
                         Some(port),
                         Via::Tls,
@@ -527,7 +586,7 @@ impl Shared {
             match request.host_header() {
                 Some(named) if named == host || self.listed(&named) => {}
                 named => {
-                    let denial = self.deny(
+                    let denial = self.shared.deny(
                         host,
                         Some(port),
                         Via::Http,
@@ -586,7 +645,7 @@ impl Shared {
         let name = match within(client_hello(&mut stream, &mut buf)).await? {
             Hello::Complete(Some(name)) => name,
             Hello::Complete(None) => {
-                self.deny(
+                self.shared.deny(
                     "(no server name)",
                     Some(443),
                     Via::Tls,
@@ -616,7 +675,8 @@ impl Shared {
                 Message::Query(query) => {
                     let listed = self.name_listed(&query.name);
                     if !listed {
-                        self.deny(&query.name, None, Via::Dns, DenyReason::NotListed);
+                        self.shared
+                            .deny(&query.name, None, Via::Dns, DenyReason::NotListed);
                     }
                     dns::answer(&query, listed, SANDBOX_ADDRESS)
                 }
@@ -851,7 +911,7 @@ mod tests {
         let denials = with_switched_proxy(
             &["localhost", "127.0.0.1/32"],
             Access::Closed,
-            |socket, port, proxy| async move {
+            |socket, port, _| async move {
                 let request = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\nhello");
                 let got = exchange(&socket, "proxy", request.as_bytes()).await;
                 assert!(got.starts_with("HTTP/1.1 403"), "{got}");
@@ -865,29 +925,64 @@ mod tests {
                     .await,
                     ""
                 );
-
-                // Opened to the list, a tunnel goes through; closed again, it is cut.
-                proxy.set_access(Access::Listed);
-                let mut stream = UnixStream::connect(&socket).await.unwrap();
-                stream
-                    .write_all(
-                        format!("proxy\nCONNECT localhost:{port} HTTP/1.1\r\n\r\n").as_bytes(),
-                    )
-                    .await
-                    .unwrap();
-                let mut established = [0u8; 12];
-                stream.read_exact(&mut established).await.unwrap();
-                assert_eq!(&established, b"HTTP/1.1 200");
-                proxy.set_access(Access::Closed);
-                let mut rest = Vec::new();
-                let ended =
-                    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest))
-                        .await;
-                assert!(ended.is_ok(), "the tunnel outlived the closing");
-                assert!(!String::from_utf8_lossy(&rest).contains("echo:"));
             },
         );
         assert_eq!(denials, []);
+    }
+
+    #[test]
+    fn an_install_goes_out_with_its_own_token_only_while_it_is_admitted() {
+        let denials = with_switched_proxy(
+            &["localhost", "127.0.0.1/32"],
+            Access::Closed,
+            |socket, port, proxy| async move {
+                let token = InstallToken::random().unwrap();
+                let install = format!("install {}", token.to_hex());
+                let request = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n");
+                let no_install = |got: &str| {
+                    assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+                    assert!(got.contains("no library install"), "{got}");
+                };
+                no_install(&exchange(&socket, &install, request.as_bytes()).await);
+
+                proxy.admit_install(Some(token));
+                // Another token, or none that reads, is no install's.
+                let other = format!("install {}", InstallToken::random().unwrap().to_hex());
+                no_install(&exchange(&socket, &other, request.as_bytes()).await);
+                no_install(&exchange(&socket, "install x", request.as_bytes()).await);
+                // The code's own way out stays closed while the install's is open.
+                let got = exchange(&socket, "proxy", request.as_bytes()).await;
+                assert!(got.contains("no network"), "{got}");
+                // The install reaches public destinations: loopback is not one, listed
+                // or not, so this one is refused for its address.
+                let got = exchange(&socket, &install, request.as_bytes()).await;
+                assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+                assert!(got.contains("127.0.0.1"), "{got}");
+
+                // An install's connection ends with the install, mid-request or not.
+                let mut open = UnixStream::connect(&socket).await.unwrap();
+                open.write_all(format!("{install}\nCONNECT ").as_bytes())
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                proxy.admit_install(None);
+                let mut rest = Vec::new();
+                let ended =
+                    tokio::time::timeout(Duration::from_secs(5), open.read_to_end(&mut rest)).await;
+                assert!(ended.is_ok(), "the install's connection outlived it");
+                assert_eq!(rest, b"");
+                no_install(&exchange(&socket, &install, request.as_bytes()).await);
+
+                // The next install's token is not the last one's.
+                proxy.admit_install(Some(InstallToken::random().unwrap()));
+                no_install(&exchange(&socket, &install, request.as_bytes()).await);
+            },
+        );
+        let reasons: Vec<_> = denials.iter().map(|d| d.reason.clone()).collect();
+        assert!(
+            matches!(reasons[..], [DenyReason::PrivateAddress { .. }]),
+            "{denials:?}"
+        );
     }
 
     #[test]

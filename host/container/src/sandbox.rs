@@ -20,8 +20,20 @@ pub trait SandboxHandle: Send {
     /// The engine's name for the sandbox.
     fn name(&self) -> String;
     /// Connects the sandbox to the network libraries install over, or cuts it off.
-    /// Only called for sandboxes whose policy is [`Network::InstallOnly`].
+    /// Only called for sandboxes whose policy is [`Network::InstallOnly`], with
+    /// every process of the code stopped while it is online.
     fn set_network(&mut self, online: bool) -> Result<()>;
+    /// Lets the install whose agent drew `token` out through the engine's egress
+    /// proxy, or ends it (`None`): how a sandbox whose network is fixed when it is
+    /// made gets one for its installs. Only called for an engine whose agent relays
+    /// the sandbox's egress (it answered the freeze with an install proxy).
+    fn admit_install(&mut self, token: Option<sandlot_agent::InstallToken>) -> Result<()> {
+        let _ = token;
+        Err(Error::Agent {
+            reason: "the agent offered an install proxy to an engine that has no egress proxy"
+                .into(),
+        })
+    }
     /// Kills and removes the sandbox and everything it holds. Called once.
     fn destroy(&mut self);
     /// What the sandbox's egress allow-list refused since the last call; nothing
@@ -151,13 +163,30 @@ impl AgentSandbox {
                 Ok(())
             }
             Err(e) => {
-                if !on {
+                if on {
+                    // A join that failed may still have happened (an answer that
+                    // came too late): the next cut must make sure.
+                    self.online = true;
+                } else {
                     // Still online: this sandbox must run no more code.
                     self.lose(format!("it could not be cut off the network: {e}"));
                 }
                 Err(e)
             }
         }
+    }
+
+    /// Lets the install whose agent drew `token` out, or ends it (`None`); a
+    /// sandbox whose install cannot be ended runs no more code.
+    pub(super) fn admit_install(
+        &mut self,
+        token: Option<sandlot_agent::InstallToken>,
+    ) -> Result<()> {
+        let admitted = self.handle.admit_install(token);
+        if let (Err(e), None) = (&admitted, token) {
+            self.lose(format!("its install could not be ended: {e}"));
+        }
+        admitted
     }
 
     pub(super) fn policy(&self) -> &Policy {

@@ -42,17 +42,24 @@ impl SandboxHandle for Jail {
         self.name.clone()
     }
 
-    /// The network namespace is fixed when the jail is made: what changes is what
-    /// the proxy lets through.
-    fn set_network(&mut self, online: bool) -> Result<()> {
-        if let Some(egress) = &self.egress {
-            egress.set_access(if online {
-                Access::Public
-            } else {
-                Access::Closed
-            });
-        }
+    /// The network namespace is fixed when the jail is made, and the code's way
+    /// out through the proxy with it: installs go out with a token of their own
+    /// ([`SandboxHandle::admit_install`]).
+    fn set_network(&mut self, _online: bool) -> Result<()> {
         Ok(())
+    }
+
+    fn admit_install(&mut self, token: Option<sandlot_agent::InstallToken>) -> Result<()> {
+        match &self.egress {
+            Some(egress) => {
+                egress.admit_install(token);
+                Ok(())
+            }
+            None => Err(Error::Agent {
+                reason: "the agent offered an install proxy, and this sandbox has no egress proxy"
+                    .into(),
+            }),
+        }
     }
 
     fn take_denials(&mut self) -> Vec<sandlot_core::egress::Denial> {

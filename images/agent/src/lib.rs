@@ -48,7 +48,10 @@ use std::io::{self, Read, Write};
 ///
 /// 9: [`Request::Stat`], [`Request::MakeDir`], [`Request::Remove`] and
 /// [`Request::Rename`]; every [`Entry`] has its `mode`.
-pub const PROTOCOL_VERSION: u32 = 9;
+///
+/// 10: [`Request::Freeze`] answers [`Reply::Frozen`], with the [`InstallProxy`] an
+/// install reaches the network through when the agent relays the sandbox's egress.
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// The environment variable that tells code in the sandbox where its run's tool
 /// endpoint is: the path of a Unix socket, or `@NAME` for an abstract one (where no
@@ -205,10 +208,12 @@ pub enum Request {
     },
     /// Stops (`SIGSTOP`) every process of the sandbox but the agent, the kernel and
     /// its threads included, until [`Request::Thaw`]: while an install has the
-    /// network, no code of the session may run. Reply: [`Reply::Done`].
+    /// network, no code of the session may run. Where the agent relays the
+    /// sandbox's egress, it then opens an [`InstallProxy`] for the install. Reply:
+    /// [`Reply::Frozen`].
     Freeze,
-    /// Lets the processes [`Request::Freeze`] stopped go on (`SIGCONT`). Reply:
-    /// [`Reply::Done`].
+    /// Closes the [`InstallProxy`], cutting what goes through it, and lets the
+    /// processes [`Request::Freeze`] stopped go on (`SIGCONT`). Reply: [`Reply::Done`].
     Thaw,
     /// Starts the kernel (see [above](Request#kernels)), replacing one that runs, and
     /// waits until it says it is ready. Reply: [`Reply::Done`], or [`Reply::Error`]
@@ -331,6 +336,91 @@ pub enum Reply {
         /// How many bytes the frame said it had.
         size: u64,
     },
+    /// Every other process is stopped ([`Request::Freeze`]); the install goes out
+    /// through this proxy, if the agent relays the sandbox's egress (otherwise the
+    /// engine gives the sandbox its network).
+    Frozen(Option<InstallProxy>),
+}
+
+/// The way out an install gets while the sandbox is frozen, where the agent relays
+/// the sandbox's egress: an HTTP proxy on `127.0.0.1:port`, listening only from the
+/// moment every other process stopped, whose connections the agent hands the host
+/// with `token`.
+///
+/// Why a way of its own: the relays the code uses stay open while it is frozen, and
+/// what the code queued in them before it stopped (a connection in a listener's
+/// backlog, a request in a socket's buffer) would reach the host while the install
+/// has the network. The host lets a connection out to the public internet only
+/// with the token of the install under way, which no process of the code could
+/// have seen: it was drawn after they all stopped, and is void when they go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstallProxy {
+    /// The port on the sandbox's loopback.
+    pub port: u16,
+    /// What the agent's connections present to the host.
+    pub token: InstallToken,
+}
+
+/// A secret of 128 random bits that one install's connections present to the host;
+/// see [`InstallProxy`]. Its `Debug` form does not show it.
+///
+/// ```
+/// use sandlot_agent::InstallToken;
+///
+/// let token = InstallToken::random().unwrap();
+/// assert_eq!(InstallToken::from_hex(&token.to_hex()), Some(token));
+/// assert_eq!(InstallToken::from_hex("not a token"), None);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct InstallToken([u8; 16]);
+
+impl InstallToken {
+    /// A token from the kernel's random source.
+    pub fn random() -> io::Result<InstallToken> {
+        let mut bytes = [0u8; 16];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut random| random.read_exact(&mut bytes))
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot read /dev/urandom: {e}")))?;
+        Ok(InstallToken(bytes))
+    }
+
+    /// The token in 32 lowercase hex digits, as the agent sends it to the host.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The token that [`InstallToken::to_hex`] wrote; `None` for anything else.
+    pub fn from_hex(text: &str) -> Option<InstallToken> {
+        let digits = text.as_bytes();
+        if digits.len() != 32 {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for (byte, pair) in bytes.iter_mut().zip(digits.chunks(2)) {
+            let pair = std::str::from_utf8(pair).ok()?;
+            if !pair.bytes().all(|d| d.is_ascii_hexdigit()) {
+                return None;
+            }
+            *byte = u8::from_str_radix(pair, 16).ok()?;
+        }
+        Some(InstallToken(bytes))
+    }
+
+    /// Whether `other` is this token, in a time that does not depend on where they
+    /// differ.
+    pub fn matches(&self, other: &InstallToken) -> bool {
+        self.0
+            .iter()
+            .zip(other.0.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
+
+impl std::fmt::Debug for InstallToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InstallToken(…)")
+    }
 }
 
 /// How a command ended.
@@ -802,6 +892,12 @@ impl Reply {
             Reply::ToolCallTooLarge { call, size } => {
                 Encoder::new(0x8a).u64(*call).u64(*size).write_to(writer)
             }
+            Reply::Frozen(None) => Encoder::new(0x8b).u8(0).write_to(writer),
+            Reply::Frozen(Some(proxy)) => Encoder::new(0x8b)
+                .u8(1)
+                .u32(u32::from(proxy.port))
+                .bytes(&proxy.token.0)
+                .write_to(writer),
         }
     }
 
@@ -851,6 +947,19 @@ impl Reply {
                 call: d.u64()?,
                 size: d.u64()?,
             },
+            0x8b => Reply::Frozen(if d.bool()? {
+                let port = u16::try_from(d.u32()?).map_err(|_| malformed("port out of range"))?;
+                let token = d
+                    .bytes()?
+                    .try_into()
+                    .map_err(|_| malformed("an install token is 16 bytes"))?;
+                Some(InstallProxy {
+                    port,
+                    token: InstallToken(token),
+                })
+            } else {
+                None
+            }),
             _ => return Err(malformed("unknown reply")),
         };
         d.end()?;
@@ -993,6 +1102,39 @@ mod tests {
             call: 4,
             size: u64::MAX,
         });
+        round_trip_reply(Reply::Frozen(None));
+        round_trip_reply(Reply::Frozen(Some(InstallProxy {
+            port: 40123,
+            token: InstallToken::random().unwrap(),
+        })));
+    }
+
+    #[test]
+    fn install_tokens_are_random_and_read_back_only_from_their_own_form() {
+        let (a, b) = (
+            InstallToken::random().unwrap(),
+            InstallToken::random().unwrap(),
+        );
+        assert_ne!(a, b);
+        assert!(a.matches(&a) && !a.matches(&b));
+        assert_eq!(InstallToken::from_hex(&a.to_hex()), Some(a));
+        assert!(!format!("{a:?}").contains(&a.to_hex()));
+        let hex = a.to_hex();
+        let (longer, signed, wide) = (format!("{hex}0"), format!("+{}", &hex[1..]), "é".repeat(16));
+        for bad in [&hex[..31], &longer, &signed, &wide, ""] {
+            assert_eq!(InstallToken::from_hex(bad), None, "{bad:?}");
+        }
+        // A port past u16 and a token of the wrong length are malformed.
+        let mut body = vec![1];
+        body.extend_from_slice(&70_000u32.to_le_bytes());
+        body.extend_from_slice(&16u32.to_le_bytes());
+        body.extend_from_slice(&[0; 16]);
+        assert!(Reply::decode(0x8b, &body).is_err());
+        let mut body = vec![1];
+        body.extend_from_slice(&80u32.to_le_bytes());
+        body.extend_from_slice(&3u32.to_le_bytes());
+        body.extend_from_slice(&[0; 3]);
+        assert!(Reply::decode(0x8b, &body).is_err());
     }
 
     #[test]

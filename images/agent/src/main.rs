@@ -188,9 +188,7 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
     let relays = egress::bind_from_environment()?;
     privileges::drop_handed()
         .map_err(|e| io::Error::new(e.kind(), format!("cannot drop capabilities: {e}")))?;
-    if let Some(relays) = relays {
-        relays.start();
-    }
+    let mut egress = relays.map(egress::Relays::start);
     let writer: Writer = Arc::new(Mutex::new(writer));
     send(
         &writer,
@@ -354,9 +352,23 @@ fn serve(reader: OwnedFd, writer: Box<dyn Write + Send>, root: PathBuf) -> io::R
                 .map_or_else(files::Failure::reply, |()| Reply::Done),
             Ok(Request::Freeze) => {
                 process::freeze();
-                Reply::Done
+                match egress
+                    .as_mut()
+                    .map(egress::Egress::open_install)
+                    .transpose()
+                {
+                    Ok(proxy) => Reply::Frozen(proxy),
+                    Err(e) => {
+                        // No install follows: the code goes on.
+                        process::thaw();
+                        Reply::Error(format!("cannot open the install's proxy: {e}"))
+                    }
+                }
             }
             Ok(Request::Thaw) => {
+                if let Some(egress) = egress.as_mut() {
+                    egress.close_install();
+                }
                 process::thaw();
                 Reply::Done
             }
