@@ -170,6 +170,26 @@ impl EgressProxy {
         self.shared.install.send_replace(token);
     }
 
+    /// [`EgressProxy::admit_install`] on a sandbox's proxy, for an engine's
+    /// [`SandboxHandle::admit_install`](crate::SandboxHandle::admit_install): an
+    /// agent that offered an install proxy where no egress proxy listens is an error
+    /// (the sandbox is lost if the install cannot be ended).
+    pub fn admit_install_on(
+        proxy: Option<&EgressProxy>,
+        token: Option<InstallToken>,
+    ) -> sandlot_core::error::Result<()> {
+        match proxy {
+            Some(proxy) => {
+                proxy.admit_install(token);
+                Ok(())
+            }
+            None => Err(sandlot_core::error::Error::Agent {
+                reason: "the agent offered an install proxy to a sandbox without an egress proxy"
+                    .into(),
+            }),
+        }
+    }
+
     /// What was refused since the last call, in the order it happened, each once.
     pub fn take_denials(&self) -> Vec<Denial> {
         std::mem::take(

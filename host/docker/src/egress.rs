@@ -1,10 +1,12 @@
-//! A container under an egress allow-list: no network of its own, and a directory
-//! bind-mounted from the host holding the socket of its [`EgressProxy`] and the
-//! `resolv.conf` that sends its DNS queries to the agent's relay.
+//! A container under an egress allow-list, or whose network is only for installs: no
+//! network of its own, and a directory bind-mounted from the host holding the socket
+//! of its [`EgressProxy`] and the `resolv.conf` that sends its DNS queries to the
+//! agent's relay. Its installs go out through the agent's install proxy, with the
+//! install's token ([`sandlot_agent::InstallProxy`]).
 
 use super::socket::open_to_container;
 use bollard::models::{ContainerCreateBody, HostConfig};
-use sandlot_container::proxy::{sandbox_environment, EgressProxy, SANDBOX_ADDRESS};
+use sandlot_container::proxy::{sandbox_environment, Access, EgressProxy, SANDBOX_ADDRESS};
 use sandlot_core::backend::owner;
 use sandlot_core::egress::Denial;
 use sandlot_core::error::{Error, Result};
@@ -25,8 +27,13 @@ pub(super) struct Egress {
 }
 
 impl Egress {
-    /// Starts the proxy for a container that will run as the policy's user.
-    pub(super) fn start(policy: &Policy, runtime: &tokio::runtime::Handle) -> Result<Egress> {
+    /// Starts the proxy for a container that will run as the policy's user, letting
+    /// its code through to what `access` says.
+    pub(super) fn start(
+        policy: &Policy,
+        access: Access,
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<Egress> {
         let io = |context: &str| {
             let context = context.to_string();
             move |source| Error::Io { context, source }
@@ -51,7 +58,7 @@ impl Egress {
             std::fs::set_permissions(&resolv, std::fs::Permissions::from_mode(0o644))
         })
         .map_err(io(&format!("cannot write {}", resolv.display())))?;
-        let proxy = EgressProxy::serve(listener, policy.allow.clone(), runtime)
+        let proxy = EgressProxy::serve_with(listener, policy.allow.clone(), access, runtime)
             .map_err(io("cannot start the egress proxy"))?;
         Ok(Egress { proxy, dir })
     }
@@ -59,6 +66,11 @@ impl Egress {
     /// What the allow-list refused since the last call.
     pub(super) fn take_denials(&self) -> Vec<Denial> {
         self.proxy.take_denials()
+    }
+
+    /// The proxy itself.
+    pub(super) fn proxy(&self) -> &EgressProxy {
+        &self.proxy
     }
 
     /// Cuts the container off every network and points it at the proxy instead: the

@@ -9,6 +9,7 @@ use bollard::models::{
 };
 use bollard::query_parameters::{AttachContainerOptions, RemoveContainerOptions};
 use bollard::Docker;
+use sandlot_container::proxy::{Access, EgressProxy};
 use sandlot_container::{accept_unix, AgentClient, AgentSandbox, SandboxHandle, Transport};
 use sandlot_core::backend::{owner, SandboxSpec};
 use sandlot_core::error::{Error, Result};
@@ -58,6 +59,11 @@ impl SandboxHandle for Container {
     }
 
     fn set_network(&mut self, online: bool) -> Result<()> {
+        if self.egress.is_some() {
+            // No network at all: installs go out through the egress proxy
+            // (`admit_install`).
+            return Ok(());
+        }
         set_network(
             &self.docker,
             &self.runtime,
@@ -74,6 +80,10 @@ impl SandboxHandle for Container {
             ),
             source: Box::new(source),
         })
+    }
+
+    fn admit_install(&mut self, token: Option<sandlot_agent::InstallToken>) -> Result<()> {
+        EgressProxy::admit_install_on(self.egress.as_ref().map(Egress::proxy), token)
     }
 
     fn take_denials(&mut self) -> Vec<sandlot_core::egress::Denial> {
@@ -195,19 +205,18 @@ pub(super) fn open(backend: &ContainerBackend, spec: &SandboxSpec<'_>) -> Result
         AgentDelivery::BindMount => Some(sandlot_container::executable_file()?),
         AgentDelivery::Attach => None,
     };
-    let egress = if policy.network == Network::AllowList {
-        if backend.delivery != AgentDelivery::BindMount {
+    let egress = match egress_access(&policy, backend.delivery) {
+        Err(()) => {
             return Err(Error::BackendCannot {
                 backend: backend.name.to_string(),
                 capability: sandlot_core::capability::Capability::NetworkControl,
                 hint: "an egress allow-list needs an engine on this machine, whose containers \
                        can reach a socket of the host's; use network = \"off\" or \"on\" here"
                     .into(),
-            });
+            })
         }
-        Some(Egress::start(&policy, &handle)?)
-    } else {
-        None
+        Ok(Some(access)) => Some(Egress::start(&policy, access, &handle)?),
+        Ok(None) => None,
     };
     let mut config = container_config(
         spec,
@@ -241,7 +250,7 @@ pub(super) fn open(backend: &ContainerBackend, spec: &SandboxSpec<'_>) -> Result
         AgentDelivery::Attach => Some(deliver_and_attach(backend, &id)?),
         AgentDelivery::BindMount => None,
     };
-    if policy.network == Network::InstallOnly {
+    if policy.network == Network::InstallOnly && container.egress.is_none() {
         // Created on the bridge so that installs can join it later (a container made
         // with no network can never join one), and cut off before anything runs.
         container.set_network(false)?;
@@ -376,6 +385,27 @@ fn deliver_and_attach(
         },
     );
     Ok((transport, stderr))
+}
+
+/// What a container's code may reach through an egress proxy of its own, if it gets
+/// one: under an allow-list, what the list holds (only an engine on this machine can
+/// mount the proxy's socket: `Err` otherwise); with the network only for installs,
+/// nothing, its installs going out through the agent's install proxy, so that the
+/// container is never on a network, not even while its code is stopped for an
+/// install (a listening socket of the code would take connections from the network's
+/// other containers then). A remote engine's containers join the bridge for installs
+/// instead.
+fn egress_access(
+    policy: &Policy,
+    delivery: AgentDelivery,
+) -> std::result::Result<Option<Access>, ()> {
+    let local = delivery == AgentDelivery::BindMount;
+    match policy.network {
+        Network::AllowList if local => Ok(Some(Access::Listed)),
+        Network::AllowList => Err(()),
+        Network::InstallOnly if local => Ok(Some(Access::Closed)),
+        _ => Ok(None),
+    }
 }
 
 /// Removes agent socket directories that processes killed while starting a sandbox
@@ -565,5 +595,34 @@ fn container_config(
             ..Default::default()
         }),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_engine_keeps_install_only_containers_off_every_network() {
+        let with = |network| Policy {
+            network,
+            ..Policy::default()
+        };
+        let local = AgentDelivery::BindMount;
+        let remote = AgentDelivery::Attach;
+        assert_eq!(
+            egress_access(&with(Network::InstallOnly), local),
+            Ok(Some(Access::Closed))
+        );
+        assert_eq!(egress_access(&with(Network::InstallOnly), remote), Ok(None));
+        assert_eq!(
+            egress_access(&with(Network::AllowList), local),
+            Ok(Some(Access::Listed))
+        );
+        assert_eq!(egress_access(&with(Network::AllowList), remote), Err(()));
+        for network in [Network::Off, Network::On] {
+            assert_eq!(egress_access(&with(network), local), Ok(None));
+            assert_eq!(egress_access(&with(network), remote), Ok(None));
+        }
     }
 }

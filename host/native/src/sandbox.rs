@@ -50,16 +50,7 @@ impl SandboxHandle for Jail {
     }
 
     fn admit_install(&mut self, token: Option<sandlot_agent::InstallToken>) -> Result<()> {
-        match &self.egress {
-            Some(egress) => {
-                egress.admit_install(token);
-                Ok(())
-            }
-            None => Err(Error::Agent {
-                reason: "the agent offered an install proxy, and this sandbox has no egress proxy"
-                    .into(),
-            }),
-        }
+        EgressProxy::admit_install_on(self.egress.as_ref(), token)
     }
 
     fn take_denials(&mut self) -> Vec<sandlot_core::egress::Denial> {
