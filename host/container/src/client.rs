@@ -367,6 +367,11 @@ impl AgentClient {
     pub fn freeze(&mut self) -> Result<Option<InstallProxy>> {
         match self.call(&Request::Freeze, FILE_DEADLINE)? {
             Reply::Frozen(proxy) => Ok(proxy),
+            // Nothing stays stopped: the agent let the code go on again.
+            Reply::Error(message) => Err(Error::Io {
+                context: "the install cannot go online".into(),
+                source: std::io::Error::other(message),
+            }),
             other => Err(broken(format!("unexpected {other:?} to a freeze"))),
         }
     }

@@ -211,8 +211,19 @@ impl Drop for EgressProxy {
 
 async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
     let mut connections = tokio::task::JoinSet::new();
+    let mut install = shared.install.subscribe();
     loop {
         tokio::select! {
+            // An install admitted is seen before its first connection is accepted.
+            biased;
+            // The code, stopped for the install, may have left connections that
+            // hold the sandbox's slots (a first line never finished): they give
+            // way to the install's.
+            Ok(()) = install.changed() => {
+                if install.borrow_and_update().is_some() {
+                    connections.abort_all();
+                }
+            }
             accepted = listener.accept(), if connections.len() < MAX_CONNECTIONS => {
                 match accepted {
                     Ok((stream, _)) => {
@@ -247,14 +258,25 @@ async fn serve(mut stream: UnixStream, shared: &Shared) -> Io {
         return serve_install(stream, shared, presented).await;
     }
     if shared.access == Access::Closed {
-        // Code that asks the proxy is told why; anything else just finds no way out.
-        if line == "proxy" {
-            respond(
-                &mut stream,
-                "403 Forbidden",
-                "sandlot: this sandbox has no network (only its library installs go out)\n",
-            )
-            .await?;
+        // Code that asks the proxy is told why, and a lookup fails at once (rather
+        // than when the resolver gives up); anything else just finds no way out.
+        match line.as_str() {
+            "proxy" => {
+                respond(
+                    &mut stream,
+                    "403 Forbidden",
+                    "sandlot: this sandbox has no network (only its library installs go out)\n",
+                )
+                .await?
+            }
+            "dns" => {
+                let connection = Connection {
+                    shared,
+                    access: Access::Closed,
+                };
+                connection.dns(stream).await?
+            }
+            _ => {}
         }
         return Ok(());
     }
@@ -694,7 +716,9 @@ impl Connection<'_> {
             let reply = match dns::read(&message) {
                 Message::Query(query) => {
                     let listed = self.name_listed(&query.name);
-                    if !listed {
+                    // A sandbox with no network is refused everything, and nothing
+                    // of it is news.
+                    if !listed && self.access != Access::Closed {
                         self.shared
                             .deny(&query.name, None, Via::Dns, DenyReason::NotListed);
                     }
@@ -945,6 +969,22 @@ mod tests {
                     .await,
                     ""
                 );
+                // A lookup is answered at once: no such name.
+                let mut query = vec![0, 7, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+                query.extend(b"\x09localhost\x00\x00\x01\x00\x01");
+                let mut framed = (query.len() as u16).to_be_bytes().to_vec();
+                framed.extend(query);
+                let mut stream = UnixStream::connect(&socket).await.unwrap();
+                stream.write_all(b"dns\n").await.unwrap();
+                stream.write_all(&framed).await.unwrap();
+                let mut length = [0u8; 2];
+                tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut length))
+                    .await
+                    .expect("a lookup waited for an answer")
+                    .unwrap();
+                let mut answer = vec![0; usize::from(u16::from_be_bytes(length))];
+                stream.read_exact(&mut answer).await.unwrap();
+                assert_eq!(answer[3] & 0xf, 3, "{answer:?}");
             },
         );
         assert_eq!(denials, []);
@@ -965,6 +1005,15 @@ mod tests {
                 };
                 no_install(&exchange(&socket, &install, request.as_bytes()).await);
 
+                // Connections the code left half-said hold every slot of the
+                // sandbox; they give way to the install.
+                let mut held = Vec::new();
+                for _ in 0..MAX_CONNECTIONS {
+                    let mut stream = UnixStream::connect(&socket).await.unwrap();
+                    stream.write_all(b"prox").await.unwrap();
+                    held.push(stream);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 proxy.admit_install(Some(token));
                 // Another token, or none that reads, is no install's.
                 let other = format!("install {}", InstallToken::random().unwrap().to_hex());

@@ -142,11 +142,12 @@ fn kill_unless(spare: impl Fn(i32) -> bool) -> usize {
 /// by the caller's passes.
 const STOP_DEADLINE: Duration = Duration::from_secs(5);
 
-/// Stops every process of the container but the agent, and returns once none runs.
-/// `kill(-1)` reaches every process of the PID namespace in one pass that no fork
-/// can slip through while it runs; a child born just before it stops on the next
-/// pass, and a stopped process forks no more, so the passes end.
-fn stop_all() {
+/// Stops every process of the container but the agent, and returns once none runs:
+/// `false` if some still ran at [`STOP_DEADLINE`]. `kill(-1)` reaches every process
+/// of the PID namespace in one pass that no fork can slip through while it runs; a
+/// child born just before it stops on the next pass, and a stopped process forks no
+/// more, so the passes end.
+fn stop_all() -> bool {
     let deadline = std::time::Instant::now() + STOP_DEADLINE;
     loop {
         // SAFETY: kill(2); process 1 itself is never signalled by kill(-1).
@@ -158,9 +159,12 @@ fn stop_all() {
         // SAFETY: kill(2) with signal 0 only checks the permission.
         let running = other_pids()
             .into_iter()
-            .any(|pid| !is_stopped_or_zombie(pid) && unsafe { libc::kill(pid, 0) } == 0);
-        if !running || std::time::Instant::now() > deadline {
-            return;
+            .any(|pid| !is_held(pid) && unsafe { libc::kill(pid, 0) } == 0);
+        if !running {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
         }
         // SIGSTOP takes effect when a process is next scheduled.
         std::thread::sleep(Duration::from_micros(200));
@@ -171,31 +175,17 @@ fn stop_all() {
 /// them go on.
 static FROZEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Stops every process of the container but the agent, until [`thaw`]. A process
-/// may fork while the first pass runs, so passes repeat until one finds nothing left
-/// running. Outside a container's PID namespace (tests) it does nothing.
-pub fn freeze() {
+/// Stops every process of the container but the agent, until [`thaw`], as
+/// [`stop_all`] does (a walk of /proc that stops one pid at a time can be outrun by
+/// a process that keeps forking). `false` if some process still ran when it gave
+/// up, or if the agent is not the container's process 1 (outside a container's PID
+/// namespace, in tests, it cannot reach them): then nothing may go online.
+pub fn freeze() -> bool {
     if std::process::id() != 1 {
-        return;
+        return false;
     }
     FROZEN.store(true, Ordering::SeqCst);
-    for _ in 0..100 {
-        let mut running = 0;
-        for pid in other_pids() {
-            if !is_stopped_or_zombie(pid) {
-                // SAFETY: kill(2) on a pid; no memory involved.
-                unsafe {
-                    libc::kill(pid, libc::SIGSTOP);
-                }
-                running += 1;
-            }
-        }
-        if running == 0 {
-            return;
-        }
-        // SIGSTOP takes effect when the process is next scheduled.
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    stop_all()
 }
 
 /// Lets every process [`freeze`] stopped go on.
@@ -224,10 +214,35 @@ fn other_pids() -> Vec<i32> {
         .collect()
 }
 
-fn is_stopped_or_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')').is_some_and(|(_, rest)| {
-            matches!(rest.trim_start().chars().next(), Some('T' | 'Z' | 't'))
+/// Whether `pid` runs no code of its own and will not until it is continued: stopped
+/// (or traced and stopped), a zombie, or in an uninterruptible wait in the kernel
+/// (a `vfork` parent whose child is stopped, say) with a `SIGSTOP` pending, which
+/// stops it as soon as it leaves the kernel.
+fn is_held(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    match state {
+        Some('T' | 'Z' | 't') => true,
+        Some('D') => stop_pending(pid),
+        _ => false,
+    }
+}
+
+/// Whether a `SIGSTOP` waits for `pid`, sent to it or to its thread group.
+fn stop_pending(pid: i32) -> bool {
+    let bit = 1u64 << (libc::SIGSTOP - 1);
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+        status.lines().any(|line| {
+            let pending = line
+                .strip_prefix("SigPnd:")
+                .or_else(|| line.strip_prefix("ShdPnd:"));
+            pending.is_some_and(|mask| {
+                u64::from_str_radix(mask.trim(), 16).is_ok_and(|mask| mask & bit != 0)
+            })
         })
     })
 }
