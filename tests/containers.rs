@@ -628,6 +628,79 @@ fn planted_configuration_does_not_steer_an_install(engine: Target) {
         "{}",
         installed.stderr_text()
     );
+
+    // RubyGems runs Ruby from the gem directory it installs into as it starts (its
+    // plugins, every gemspec): what earlier code planted in the session's does not
+    // run in an install. Each logs the home it ran with; an install's is its own.
+    let mut session = open(engine, "ruby");
+    let log = "File.open(File.join(Dir.pwd, 'planted.log'), 'a') { |f| f.puts ENV['HOME'] }\n";
+    for path in [
+        ".sandlot/gems/plugins/planted_plugin.rb",
+        ".sandlot/gems/specifications/planted-1.0.gemspec",
+    ] {
+        session.write_file(path, log.as_bytes()).unwrap();
+    }
+    let log = installing_runs(
+        &mut session,
+        "colorize:1.1.0",
+        "puts File.exist?('planted.log') ? File.read('planted.log') : ''",
+    );
+    assert!(
+        !log.contains(".sandlot/install"),
+        "planted Ruby ran in the install: {log}"
+    );
+
+    // R loads what it installs, and its dependencies, from its libraries: a package
+    // earlier code installed into the session's library under a name the install
+    // then asks for does not load (its `.onLoad` does not run) in the install.
+    let mut session = open(engine, "r");
+    let planted = session
+        .run(
+            "src <- file.path(tempdir(), 'plantedpkg')\n\
+             dir.create(file.path(src, 'R'), recursive = TRUE)\n\
+             writeLines(c('Package: plantedpkg', 'Version: 1.0', 'Title: x', \
+             'Description: x.', 'License: MIT', 'Author: x', 'Maintainer: x <x@x.x>'), \
+             file.path(src, 'DESCRIPTION'))\n\
+             writeLines('export(f)', file.path(src, 'NAMESPACE'))\n\
+             writeLines(c('f <- function() 1', \
+             '.onLoad <- function(...) cat(Sys.getenv(\"HOME\"), \"\\\\n\", \
+             file = file.path(getwd(), \"planted.log\"), append = TRUE)'), \
+             file.path(src, 'R', 'f.R'))\n\
+             lib <- '.sandlot/R'\n\
+             dir.create(lib, recursive = TRUE, showWarnings = FALSE)\n\
+             install.packages(src, lib = lib, repos = NULL, type = 'source', quiet = TRUE)\n\
+             cat(dir.exists(file.path(lib, 'plantedpkg')), '\\n')",
+        )
+        .unwrap();
+    assert_eq!(
+        planted.stdout_text(),
+        "TRUE \n",
+        "{}",
+        planted.stderr_text()
+    );
+    let log = installing_runs(
+        &mut session,
+        "plantedpkg",
+        "if (file.exists('planted.log')) cat(readLines('planted.log'), sep = '\\n')",
+    );
+    assert!(
+        !log.contains(".sandlot/install"),
+        "a planted R package loaded in the install: {log}"
+    );
+}
+
+/// Installs `library` in `session` (the install need not succeed: its registry may be
+/// out of reach here, and what counts is what ran), then returns what `show_log`
+/// prints.
+fn installing_runs(session: &mut Session, library: &str, show_log: &str) -> String {
+    let _ = session.run_with(
+        "",
+        RunOptions {
+            libraries: vec![library.into()],
+            ..RunOptions::default()
+        },
+    );
+    session.run(show_log).unwrap().stdout_text().into_owned()
 }
 
 fn hardening_is_in_force(engine: Target) {

@@ -523,8 +523,14 @@ fn r_installs_packages_with_install_packages_and_saves_plots_as_png() {
         script.contains(&format!("lib <- \"{workdir}/.sandlot/R\"")),
         "{script}"
     );
+    // Into the installer's own home, seeing only R's own library, then copied.
     assert!(
-        script.contains("install.packages(pkgs, lib = lib"),
+        script.contains("install.packages(pkgs, lib = stage"),
+        "{script}"
+    );
+    assert!(script.contains(".libPaths(stage)"), "{script}");
+    assert!(
+        script.contains("file.copy(file.path(stage, d), lib"),
         "{script}"
     );
     assert!(
@@ -564,15 +570,22 @@ fn ruby_installs_gems_into_the_sandbox() {
         dir.path(),
     );
     let workdir = dir.path().to_str().unwrap();
+    // The gems install into the installer's own home, seeing no other gems, then are
+    // copied into the session's directory; the directory and names are arguments.
+    let install = &plan.commands[0].argv;
+    assert_eq!(install[..2], ["sh", "-c"]);
+    assert!(install[2].contains("GEM_HOME=\"$stage\" GEM_PATH=\"$stage\""));
+    assert!(install[2].contains("stage=\"$HOME/gems\""));
     assert_eq!(
-        argvs(&plan),
+        install[3..],
         [
-            format!(
-                "gem install --no-document --install-dir {workdir}/.sandlot/gems colorize:1.1.0"
-            ),
-            "ruby main.rb first arg second".to_string(),
+            "gem-install".to_string(),
+            format!("{workdir}/.sandlot/gems"),
+            "colorize:1.1.0".to_string()
         ]
     );
+    assert!(plan.commands[0].needs_network);
+    assert_eq!(argvs(&plan)[1], "ruby main.rb first arg second");
     assert!(plan.commands[1]
         .env
         .contains(&("GEM_PATH".into(), format!("{workdir}/.sandlot/gems"))));

@@ -61,14 +61,25 @@ impl Guest for R {
         let names: Vec<String> = libraries.iter().map(|l| format!("\"{l}\"")).collect();
         let names = names.join(", ");
         // install.packages only warns when a package fails; check each one loads so a
-        // failed install fails the command.
+        // failed install fails the command. R loads packages as it installs and checks
+        // them (dependencies, then each package itself), from its libraries: the
+        // session's library is the code's to write, so a package planted there would
+        // run its `.onLoad` online. They install into a library in the installer's own
+        // home (fresh for each install, out of the code's reach), seeing only R's
+        // own, and are then copied into the session's library.
         let library = join(&workdir, LIBRARY);
         let script = format!(
             "pkgs <- c({names}); lib <- {}; \
+             stage <- file.path(Sys.getenv(\"HOME\"), \"R-library\"); \
+             dir.create(stage, recursive = TRUE, showWarnings = FALSE); \
              dir.create(lib, recursive = TRUE, showWarnings = FALSE); \
-             install.packages(pkgs, lib = lib, repos = \"https://cloud.r-project.org\", quiet = TRUE); \
-             for (p in pkgs) if (!requireNamespace(p, lib.loc = lib, quietly = TRUE)) \
-             {{ message(\"could not install \", p); quit(status = 1) }}",
+             .libPaths(stage); \
+             install.packages(pkgs, lib = stage, repos = \"https://cloud.r-project.org\", quiet = TRUE); \
+             for (p in pkgs) if (!requireNamespace(p, lib.loc = stage, quietly = TRUE)) \
+             {{ message(\"could not install \", p); quit(status = 1) }}; \
+             for (d in list.files(stage)) {{ unlink(file.path(lib, d), recursive = TRUE); \
+             if (!file.copy(file.path(stage, d), lib, recursive = TRUE)) \
+             {{ message(\"could not copy \", d, \" into the library\"); quit(status = 1) }} }}",
             r_string(&library)
         );
         // --vanilla: no `.Rprofile` or `.Renviron` that earlier code left in the

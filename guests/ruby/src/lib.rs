@@ -49,12 +49,12 @@ impl Guest for Ruby {
         // `name` or `name:version`, which `gem install` understands.
         check_libraries(&libraries, "gem", |l| only(l, "._-:"))?;
         let gems = join(&workdir, GEMS);
+        // The directory and the gems are the script's arguments, never its text.
         Ok(vec![command(
             Phase::Install,
-            &["gem", "install", "--no-document", "--install-dir", &gems],
+            &["sh", "-c", GEM_INSTALL, "gem-install", &gems],
         )
         .args(&libraries)
-        .env("GEM_HOME", &gems)
         .network()])
     }
 
@@ -74,6 +74,21 @@ impl Guest for Ruby {
         analyze_restricted(&code, &LANGUAGE, &restricted)
     }
 }
+
+/// The script of `install`: its first argument is the session's gem directory, the
+/// rest the gems. RubyGems runs Ruby from its gem directory as it starts: every
+/// `specifications/*.gemspec` is evaluated and `plugins/*_plugin.rb` loaded. The
+/// session's directory is the code's to write, so a gem installed there would run
+/// what earlier code planted, online. The gems install into the installer's own
+/// home (fresh for each install, out of the code's reach), seeing no other gems,
+/// and are then copied into the session's directory.
+const GEM_INSTALL: &str = "set -e\n\
+gems=\"$1\"\n\
+shift\n\
+stage=\"$HOME/gems\"\n\
+mkdir -p \"$stage\" \"$gems\"\n\
+GEM_HOME=\"$stage\" GEM_PATH=\"$stage\" gem install --no-document --install-dir \"$stage\" \"$@\"\n\
+cp -a \"$stage/.\" \"$gems/\"\n";
 
 /// The kernel's driver: runs cells in one binding, turns SIGINT into `Interrupt`
 /// inside a cell.
