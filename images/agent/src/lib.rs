@@ -948,7 +948,10 @@ impl Reply {
                 size: d.u64()?,
             },
             0x8b => Reply::Frozen(if d.bool()? {
-                let port = u16::try_from(d.u32()?).map_err(|_| malformed("port out of range"))?;
+                let port = u16::try_from(d.u32()?)
+                    .ok()
+                    .filter(|&port| port != 0)
+                    .ok_or_else(|| malformed("an install proxy's port is 1 to 65535"))?;
                 let token = d
                     .bytes()?
                     .try_into()
@@ -1124,12 +1127,14 @@ mod tests {
         for bad in [&hex[..31], &longer, &signed, &wide, ""] {
             assert_eq!(InstallToken::from_hex(bad), None, "{bad:?}");
         }
-        // A port past u16 and a token of the wrong length are malformed.
-        let mut body = vec![1];
-        body.extend_from_slice(&70_000u32.to_le_bytes());
-        body.extend_from_slice(&16u32.to_le_bytes());
-        body.extend_from_slice(&[0; 16]);
-        assert!(Reply::decode(0x8b, &body).is_err());
+        // A port past u16 or none, and a token of the wrong length, are malformed.
+        for port in [70_000u32, 0] {
+            let mut body = vec![1];
+            body.extend_from_slice(&port.to_le_bytes());
+            body.extend_from_slice(&16u32.to_le_bytes());
+            body.extend_from_slice(&[0; 16]);
+            assert!(Reply::decode(0x8b, &body).is_err(), "port {port}");
+        }
         let mut body = vec![1];
         body.extend_from_slice(&80u32.to_le_bytes());
         body.extend_from_slice(&3u32.to_le_bytes());
