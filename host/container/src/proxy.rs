@@ -970,13 +970,9 @@ mod tests {
                     ""
                 );
                 // A lookup is answered at once: no such name.
-                let mut query = vec![0, 7, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
-                query.extend(b"\x09localhost\x00\x00\x01\x00\x01");
-                let mut framed = (query.len() as u16).to_be_bytes().to_vec();
-                framed.extend(query);
                 let mut stream = UnixStream::connect(&socket).await.unwrap();
                 stream.write_all(b"dns\n").await.unwrap();
-                stream.write_all(&framed).await.unwrap();
+                stream.write_all(&dns_query("localhost")).await.unwrap();
                 let mut length = [0u8; 2];
                 tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut length))
                     .await
@@ -1173,22 +1169,24 @@ mod tests {
         );
     }
 
+    /// A query for `name`'s A record, framed as the relay sends it.
+    fn dns_query(name: &str) -> Vec<u8> {
+        let mut q = vec![0, 7, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        for label in name.split('.') {
+            q.push(label.len() as u8);
+            q.extend(label.as_bytes());
+        }
+        q.extend([0, 0, 1, 0, 1]);
+        let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+        framed.extend(q);
+        framed
+    }
+
     #[test]
     fn dns_answers_listed_names_only() {
-        let query = |name: &str| {
-            let mut q = vec![0, 7, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
-            for label in name.split('.') {
-                q.push(label.len() as u8);
-                q.extend(label.as_bytes());
-            }
-            q.extend([0, 0, 1, 0, 1]);
-            let mut framed = (q.len() as u16).to_be_bytes().to_vec();
-            framed.extend(q);
-            framed
-        };
         let denials = with_proxy(&["pypi.org"], |socket, _| async move {
-            let mut both = query("pypi.org");
-            both.extend(query("evil.net"));
+            let mut both = dns_query("pypi.org");
+            both.extend(dns_query("evil.net"));
             let mut stream = UnixStream::connect(&socket).await.unwrap();
             stream.write_all(b"dns\n").await.unwrap();
             stream.write_all(&both).await.unwrap();

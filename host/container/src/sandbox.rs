@@ -28,11 +28,7 @@ pub trait SandboxHandle: Send {
     /// made gets one for its installs. Only called for an engine whose agent relays
     /// the sandbox's egress (it answered the freeze with an install proxy).
     fn admit_install(&mut self, token: Option<sandlot_agent::InstallToken>) -> Result<()> {
-        let _ = token;
-        Err(Error::Agent {
-            reason: "the agent offered an install proxy to an engine that has no egress proxy"
-                .into(),
-        })
+        crate::proxy::EgressProxy::admit_install_on(None, token)
     }
     /// Kills and removes the sandbox and everything it holds. Called once.
     fn destroy(&mut self);

@@ -219,17 +219,21 @@ fn other_pids() -> Vec<i32> {
 /// (a `vfork` parent whose child is stopped, say) with a `SIGSTOP` pending, which
 /// stops it as soon as it leaves the kernel.
 fn is_held(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    match state {
+    match state(pid) {
+        // Gone.
+        None => true,
         Some('T' | 'Z' | 't') => true,
         Some('D') => stop_pending(pid),
-        _ => false,
+        Some(_) => false,
     }
+}
+
+/// The state letter of `pid` (`R`, `S`, `D`, `T`, `Z`, …); `None` once it is gone.
+fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which is in parentheses.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.trim_start().chars().next()
 }
 
 /// Whether a `SIGSTOP` waits for `pid`, sent to it or to its thread group.
@@ -322,11 +326,7 @@ fn kill_and_reap(kill: impl Fn() -> usize, settled: impl Fn(usize) -> bool) {
 const REAP_DEADLINE: Duration = Duration::from_secs(3);
 
 fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        // The state follows the command name, which is in parentheses.
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-    })
+    state(pid) == Some('Z')
 }
 
 /// After a command: kills what it left running (the command may have moved itself,
