@@ -7,6 +7,8 @@
 //! sandbox, with 4 callers opening them. Needs bubblewrap, Docker and the images
 //! (`tests/services.sh`). Run with `cargo bench -p sandlot --features full --bench
 //! native`; throughput with 1, 4 and 16 callers is in `--bench pool`.
+//! `SANDLOT_BENCH_PROFILE=S` runs only fresh native sandboxes with 4 callers for S
+//! seconds, for `perf record -a`.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -53,6 +55,24 @@ fn main() {
         .cache_dir(dirs.cache.value.clone())
         .build()
         .unwrap();
+    if let Ok(seconds) = std::env::var("SANDLOT_BENCH_PROFILE") {
+        let seconds: u64 = seconds.parse().expect("SANDLOT_BENCH_PROFILE: seconds");
+        print_one(&sandlot, "native");
+        let started = Instant::now();
+        let (mut done, mut own, mut machine) = (0u32, Duration::ZERO, Duration::ZERO);
+        while started.elapsed() < Duration::from_secs(seconds) {
+            let (o, m) = cpu_per_sandbox(&sandlot, "native", 4, 40);
+            (own, machine, done) = (own + o, machine + m, done + 1);
+        }
+        println!(
+            "python (native), 4 callers: {:.1} sandboxes/s, CPU per sandbox: this \
+             process and its children {:.1} ms, the machine {:.1} ms",
+            f64::from(done * 40) / started.elapsed().as_secs_f64(),
+            (own / done).as_secs_f64() * 1e3,
+            (machine / done).as_secs_f64() * 1e3,
+        );
+        return;
+    }
     let mut criterion = Criterion::default()
         .configure_from_args()
         .sample_size(20)

@@ -5,7 +5,8 @@
 //! (`getrusage` of this process) and how many a second 1 and 4 callers get. Needs both
 //! runtimes installed (`sandlot runtimes install python|javascript`). Run with
 //! `cargo bench --bench wasm`. `SANDLOT_BENCH_PROFILE=S` runs only fresh Python
-//! sandboxes with 4 callers for S seconds, for `perf record`.
+//! sandboxes with 4 callers (`SANDLOT_BENCH_CALLERS=N`: N) for S seconds, for `perf
+//! record`, or to run copies side by side.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -81,19 +82,19 @@ fn rss_kib() -> u64 {
 }
 
 /// Fresh Python sandboxes with 4 callers for `seconds`, and what they cost.
-fn profile(sandlot: &sandlot::Sandlot, seconds: u64) {
+fn profile(sandlot: &sandlot::Sandlot, seconds: u64, callers: usize) {
     sandlot.set_warm_start(false);
     let started = Instant::now();
     let (mut rounds, mut cpu) = (0u32, Duration::ZERO);
     while started.elapsed() < Duration::from_secs(seconds) {
-        let (_, each) = rate_and_cpu(sandlot, 4);
+        let (_, each) = rate_and_cpu(sandlot, callers);
         cpu += each;
         rounds += 1;
     }
     println!(
-        "python (wasm), fresh interpreter, 4 callers: {:.0} sandboxes/s, CPU per sandbox \
-         {:.2} ms",
-        f64::from(rounds * 200) / started.elapsed().as_secs_f64(),
+        "python (wasm), fresh interpreter, {callers} callers: {:.0} sandboxes/s, CPU per \
+         sandbox {:.2} ms",
+        f64::from(rounds * (200 / callers * callers) as u32) / started.elapsed().as_secs_f64(),
         (cpu / rounds).as_secs_f64() * 1e3
     );
 }
@@ -102,9 +103,15 @@ fn main() {
     let sandlot = sandlot::from_environment().unwrap();
     if let Ok(seconds) = std::env::var("SANDLOT_BENCH_PROFILE") {
         print_one(&sandlot);
+        let callers = std::env::var("SANDLOT_BENCH_CALLERS").map_or(4, |callers| {
+            callers
+                .parse()
+                .expect("SANDLOT_BENCH_CALLERS: a number of threads")
+        });
         profile(
             &sandlot,
             seconds.parse().expect("SANDLOT_BENCH_PROFILE: seconds"),
+            callers,
         );
         return;
     }
