@@ -330,6 +330,31 @@ fn bad_keys_ids_frames_and_uploads_get_the_errors_the_sdks_expect() {
     let answer = kill(&server, &id, BOB);
     assert_eq!(answer.status().as_u16(), 404);
     assert_eq!(answer.json::<Value>().unwrap()["code"], 404);
+    // A timeout of any size is answered, never a dropped connection.
+    let answer = http()
+        .post(format!("{}/sandboxes/{id}/timeout", server.url))
+        .header("X-API-Key", ALICE)
+        .json(&json!({ "timeout": u64::MAX }))
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400, "{:?}", answer.text());
+    // Metadata past its bound, and a message past the bound of everything but
+    // uploads, are refused before they are kept or parsed.
+    let metadata: serde_json::Map<String, Value> =
+        (0..65).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let answer = http()
+        .post(format!("{}/v2/sandboxes", server.url))
+        .header("X-API-Key", ALICE)
+        .json(&json!({ "templateID": "base", "metadata": metadata }))
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400, "{:?}", answer.text());
+    let answer = envd(&server, &id, &token, "/process.Process/List")
+        .header("Content-Type", "application/json")
+        .body(format!("[{}0]", "0,".repeat(1_500_000)))
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 413);
     // Nor reaches its envd without its token, nor an id that is not there.
     for (sandbox, given) in [(id.as_str(), "not-the-token"), ("inope", token.as_str())] {
         let answer = envd(&server, sandbox, given, "/process.Process/List")

@@ -339,3 +339,86 @@ fn manager_with_network_on() -> SessionManager {
         ..Policy::default()
     }))
 }
+
+#[test]
+fn one_session_queues_a_bounded_number_of_callers_and_a_closed_one_lets_them_go() {
+    use std::sync::mpsc;
+    let manager = manager(ManagerSettings::default());
+    let client = ClientId::new("burst");
+    let opened = manager.open(&client, python(&manager, "wasm")).unwrap();
+    // Holds the session's turn until told to let go.
+    let hold = || {
+        let (held, is_held) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        let (manager, client, id) = (manager.clone(), client.clone(), opened.id.clone());
+        let holder = std::thread::spawn(move || {
+            manager.with_session(&client, &id, |_| {
+                held.send(()).unwrap();
+                released.recv().ok();
+                Ok(())
+            })
+        });
+        is_held.recv().unwrap();
+        (release, holder)
+    };
+    let callers = |count: usize| {
+        let (done, results) = mpsc::channel();
+        for _ in 0..count {
+            let (manager, client, id) = (manager.clone(), client.clone(), opened.id.clone());
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let run = manager.run(&client, &id, "print(1)", RunOptions::default());
+                done.send(run.map(|r| r.stdout_text().into_owned()))
+                    .unwrap();
+            });
+        }
+        results
+    };
+
+    // Eight in all may wait for one session (the holder is one): of ten more
+    // callers, three are refused at once, and the seven others run in turn.
+    let (release, holder) = hold();
+    let results = callers(10);
+    for _ in 0..3 {
+        let refused = results
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a caller past the queue's end is refused at once")
+            .expect_err("a caller past the queue's end is refused");
+        assert_eq!(refused.kind(), sandlot::ErrorKind::Exhausted, "{refused}");
+        assert!(
+            refused.to_string().contains("waiting for their turn"),
+            "{refused}"
+        );
+    }
+    release.send(()).unwrap();
+    holder.join().unwrap().unwrap();
+    for _ in 0..7 {
+        let ran = results.recv_timeout(Duration::from_secs(60)).unwrap();
+        assert_eq!(ran.expect("a queued caller runs"), "1\n");
+    }
+
+    // Closing it waits for the run in progress only: the callers queued behind it
+    // find it ended instead of running first.
+    let (release, holder) = hold();
+    let results = callers(3);
+    let closing = {
+        let (manager, client, id) = (manager.clone(), client.clone(), opened.id.clone());
+        std::thread::spawn(move || manager.close(&client, &id))
+    };
+    let started = Instant::now();
+    while manager.list(&client).iter().any(|s| s.id == opened.id) {
+        assert!(started.elapsed() < Duration::from_secs(30), "never closing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    release.send(()).unwrap();
+    holder.join().unwrap().unwrap();
+    closing.join().unwrap().unwrap();
+    for _ in 0..3 {
+        let ended = results
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap()
+            .expect_err("a caller queued behind a close does not run");
+        assert!(ended.to_string().contains("ended"), "{ended}");
+    }
+}

@@ -476,6 +476,18 @@ pub enum Error {
         reason: String,
     },
 
+    /// A session has as many requests waiting for their turn as it takes.
+    #[error(
+        "session {id} has {waiting} requests waiting for their turn already (runs of one \
+         session take turns): wait for one to finish, or open another session"
+    )]
+    SessionBusy {
+        /// The session.
+        id: String,
+        /// How many were waiting.
+        waiting: usize,
+    },
+
     /// A server's store of snapshots and paused sessions is full.
     #[error(
         "the server's snapshot store cannot take {needed} more bytes: it holds {used} of \
@@ -840,6 +852,7 @@ impl Error {
             Error::PoolExhausted { .. }
             | Error::PoolTimeout { .. }
             | Error::TooManySessions { .. }
+            | Error::SessionBusy { .. }
             | Error::StoreFull { .. } => K::Exhausted,
             Error::SessionEnded { .. } | Error::PoolClosed { .. } => K::SessionEnded,
             Error::EngineUnavailable { .. } | Error::ManagerClosed => K::Unavailable,

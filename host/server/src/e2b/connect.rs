@@ -194,11 +194,26 @@ pub struct Envelope {
     pub payload: Bytes,
 }
 
+/// The most envelopes a request body may hold: a server-streaming call's request is
+/// one message and perhaps an end-of-stream frame.
+pub const MAX_ENVELOPES: usize = 4;
+
 /// Splits a request body into its envelopes. Refuses a truncated frame, a length
-/// past [`MAX_MESSAGE`] and a compressed payload, each with what was wrong.
+/// past [`MAX_MESSAGE`], a compressed payload and more than [`MAX_ENVELOPES`]
+/// frames (a body of empty frames would otherwise cost 8 bytes of memory for each
+/// of its bytes), each with what was wrong.
 pub fn envelopes(mut body: &[u8]) -> Result<Vec<Envelope>, ConnectError> {
     let mut frames = Vec::new();
     while !body.is_empty() {
+        if frames.len() == MAX_ENVELOPES {
+            return Err(ConnectError::new(
+                Code::InvalidArgument,
+                format!(
+                    "a request holds at most {MAX_ENVELOPES} Connect envelopes; send one \
+                     message"
+                ),
+            ));
+        }
         let Some((head, rest)) = body.split_first_chunk::<5>() else {
             return Err(ConnectError::new(
                 Code::InvalidArgument,
@@ -454,6 +469,12 @@ mod tests {
         assert!(
             truncated.message.contains("announces 9 bytes"),
             "{truncated:?}"
+        );
+        let many = envelopes(&[0u8; 5 * (MAX_ENVELOPES + 1)]).unwrap_err();
+        assert!(many.message.contains("at most"), "{}", many.message);
+        assert_eq!(
+            envelopes(&[0u8; 5 * MAX_ENVELOPES]).unwrap().len(),
+            MAX_ENVELOPES
         );
         let short = envelopes(&[0, 0]).unwrap_err();
         assert!(short.message.contains("5-byte header"), "{short:?}");

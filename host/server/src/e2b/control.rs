@@ -100,6 +100,41 @@ pub(super) fn template(name: &str) -> Result<(String, Option<String>), E2bError>
     Ok((language.to_string(), backend))
 }
 
+/// The most pairs, and bytes of keys and values, a sandbox's metadata may hold: it
+/// is kept for the sandbox's life and copied into every listing.
+const MAX_METADATA: (usize, usize) = (64, 64 << 10);
+/// The same for the environment a sandbox's runs get.
+const MAX_ENV: (usize, usize) = (1024, 1 << 20);
+
+/// Refuses a map of more than `max.0` pairs or `max.1` bytes.
+fn bounded(
+    what: &str,
+    map: Option<&BTreeMap<String, String>>,
+    (pairs, bytes): (usize, usize),
+) -> Result<(), E2bError> {
+    let Some(map) = map else { return Ok(()) };
+    let size: usize = map.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if map.len() > pairs || size > bytes {
+        return Err(E2bError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{what} holds {} pairs of {size} bytes; a sandbox takes at most {pairs} \
+                 pairs of {bytes} bytes",
+                map.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `wanted` more would take a sandbox that has run `started_ago` past
+/// `lifetime`. A client's number of seconds may be anything up to `u64::MAX`.
+fn outlives(started_ago: Duration, wanted: Duration, lifetime: Duration) -> bool {
+    started_ago
+        .checked_add(wanted)
+        .is_none_or(|end| end > lifetime)
+}
+
 /// The seconds a sandbox may live from now, within the server's session lifetime.
 fn timeout_within(
     e2b: &E2b,
@@ -114,7 +149,7 @@ fn timeout_within(
             "timeout must be at least 1 second",
         ));
     }
-    if started_ago + wanted > lifetime {
+    if outlives(started_ago, wanted, lifetime) {
         return Err(E2bError::new(
             StatusCode::BAD_REQUEST,
             format!(
@@ -143,6 +178,8 @@ async fn create(
         ));
     }
     let timeout = timeout_within(&e2b, new.timeout, Duration::ZERO)?;
+    bounded("metadata", new.metadata.as_ref(), MAX_METADATA)?;
+    bounded("envVars", new.env_vars.as_ref(), MAX_ENV)?;
     let (language, backend) = template(&new.template_id)?;
     let mut ask = Ask::new(&language);
     ask.backend = backend.clone();
@@ -508,6 +545,35 @@ mod tests {
         assert_eq!(template("javascript").unwrap(), ("javascript".into(), None));
         assert!(template("../etc").is_err());
         assert!(template("python@").is_err());
+    }
+
+    #[test]
+    fn metadata_and_env_are_bounded() {
+        let map = |n: usize, value: &str| -> BTreeMap<String, String> {
+            (0..n)
+                .map(|i| (format!("k{i}"), value.to_string()))
+                .collect()
+        };
+        assert!(bounded("metadata", None, MAX_METADATA).is_ok());
+        assert!(bounded("metadata", Some(&map(64, "v")), MAX_METADATA).is_ok());
+        let many = bounded("metadata", Some(&map(65, "v")), MAX_METADATA).unwrap_err();
+        assert!(
+            many.message.contains("at most 64 pairs"),
+            "{}",
+            many.message
+        );
+        let big = "x".repeat(64 << 10);
+        assert!(bounded("metadata", Some(&map(1, &big)), MAX_METADATA).is_err());
+        assert!(bounded("envVars", Some(&map(1, &big)), MAX_ENV).is_ok());
+    }
+
+    #[test]
+    fn any_timeout_a_client_sends_is_checked_without_overflow() {
+        let hour = Duration::from_secs(3600);
+        let second = Duration::from_secs(1);
+        assert!(outlives(second, Duration::from_secs(u64::MAX), hour));
+        assert!(outlives(Duration::ZERO, hour + second, hour));
+        assert!(!outlives(second, hour - second, hour));
     }
 
     #[test]

@@ -19,8 +19,11 @@ use std::sync::Arc;
 pub const HOME: &str = "/home/user";
 
 pub(super) fn router(e2b: E2b) -> Router {
+    // Uploads take the upload limit; every other route keeps the server's smaller
+    // one ([`super::MAX_REQUEST`]).
+    let upload_limit = axum::extract::DefaultBodyLimit::max(e2b.max_upload);
     Router::new()
-        .route("/files", get(download).post(upload))
+        .route("/files", get(download).post(upload).layer(upload_limit))
         .route("/health", get(health))
         .with_state(e2b)
 }

@@ -176,16 +176,23 @@ fn list_dir(r: ListRequest, s: &mut Session) -> Result<Value, ConnectError> {
     Ok(json!({ "entries": entries }))
 }
 
-/// The entries of directory `place` and, `depth` levels down, of those below it;
-/// a link is listed, never followed.
+/// The entries of directory `root` and, `depth` levels down, of those below it, in
+/// the order a depth-first walk meets them; a link is listed, never followed. The
+/// directories being listed are kept on a stack of their own, not the thread's: the
+/// client picks the depth and the sandbox's code the tree.
 fn walk(
     session: &mut Session,
-    place: &Place,
+    root: &Place,
     depth: u32,
     entries: &mut Vec<Value>,
 ) -> Result<(), ConnectError> {
-    let listing = session.list_files(&place.relative)?;
-    for entry in listing.entries {
+    let listing = session.list_files(&root.relative)?.entries.into_iter();
+    let mut open = vec![(root.clone(), depth, listing)];
+    while let Some((place, depth, listing)) = open.last_mut() {
+        let Some(entry) = listing.next() else {
+            open.pop();
+            continue;
+        };
         if entries.len() == MAX_LISTED {
             return Err(ConnectError::new(
                 Code::ResourceExhausted,
@@ -198,12 +205,14 @@ fn walk(
         }
         let child = place.join(entry.name.as_str());
         entries.push(entry_info(&child, &entry.info));
-        if entry.is_dir && depth > 1 {
-            match walk(session, &child, depth - 1, entries) {
+        if entry.is_dir && *depth > 1 {
+            let below = *depth - 1;
+            match session.list_files(&child.relative) {
+                Ok(listing) => open.push((child, below, listing.entries.into_iter())),
                 // Gone since it was listed (the sandbox's code goes on): listed as
                 // it was, not a failure of the whole walk.
-                Err(error) if error.code == Code::NotFound => {}
-                walked => walked?,
+                Err(error) if error.kind() == sandlot_core::error::ErrorKind::NotFound => {}
+                Err(error) => return Err(error.into()),
             }
         }
     }

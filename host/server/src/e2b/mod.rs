@@ -53,6 +53,11 @@ pub const INTERPRETER_PORT: u16 = 49999;
 /// Largest file upload accepted, in bytes.
 pub const MAX_UPLOAD: usize = 64 << 20;
 
+/// Largest body of any other request (a JSON message, code, standard input), in
+/// bytes: a message is parsed into values that take several times its size, so an
+/// upload's limit on every route would let a few requests take gigabytes.
+pub const MAX_REQUEST: usize = 2 << 20;
+
 /// The E2B front end's options.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -296,7 +301,8 @@ fn router(e2b: E2b, max_upload: usize) -> Router {
     };
     let router = Router::new()
         .fallback(dispatch)
-        .layer(DefaultBodyLimit::max(max_upload))
+        // Uploads have a limit of their own (`files::router`).
+        .layer(DefaultBodyLimit::max(MAX_REQUEST.min(max_upload)))
         .with_state(apis);
     if tokenless {
         router.layer(axum::middleware::from_fn(crate::serve::loopback_only))

@@ -33,7 +33,7 @@ use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
 use store::{PausedRecord, Store};
@@ -499,6 +499,27 @@ struct Entry {
     pausable: AtomicBool,
     /// Held for the length of a run, so runs of one session take turns.
     session: Mutex<Slot>,
+    /// Callers waiting for `session` or holding it: each holds a thread of the
+    /// server's blocking pool while it waits, so they are capped ([`MAX_WAITING`]).
+    waiting: AtomicUsize,
+    /// Set when the session is being ended: callers that get their turn after it
+    /// find it ended instead of running first.
+    ending: AtomicBool,
+}
+
+/// The most callers one session has waiting for their turn (and the one whose turn
+/// it is): more are refused. Runs of a session take turns and may each take the
+/// server's whole time limit; without a cap one client's burst of requests to one
+/// session would hold every thread of the blocking pool that all sessions share.
+const MAX_WAITING: usize = 8;
+
+/// A caller's place in a session's queue, given back when dropped.
+struct Turn<'a>(&'a AtomicUsize);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Where a session's state is.
@@ -558,9 +579,23 @@ impl Entry {
         ))
     }
 
+    /// A place in the session's queue, or the error that says it is full.
+    fn queue(&self) -> Result<Turn<'_>> {
+        let ahead = self.waiting.fetch_add(1, Ordering::AcqRel);
+        let turn = Turn(&self.waiting);
+        if ahead >= MAX_WAITING {
+            return Err(Error::SessionBusy {
+                id: self.id.to_string(),
+                waiting: ahead,
+            });
+        }
+        Ok(turn)
+    }
+
     /// Ends the session, after a run in progress finishes (a run ends by its timeout
-    /// at the latest).
+    /// at the latest); callers still waiting then find it ended.
     fn end(&self) {
+        self.ending.store(true, Ordering::Release);
         let slot = std::mem::replace(
             &mut *self.session.lock().unwrap_or_else(|e| e.into_inner()),
             Slot::Ended,
@@ -649,6 +684,8 @@ impl SessionManager {
             request,
             ask: Some(ask),
             pausable: AtomicBool::new(true),
+            waiting: AtomicUsize::new(0),
+            ending: AtomicBool::new(false),
             session: Mutex::new(Slot::Paused),
         });
         tracing::info!(session = %id, client = %entry.client, "paused session taken back");
@@ -832,6 +869,8 @@ impl SessionManager {
             request,
             ask,
             pausable: AtomicBool::new(pausable),
+            waiting: AtomicUsize::new(0),
+            ending: AtomicBool::new(false),
             session: Mutex::new(Slot::Live(Box::new(session))),
         });
         {
@@ -995,6 +1034,16 @@ impl SessionManager {
         self.in_session(client, id, f)
     }
 
+    /// The error for session `id` of `client`, which ended while a caller waited.
+    fn ended(&self, client: &ClientId, id: &SessionId) -> Error {
+        self.entry(client, id)
+            .err()
+            .unwrap_or(Error::NoSuchSession {
+                id: id.to_string(),
+                reason: "it has ended".into(),
+            })
+    }
+
     /// [`SessionManager::with_session`], in the caller's spans.
     fn in_session<T>(
         &self,
@@ -1003,9 +1052,14 @@ impl SessionManager {
         f: impl FnOnce(&mut Session) -> Result<T>,
     ) -> Result<T> {
         let entry = self.entry(client, id)?;
+        let _turn = entry.queue()?;
         entry.touch();
         let result = {
             let mut slot = entry.session.lock().unwrap_or_else(|e| e.into_inner());
+            if entry.ending.load(Ordering::Acquire) {
+                drop(slot);
+                return Err(self.ended(client, id));
+            }
             if matches!(*slot, Slot::Paused) {
                 match self.inner.resume(&entry) {
                     Ok(session) => *slot = Slot::Live(Box::new(session)),
@@ -1016,13 +1070,7 @@ impl SessionManager {
                 }
             }
             let Slot::Live(session) = &mut *slot else {
-                return Err(self
-                    .entry(client, id)
-                    .err()
-                    .unwrap_or(Error::NoSuchSession {
-                        id: id.to_string(),
-                        reason: "it has ended".into(),
-                    }));
+                return Err(self.ended(client, id));
             };
             f(session)
         };
