@@ -24,6 +24,8 @@ const BOB: &str = "e2b_fedcba9876543210fedcba9876543210";
 struct Server {
     child: Child,
     url: String,
+    /// Its HTTP API.
+    api: String,
     _dir: tempfile::TempDir,
 }
 
@@ -50,11 +52,13 @@ impl Server {
             .unwrap();
         let mut said = std::io::BufReader::new(child.stderr.take().unwrap());
         let url = support::address_after(&mut said, "E2B's protocol on http://");
+        let api = support::address_after(&mut said, "listening on http://");
         // Read to the end, so that its writes never fail.
         std::thread::spawn(move || for _ in said.lines().map_while(Result::ok) {});
         Server {
             child,
             url,
+            api,
             _dir: dir,
         }
     }
@@ -598,4 +602,58 @@ fn a_sandbox_outlives_a_restart_with_a_state_directory() {
             .unwrap_or(0),
         0
     );
+}
+
+#[test]
+fn a_sandbox_whose_client_hung_up_while_it_opened_is_listed_and_killable() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    let server = Server::start();
+    let address = server.url.trim_start_matches("http://");
+    let body = r#"{"templateID":"python@wasm","timeout":60}"#;
+    // Creates whose client hangs up 0 to 45 ms after sending: some before the server
+    // read them (nothing opens), some while the sandbox opens, some after.
+    for delay in (0..50).step_by(5) {
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        write!(
+            stream,
+            "POST /v2/sandboxes HTTP/1.1\r\nHost: {address}\r\nX-API-Key: {ALICE}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(delay));
+        drop(stream);
+    }
+    // Every session the server opened for them is a sandbox Alice sees and can kill:
+    // none holds one of her sessions unseen until its idle timeout.
+    let sessions = || -> Vec<Value> {
+        let listed: Value = http()
+            .get(format!("{}/v1/sessions", server.api))
+            .bearer_auth(ALICE)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        listed["sessions"].as_array().unwrap().clone()
+    };
+    let started = Instant::now();
+    let sandboxes = loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let sandboxes = alices_sandboxes(&server).as_array().unwrap().clone();
+        if sessions().len() == sandboxes.len() {
+            break sandboxes;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{} sessions open for {} listed sandboxes",
+            sessions().len(),
+            sandboxes.len()
+        );
+    };
+    for sandbox in &sandboxes {
+        let id = sandbox["sandboxID"].as_str().unwrap();
+        assert_eq!(kill(&server, id, ALICE).status().as_u16(), 204);
+    }
+    assert_eq!(sessions(), Vec::<Value>::new());
 }

@@ -1,7 +1,7 @@
 //! E2B's control API: create, list, inspect, connect to, time and kill sandboxes.
 
 use super::sandboxes::{Context, Sandbox};
-use super::{blocking, client_of, end_sandbox, E2b, E2bError};
+use super::{blocking, client_of, end_sandbox, to_the_end, E2b, E2bError};
 use crate::manager::{Ask, ClientId, SessionInfo};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
@@ -186,6 +186,19 @@ async fn create(
     if new.allow_internet_access == Some(false) {
         ask.network = Some(sandlot_core::Network::Off);
     }
+    to_the_end(register(e2b, client, new, ask, language, backend, timeout)).await
+}
+
+/// Opens the sandbox `create` asked for and registers it.
+async fn register(
+    e2b: E2b,
+    client: ClientId,
+    new: NewSandbox,
+    ask: Ask,
+    language: String,
+    backend: Option<String>,
+    timeout: Duration,
+) -> Result<Response, E2bError> {
     let manager = e2b.manager.clone();
     let owner = client.clone();
     let opened = blocking(move || {

@@ -4,8 +4,8 @@
 
 use super::display;
 use super::sandboxes::{lock, Context, Sandbox};
-use super::{blocking, E2b, E2bError};
-use crate::manager::Ask;
+use super::{blocking, to_the_end, E2b, E2bError};
+use crate::manager::{Ask, SessionId};
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -70,6 +70,34 @@ fn language_of(e2b_language: &str) -> String {
     }
 }
 
+/// Whether `sandbox` is still one of the server's: not killed or reaped.
+fn registered(e2b: &E2b, sandbox: &Arc<Sandbox>) -> bool {
+    e2b.sandboxes
+        .get(&sandbox.id)
+        .is_some_and(|s| Arc::ptr_eq(&s, sandbox))
+}
+
+/// Closes `session`, opened for `sandbox` while it was killed or reaped (whose end
+/// closed the sessions it had then), and says the sandbox is gone.
+async fn orphaned(e2b: &E2b, sandbox: &Sandbox, session: SessionId) -> E2bError {
+    let manager = e2b.manager.clone();
+    let client = sandbox.client.clone();
+    let _ = blocking(move || manager.close(&client, &session)).await;
+    E2bError::new(
+        StatusCode::NOT_FOUND,
+        format!("sandbox {} ended while the context opened", sandbox.id),
+    )
+}
+
+/// Adds `context` to `sandbox`, unless the sandbox ended meanwhile.
+async fn adopt(e2b: &E2b, sandbox: &Arc<Sandbox>, context: Context) -> Result<(), E2bError> {
+    lock(&sandbox.contexts).push(context.clone());
+    if registered(e2b, sandbox) {
+        return Ok(());
+    }
+    Err(orphaned(e2b, sandbox, context.session).await)
+}
+
 /// Opens a context of `language` in `sandbox` on the sandbox's backend.
 async fn open_context(
     e2b: &E2b,
@@ -111,16 +139,19 @@ async fn create_context(
     parsed: Result<Json<NewContext>, JsonRejection>,
 ) -> Result<Json<Value>, E2bError> {
     let new = body(parsed)?;
-    let context = open_context(
-        &e2b,
-        &sandbox,
-        new.language.as_deref().unwrap_or("python"),
-        new.cwd,
-    )
-    .await?;
-    let answer = context_json(&context);
-    lock(&sandbox.contexts).push(context);
-    Ok(Json(answer))
+    to_the_end(async move {
+        let context = open_context(
+            &e2b,
+            &sandbox,
+            new.language.as_deref().unwrap_or("python"),
+            new.cwd,
+        )
+        .await?;
+        let answer = context_json(&context);
+        adopt(&e2b, &sandbox, context).await?;
+        Ok(Json(answer))
+    })
+    .await
 }
 
 async fn list_contexts(Extension(sandbox): Extension<Arc<Sandbox>>) -> Json<Value> {
@@ -185,7 +216,20 @@ async fn restart_context(
              files; create a context of its language for a fresh interpreter",
         ));
     }
-    let fresh = open_context(&e2b, &sandbox, &language, Some(cwd)).await?;
+    to_the_end(async move {
+        let fresh = open_context(&e2b, &sandbox, &language, Some(cwd)).await?;
+        replace(&e2b, &sandbox, &id, fresh).await
+    })
+    .await
+}
+
+/// Puts `fresh` in context `id`'s place and closes the session it had.
+async fn replace(
+    e2b: &E2b,
+    sandbox: &Arc<Sandbox>,
+    id: &str,
+    fresh: Context,
+) -> Result<StatusCode, E2bError> {
     let old = {
         let mut contexts = lock(&sandbox.contexts);
         match contexts.iter_mut().find(|c| c.id == id) {
@@ -203,8 +247,11 @@ async fn restart_context(
     let manager = e2b.manager.clone();
     let client = sandbox.client.clone();
     // Removed meanwhile: the fresh session is not wanted either.
-    let closing = old.unwrap_or(fresh.session);
+    let closing = old.unwrap_or(fresh.session.clone());
     blocking(move || manager.close(&client, &closing)).await?;
+    if !registered(e2b, sandbox) {
+        return Err(orphaned(e2b, sandbox, fresh.session).await);
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -212,7 +259,7 @@ async fn restart_context(
 /// when there is none), else the default one.
 async fn context_for(
     e2b: &E2b,
-    sandbox: &Sandbox,
+    sandbox: &Arc<Sandbox>,
     context_id: Option<&str>,
     language: Option<&str>,
 ) -> Result<Context, E2bError> {
@@ -242,9 +289,14 @@ async fn context_for(
     match found {
         Some(found) => Ok(found),
         None => {
-            let context = open_context(e2b, sandbox, language.unwrap_or("python"), None).await?;
-            lock(&sandbox.contexts).push(context.clone());
-            Ok(context)
+            let (e2b, sandbox) = (e2b.clone(), sandbox.clone());
+            let language = language.unwrap_or("python").to_string();
+            to_the_end(async move {
+                let context = open_context(&e2b, &sandbox, &language, None).await?;
+                adopt(&e2b, &sandbox, context.clone()).await?;
+                Ok(context)
+            })
+            .await
         }
     }
 }

@@ -453,6 +453,21 @@ impl IntoResponse for E2bError {
 }
 
 /// Runs blocking manager work on tokio's blocking pool.
+/// Runs `work` to its end even if the request that started it is dropped (its
+/// client hung up or timed out): a sandbox or context it opens is then registered,
+/// and so listed, killable and reaped, instead of holding a session no one sees
+/// until its idle timeout.
+async fn to_the_end<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T, E2bError>> + Send + 'static,
+) -> Result<T, E2bError> {
+    tokio::spawn(work).await.unwrap_or_else(|e| {
+        Err(E2bError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the call failed inside the server: {e}"),
+        ))
+    })
+}
+
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, Error> + Send + 'static,
 ) -> Result<T, Error> {
