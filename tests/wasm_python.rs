@@ -443,6 +443,45 @@ fn a_pandas_session_comes_back_from_its_snapshot() {
     );
 }
 
+/// A restored session runs with its own environment and secrets only: what the
+/// snapshot's session set (a secret, a variable, one run's own) is gone, not kept
+/// unmasked in the interpreter's memory; and one run's environment does not outlive
+/// it.
+#[test]
+fn a_restored_session_has_its_own_environment_not_the_snapshots() {
+    let mut builder = sandlot().session("python");
+    builder
+        .secret("API_KEY", "sk-live-0123456789abcdef")
+        .unwrap();
+    builder.env("STALE", "1");
+    let mut session = builder.open().unwrap();
+    let options = sandlot::RunOptions {
+        env: vec![("ONE_RUN".into(), "1".into())],
+        ..Default::default()
+    };
+    let set = session.run_with("x = 1", options).unwrap();
+    assert_eq!(set.exit_code, 0, "{}", set.stderr_text());
+    let shown = "import os\n\
+                 print([os.environ.get(k) or None for k in ('API_KEY', 'STALE', 'ONE_RUN')], x)";
+    // The same session's next run: the run's own variable is gone, the session's stay.
+    let next = session.run(shown).unwrap();
+    assert_eq!(
+        next.stdout_text(),
+        "['***', '1', None] 1\n",
+        "{}",
+        next.stderr_text()
+    );
+    let snapshot = session.snapshot().unwrap();
+    let mut restored = sandlot().restore(&snapshot).unwrap();
+    let seen = restored.run(shown).unwrap();
+    assert_eq!(
+        seen.stdout_text(),
+        "[None, None, None] 1\n",
+        "{}",
+        seen.stderr_text()
+    );
+}
+
 /// A snapshot that was cut short, damaged, signed by another host or made with
 /// another runtime is refused, saying which, before anything runs.
 #[test]

@@ -749,6 +749,7 @@ impl WasmBackend {
             // What a restored interpreter's environment holds is not known: the next
             // run sets its own.
             env: if restoring { None } else { Some(Vec::new()) },
+            env_keys: restored.env_keys,
             cwd: restored.cwd,
             args: restored.args,
         })
@@ -784,6 +785,11 @@ struct InterpreterSettings {
     cwd: String,
     args: Vec<String>,
     tools_bound: bool,
+    /// The names (never the values) of the variables runs set in it: a restoring
+    /// session removes those its own runs do not set, or it would see the earlier
+    /// session's environment, secrets included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    env_keys: Vec<String>,
     /// A component's mutable globals (see [`state_access`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     globals: Vec<u64>,
@@ -816,6 +822,10 @@ struct WasmSandbox {
     /// The environment the interpreter has now, beyond its defaults (`None`: not
     /// known, as after a restore).
     env: Option<Vec<(String, String)>>,
+    /// The names of the variables runs set in the interpreter, here or in the session
+    /// it was restored from: the next run's environment removes those it does not
+    /// set again.
+    env_keys: Vec<String>,
     /// The working directory a run last asked for, relative to the workspace.
     cwd: String,
     /// The program arguments the interpreter has now (empty: its own argv).
@@ -839,21 +849,38 @@ impl WasmSandbox {
             // A fresh instance per run: it simply starts with this environment.
             self.interpreter = Some((self.start)(&self.stdio, env)?);
             self.env = Some(env.to_vec());
+            self.env_keys = env.iter().map(|(k, _)| k.clone()).collect();
             self.args.clear();
             return Ok(());
         }
-        let native = self.interpreter.as_mut().and_then(|i| i.set_env(env));
+        // What earlier runs set, and this one does not: removed where the runtime's
+        // code can (`{unset}`), else emptied.
+        let stale: Vec<String> = self
+            .env_keys
+            .iter()
+            .filter(|k| !env.iter().any(|(name, _)| name == *k))
+            .cloned()
+            .collect();
+        let emptied: Vec<(String, String)> = env
+            .iter()
+            .cloned()
+            .chain(stale.iter().map(|k| (k.clone(), String::new())))
+            .collect();
+        let native = self.interpreter.as_mut().and_then(|i| i.set_env(&emptied));
         match (native, self.templates.set_env.clone()) {
             (Some(answer), _) => answer.map_err(|reason| {
                 self.failed(format!("setting the environment failed: {reason}"))
             })?,
             (None, Some(template)) => {
-                let object: serde_json::Map<String, serde_json::Value> = env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-                    .collect();
-                let code =
-                    template.replace("{env}", &serde_json::Value::Object(object).to_string());
+                let removes = template.contains("{unset}");
+                let object: serde_json::Map<String, serde_json::Value> =
+                    (if removes { env } else { &emptied[..] })
+                        .iter()
+                        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                        .collect();
+                let code = template
+                    .replace("{unset}", &serde_json::json!(stale).to_string())
+                    .replace("{env}", &serde_json::Value::Object(object).to_string());
                 self.hook(&code, "setting the environment")?;
             }
             (None, None) => {
@@ -866,6 +893,7 @@ impl WasmSandbox {
             }
         }
         self.env = Some(env.to_vec());
+        self.env_keys = env.iter().map(|(k, _)| k.clone()).collect();
         Ok(())
     }
 
@@ -971,6 +999,7 @@ impl WasmSandbox {
             cwd: self.cwd.clone(),
             args: self.args.clone(),
             tools_bound: self.tools_bound,
+            env_keys: self.env_keys.clone(),
             globals: captured.globals,
         };
         Ok(Some(InterpreterState {
@@ -1040,6 +1069,7 @@ impl WasmSandbox {
         self.interpreter = None;
         self.tools_bound = false;
         self.env = Some(Vec::new());
+        self.env_keys.clear();
         self.cwd.clear();
         self.args.clear();
         self.interpreter = Some((self.start)(&self.stdio, &[])?);

@@ -17,8 +17,10 @@
 //! # Code run once when a session opens (turn protocol).
 //! setup = "import os; os.chdir('/workspace')"
 //! # Code that sets environment variables in a running interpreter (turn protocol),
-//! # with {env} standing for a JSON object of them.
-//! set_env = "import os; os.environ.update({env})"
+//! # with {env} standing for a JSON object of them and {unset} for a JSON list of
+//! # names an earlier run set that this one does not (without {unset}, sandlot
+//! # sets those to "").
+//! set_env = "import os; [os.environ.pop(k, None) for k in {unset}]; os.environ.update({env})"
 //! # Code that changes the working directory of a running interpreter, with {cwd}
 //! # standing for a JSON string (an absolute guest path).
 //! set_cwd = "import os; os.chdir({cwd})"
@@ -109,8 +111,10 @@ pub struct RuntimeManifest {
     #[serde(default)]
     pub setup: Option<String>,
     /// Code that sets environment variables in a running interpreter, `{env}`
-    /// standing for a JSON object of them (turn). Without it, a run cannot bring its
-    /// own environment.
+    /// standing for a JSON object of them and `{unset}` for a JSON list of the names
+    /// earlier runs (or the session it was restored from) set that this run does not
+    /// (turn); without `{unset}`, those are set to `""`. Without it, a run cannot
+    /// bring its own environment.
     #[serde(default)]
     pub set_env: Option<String>,
     /// Code that changes the working directory of a running interpreter, `{cwd}`

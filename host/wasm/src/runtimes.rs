@@ -168,8 +168,9 @@ module = "python-snapshot.wasm"
 sha256 = "{module_sha256}"
 protocol = "turn"
 setup = "import os\nos.chdir('/workspace')\ndel os\n"
-# Sets environment variables in a running interpreter; {{env}} is a JSON object.
-set_env = "import os as _sl_os\n_sl_os.environ.update({{env}})\ndel _sl_os\n"
+# Sets environment variables in a running interpreter; {{env}} is a JSON object,
+# {{unset}} a JSON list of names to remove.
+set_env = "import os as _sl_os\n[_sl_os.environ.pop(_sl_k, None) for _sl_k in {{unset}}]\n_sl_os.environ.update({{env}})\ndel _sl_os\n"
 # Changes the working directory of a running interpreter; {{cwd}} is a JSON string.
 set_cwd = "import os as _sl_os\n_sl_os.chdir({{cwd}})\ndel _sl_os\n"
 # Built in (the runtime cannot install packages).
