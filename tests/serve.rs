@@ -1596,3 +1596,47 @@ async fn the_store_keeps_to_its_disk_limit() {
         0
     );
 }
+
+/// Snapshots on their way in share the store's room with what it holds: while one
+/// upload holds most of it, a second that would overrun it is refused as it
+/// arrives, instead of each being streamed to the disk up to the whole store's size.
+#[tokio::test]
+async fn uploads_under_way_share_the_stores_room() {
+    let server = Server::start(&["--max-stored-bytes", "1000000"]);
+    let (sender, chunks) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    let slow = futures_util::stream::unfold(chunks, |mut chunks| async move {
+        let chunk = chunks.recv().await?;
+        Some((Ok::<_, std::io::Error>(chunk), chunks))
+    });
+    let first = tokio::spawn(
+        client()
+            .post(server.at("/v1/snapshots"))
+            .bearer_auth(ALICE)
+            .body(reqwest::Body::wrap_stream(slow))
+            .send(),
+    );
+    sender.send(vec![0; 700_000]).await.unwrap();
+    // The first upload's bytes have reached the server and hold their room.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let whole = || {
+        client()
+            .post(server.at("/v1/snapshots"))
+            .bearer_auth(ALICE)
+            .body(vec![0u8; 700_000])
+            .send()
+    };
+    let second = whole().await.unwrap();
+    let status = second.status().as_u16();
+    let refused: Value = second.json().await.unwrap();
+    assert_eq!(
+        (status, refused["error"]["kind"].as_str()),
+        (429, Some("exhausted")),
+        "{refused}"
+    );
+    // The first ends; what it sent is not a snapshot, and its room comes back.
+    drop(sender);
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(first.status().as_u16(), 400);
+    let third = whole().await.unwrap();
+    assert_eq!(third.status().as_u16(), 400, "{:?}", third.text().await);
+}

@@ -522,6 +522,28 @@ impl Drop for Turn<'_> {
     }
 }
 
+/// Room in the store held for a snapshot being received ([`SessionManager::incoming`]).
+pub struct Incoming {
+    inner: Arc<Inner>,
+    bytes: u64,
+}
+
+impl Incoming {
+    /// Takes `bytes` more of the store's room, or says it is full
+    /// ([`Error::StoreFull`]).
+    pub fn take(&mut self, bytes: u64) -> Result<()> {
+        self.inner.store.take_room(bytes)?;
+        self.bytes += bytes;
+        Ok(())
+    }
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        self.inner.store.release(self.bytes);
+    }
+}
+
 /// Where a session's state is.
 enum Slot {
     /// In its sandbox (boxed: a session is large, and most slots of a busy server
@@ -1370,6 +1392,18 @@ impl SessionManager {
 
     /// Keeps, for `client`, a snapshot read from `input` (made by this server, or any
     /// intact one where the server's configuration trusts others').
+    /// Room in the store for a snapshot on its way in, taken as its bytes arrive
+    /// ([`Incoming::take`]) and given back when dropped: uploads under way share the
+    /// store's room with what it holds, so together they cannot put more than it
+    /// takes on the disk.
+    pub fn incoming(&self) -> Incoming {
+        Incoming {
+            inner: self.inner.clone(),
+            bytes: 0,
+        }
+    }
+
+    /// Checks and keeps a snapshot sent whole by `client`.
     pub fn upload_snapshot(
         &self,
         client: &ClientId,

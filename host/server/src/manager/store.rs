@@ -507,6 +507,18 @@ impl Store {
         Ok(paused)
     }
 
+    /// Takes `bytes` more of the store's room, or says it is full; given back with
+    /// [`Store::release`].
+    pub(super) fn take_room(&self, bytes: u64) -> Result<()> {
+        self.reserve(bytes).map(Reservation::keep)
+    }
+
+    /// Gives back `bytes` taken with [`Store::take_room`].
+    pub(super) fn release(&self, bytes: u64) {
+        let mut held = self.held();
+        held.bytes = held.bytes.saturating_sub(bytes);
+    }
+
     /// Takes `bytes` of the store's room, or says it is full.
     fn reserve(&self, bytes: u64) -> Result<Reservation<'_>> {
         let mut held = self.held();

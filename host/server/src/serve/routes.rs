@@ -741,7 +741,7 @@ async fn snapshots(State(api): State<Api>, Extension(client): Extension<ClientId
 }
 
 /// A snapshot sent whole: streamed to a private file (it may be gigabytes, beyond
-/// the API's body limit; at most the store's room), then checked and kept.
+/// the API's body limit; at most the room left in the store), then checked and kept.
 async fn upload_snapshot(
     State(api): State<Api>,
     Extension(client): Extension<ClientId>,
@@ -766,10 +766,16 @@ async fn upload_snapshot(
     let mut file = tokio::fs::File::from_std(file);
     let mut stream = body.into_data_stream();
     let mut received: u64 = 0;
+    // Taken as the bytes arrive, so uploads under way and what the store holds
+    // together stay within its room; given back before the snapshot is kept, which
+    // takes its own.
+    let mut room = api.manager.incoming();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| unreadable(StatusCode::BAD_REQUEST, e.to_string()))?;
         received += chunk.len() as u64;
-        if received > limit {
+        if received <= limit {
+            room.take(chunk.len() as u64)?;
+        } else {
             return Err(ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "invalid_input",
@@ -781,6 +787,7 @@ async fn upload_snapshot(
         file.write_all(&chunk).await.map_err(failed)?;
     }
     file.flush().await.map_err(failed)?;
+    drop(room);
     let mut file = file.into_std().await;
     let manager = api.manager.clone();
     let info = blocking(move || {
