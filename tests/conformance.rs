@@ -445,6 +445,21 @@ fn secrets_reach_the_code_and_come_back_masked(backend: &str) {
         std::fs::read(out.path().join("kept.txt")).unwrap(),
         b"k=***"
     );
+    // Where a snapshot keeps a kernel's variables by pickling them, the session's own
+    // code runs (`__reduce__`), and what it prints breaks the save: the error that
+    // quotes it is masked like a run's output.
+    let loud = "import os\nclass Loud:\n    key = os.environ['API_KEY']\n    \
+                def __reduce__(self):\n        print(self.key)\n        return (Loud, ())\n\
+                loud = Loud()";
+    assert_eq!(session.run(loud).unwrap().exit_code, 0);
+    let capabilities = session.capabilities().clone();
+    match session.snapshot() {
+        Ok(_) => assert!(capabilities.has(Capability::SnapshotMemory)),
+        Err(error) => {
+            let said = error.to_string();
+            assert!(said.contains("***") && !said.contains(secret), "{said}");
+        }
+    }
 }
 
 /// Under an allow-list, code reaches the listed local servers over HTTP and HTTPS

@@ -25,7 +25,9 @@ impl Session {
     /// capture less than the session holds: [`Session::snapshot_files`] takes the
     /// files alone.
     pub fn snapshot(&mut self) -> Result<Snapshot> {
-        self.capture(true, true, false)
+        // Saving a kernel's variables runs code whose failure quotes its output.
+        let captured = self.capture(true, true, false);
+        self.masked(captured)
     }
 
     /// Captures the workspace's files alone: a session restored from it starts a
@@ -237,7 +239,8 @@ impl Session {
                     ),
                 });
             }
-            session.load_namespace()?;
+            let loaded = session.load_namespace();
+            session.masked(loaded)?;
             session.used = true;
         }
         Ok(session)
