@@ -422,3 +422,28 @@ fn one_session_queues_a_bounded_number_of_callers_and_a_closed_one_lets_them_go(
         assert!(ended.to_string().contains("ended"), "{ended}");
     }
 }
+
+/// Closing a session stops the run under way (its client asked for the session to
+/// end, not to wait out the run's time limit); a shutdown lets it finish (above).
+#[test]
+fn closing_a_session_interrupts_its_run() {
+    let manager = manager(ManagerSettings::default());
+    let client = ClientId::new("impatient");
+    let opened = manager.open(&client, python(&manager, "wasm")).unwrap();
+    let running = {
+        let (manager, client, id) = (manager.clone(), client.clone(), opened.id.clone());
+        std::thread::spawn(move || {
+            manager.run(
+                &client,
+                &id,
+                "import time\ntime.sleep(60)\nprint('finished')",
+                RunOptions::default(),
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    manager.close(&client, &opened.id).unwrap();
+    let run = running.join().unwrap().expect("the run ends, interrupted");
+    assert_eq!(run.end, sandlot::EndReason::Interrupted, "{run:?}");
+    assert_eq!(run.stdout_text(), "");
+}

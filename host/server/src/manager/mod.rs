@@ -505,6 +505,9 @@ struct Entry {
     /// Set when the session is being ended: callers that get their turn after it
     /// find it ended instead of running first.
     ending: AtomicBool,
+    /// The interrupt of the run or command under way, which closing the session
+    /// triggers.
+    running: Mutex<Option<sandlot_core::Interrupt>>,
 }
 
 /// The most callers one session has waiting for their turn (and the one whose turn
@@ -615,9 +618,15 @@ impl Entry {
     }
 
     /// Ends the session, after a run in progress finishes (a run ends by its timeout
-    /// at the latest); callers still waiting then find it ended.
-    fn end(&self) {
+    /// at the latest), or is interrupted first if `interrupt`; callers still waiting
+    /// then find it ended.
+    fn end(&self, interrupt: bool) {
         self.ending.store(true, Ordering::Release);
+        if interrupt {
+            if let Some(running) = &*self.running.lock().unwrap_or_else(|e| e.into_inner()) {
+                running.interrupt();
+            }
+        }
         let slot = std::mem::replace(
             &mut *self.session.lock().unwrap_or_else(|e| e.into_inner()),
             Slot::Ended,
@@ -708,6 +717,7 @@ impl SessionManager {
             pausable: AtomicBool::new(true),
             waiting: AtomicUsize::new(0),
             ending: AtomicBool::new(false),
+            running: Mutex::new(None),
             session: Mutex::new(Slot::Paused),
         });
         tracing::info!(session = %id, client = %entry.client, "paused session taken back");
@@ -893,6 +903,7 @@ impl SessionManager {
             pausable: AtomicBool::new(pausable),
             waiting: AtomicUsize::new(0),
             ending: AtomicBool::new(false),
+            running: Mutex::new(None),
             session: Mutex::new(Slot::Live(Box::new(session))),
         });
         {
@@ -917,7 +928,7 @@ impl SessionManager {
             };
             if let Some(e) = refusal {
                 drop(sessions);
-                entry.end();
+                entry.end(false);
                 return Err(e);
             }
             sessions.insert(entry.id.clone(), entry.clone());
@@ -1127,7 +1138,34 @@ impl SessionManager {
         let _in_session = session.enter();
         let run = tracing::info_span!("run");
         let _in_run = run.enter();
-        self.count_run(self.in_session(client, id, |s| s.run_with(code, options)))
+        self.count_run(self.in_run(client, id, options, |s, options| s.run_with(code, options)))
+    }
+
+    /// [`SessionManager::in_session`] for a run or a command: its interrupt (the
+    /// caller's, or one of the manager's) is the session's to trigger while it runs,
+    /// so closing the session stops it.
+    fn in_run(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        mut options: RunOptions,
+        run: impl FnOnce(&mut Session, RunOptions) -> Result<Execution>,
+    ) -> Result<Execution> {
+        let interrupt = options
+            .interrupt
+            .get_or_insert_with(sandlot_core::Interrupt::new)
+            .clone();
+        self.in_session(client, id, |s| {
+            let entry = self.entry(client, id)?;
+            *entry.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(interrupt.clone());
+            // Closed between the turn and the line above: stopped at once.
+            if entry.ending.load(Ordering::Acquire) {
+                interrupt.interrupt();
+            }
+            let ran = run(s, options);
+            *entry.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            ran
+        })
     }
 
     /// Runs a shell command line in session `id` of `client`, where its backend has a
@@ -1161,7 +1199,7 @@ impl SessionManager {
         let _in_session = session.enter();
         let command = tracing::info_span!("command");
         let _in_command = command.enter();
-        self.count_run(self.in_session(client, id, |s| {
+        self.count_run(self.in_run(client, id, options, |s, options| {
             s.execute_command_with(command_line, options)
         }))
     }
@@ -1667,7 +1705,12 @@ impl Inner {
             _ => &self.counters.closed,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        entry.end();
+        // A client's close and the lifetime stop a run under way; a shutdown lets it
+        // finish.
+        entry.end(matches!(
+            why,
+            Ended::Closed | Ended::Lifetime | Ended::ClientGone
+        ));
         self.store.unpause(&entry.id);
         tracing::info!(
             session = %entry.id,
