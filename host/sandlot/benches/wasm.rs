@@ -23,10 +23,16 @@ fn print_one(sandlot: &sandlot::Sandlot) {
     session.close();
 }
 
+/// How many sandboxes [`rate_and_cpu`] opens with `callers` threads: about 200, the
+/// same number for each.
+fn round_of(callers: usize) -> usize {
+    200 / callers * callers
+}
+
 /// Fresh sandboxes opened, used for `print(1)` and closed by `callers` threads, 200 in
 /// all: how many a second, and the CPU of each.
 fn rate_and_cpu(sandlot: &sandlot::Sandlot, callers: usize) -> (f64, Duration) {
-    let count = 200 / callers * callers;
+    let count = round_of(callers);
     let (started, cpu) = (Instant::now(), cpu::own_cpu());
     std::thread::scope(|scope| {
         for _ in 0..callers {
@@ -81,7 +87,7 @@ fn rss_kib() -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-/// Fresh Python sandboxes with 4 callers for `seconds`, and what they cost.
+/// Fresh Python sandboxes with `callers` threads for `seconds`, and what they cost.
 fn profile(sandlot: &sandlot::Sandlot, seconds: u64, callers: usize) {
     sandlot.set_warm_start(false);
     let started = Instant::now();
@@ -94,7 +100,7 @@ fn profile(sandlot: &sandlot::Sandlot, seconds: u64, callers: usize) {
     println!(
         "python (wasm), fresh interpreter, {callers} callers: {:.0} sandboxes/s, CPU per \
          sandbox {:.2} ms",
-        f64::from(rounds * (200 / callers * callers) as u32) / started.elapsed().as_secs_f64(),
+        f64::from(rounds * round_of(callers) as u32) / started.elapsed().as_secs_f64(),
         (cpu / rounds).as_secs_f64() * 1e3
     );
 }

@@ -749,7 +749,7 @@ impl WasmBackend {
             // What a restored interpreter's environment holds is not known: the next
             // run sets its own.
             env: if restoring { None } else { Some(Vec::new()) },
-            env_keys: restored.env_keys,
+            restored_env: restored.env_keys,
             cwd: restored.cwd,
             args: restored.args,
         })
@@ -822,10 +822,9 @@ struct WasmSandbox {
     /// The environment the interpreter has now, beyond its defaults (`None`: not
     /// known, as after a restore).
     env: Option<Vec<(String, String)>>,
-    /// The names of the variables runs set in the interpreter, here or in the session
-    /// it was restored from: the next run's environment removes those it does not
-    /// set again.
-    env_keys: Vec<String>,
+    /// The names of the variables the session it was restored from had set: what
+    /// its environment holds beyond its defaults while `env` is `None`.
+    restored_env: Vec<String>,
     /// The working directory a run last asked for, relative to the workspace.
     cwd: String,
     /// The program arguments the interpreter has now (empty: its own argv).
@@ -849,17 +848,15 @@ impl WasmSandbox {
             // A fresh instance per run: it simply starts with this environment.
             self.interpreter = Some((self.start)(&self.stdio, env)?);
             self.env = Some(env.to_vec());
-            self.env_keys = env.iter().map(|(k, _)| k.clone()).collect();
             self.args.clear();
             return Ok(());
         }
         // What earlier runs set, and this one does not: removed where the runtime's
         // code can (`{unset}`), else emptied.
         let stale: Vec<String> = self
-            .env_keys
-            .iter()
-            .filter(|k| !env.iter().any(|(name, _)| name == *k))
-            .cloned()
+            .env_keys()
+            .into_iter()
+            .filter(|k| !env.iter().any(|(name, _)| name == k))
             .collect();
         let emptied: Vec<(String, String)> = env
             .iter()
@@ -893,8 +890,17 @@ impl WasmSandbox {
             }
         }
         self.env = Some(env.to_vec());
-        self.env_keys = env.iter().map(|(k, _)| k.clone()).collect();
         Ok(())
+    }
+
+    /// The names of the variables runs set in the interpreter, here or in the session
+    /// it was restored from: the next run's environment removes those it does not
+    /// set again.
+    fn env_keys(&self) -> Vec<String> {
+        match &self.env {
+            Some(env) => env.iter().map(|(k, _)| k.clone()).collect(),
+            None => self.restored_env.clone(),
+        }
     }
 
     /// Moves the interpreter to the run's working directory, if it asks for another
@@ -999,7 +1005,7 @@ impl WasmSandbox {
             cwd: self.cwd.clone(),
             args: self.args.clone(),
             tools_bound: self.tools_bound,
-            env_keys: self.env_keys.clone(),
+            env_keys: self.env_keys(),
             globals: captured.globals,
         };
         Ok(Some(InterpreterState {
@@ -1069,7 +1075,6 @@ impl WasmSandbox {
         self.interpreter = None;
         self.tools_bound = false;
         self.env = Some(Vec::new());
-        self.env_keys.clear();
         self.cwd.clear();
         self.args.clear();
         self.interpreter = Some((self.start)(&self.stdio, &[])?);

@@ -452,7 +452,6 @@ impl IntoResponse for E2bError {
     }
 }
 
-/// Runs blocking manager work on tokio's blocking pool.
 /// Runs `work` to its end even if the request that started it is dropped (its
 /// client hung up or timed out): a sandbox or context it opens is then registered,
 /// and so listed, killable and reaped, instead of holding a session no one sees
@@ -468,6 +467,7 @@ async fn to_the_end<T: Send + 'static>(
     })
 }
 
+/// Runs blocking manager work on tokio's blocking pool.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, Error> + Send + 'static,
 ) -> Result<T, Error> {

@@ -1084,6 +1084,16 @@ impl SessionManager {
         id: &SessionId,
         f: impl FnOnce(&mut Session) -> Result<T>,
     ) -> Result<T> {
+        self.in_entry(client, id, |_, session| f(session))
+    }
+
+    /// [`SessionManager::in_session`], `f` also given the session's entry.
+    fn in_entry<T>(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        f: impl FnOnce(&Entry, &mut Session) -> Result<T>,
+    ) -> Result<T> {
         let entry = self.entry(client, id)?;
         let _turn = entry.queue()?;
         entry.touch();
@@ -1105,7 +1115,7 @@ impl SessionManager {
             let Slot::Live(session) = &mut *slot else {
                 return Err(self.ended(client, id));
             };
-            f(session)
+            f(&entry, session)
         };
         entry.touch();
         result
@@ -1155,8 +1165,7 @@ impl SessionManager {
             .interrupt
             .get_or_insert_with(sandlot_core::Interrupt::new)
             .clone();
-        self.in_session(client, id, |s| {
-            let entry = self.entry(client, id)?;
+        self.in_entry(client, id, |entry, s| {
             *entry.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(interrupt.clone());
             // Closed between the turn and the line above: stopped at once.
             if entry.ending.load(Ordering::Acquire) {
@@ -1428,8 +1437,6 @@ impl SessionManager {
         Ok(infos)
     }
 
-    /// Keeps, for `client`, a snapshot read from `input` (made by this server, or any
-    /// intact one where the server's configuration trusts others').
     /// Room in the store for a snapshot on its way in, taken as its bytes arrive
     /// ([`Incoming::take`]) and given back when dropped: uploads under way share the
     /// store's room with what it holds, so together they cannot put more than it
@@ -1441,7 +1448,8 @@ impl SessionManager {
         }
     }
 
-    /// Checks and keeps a snapshot sent whole by `client`.
+    /// Keeps, for `client`, a snapshot read from `input` (made by this server, or any
+    /// intact one where the server's configuration trusts others').
     pub fn upload_snapshot(
         &self,
         client: &ClientId,

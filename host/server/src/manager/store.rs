@@ -355,8 +355,7 @@ impl Reservation<'_> {
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if self.bytes > 0 {
-            let mut held = self.store.held();
-            held.bytes = held.bytes.saturating_sub(self.bytes);
+            self.store.release(self.bytes);
         }
     }
 }
