@@ -1,5 +1,5 @@
 //! One list of behaviours, run against every backend this machine has: the embedded
-//! wasm backend, Docker, Podman, Docker reached over TCP with TLS (the path for an
+//! wasm backend (in this process, and in worker processes), Docker, Podman, Docker reached over TCP with TLS (the path for an
 //! engine on another machine: the agent is copied in and reached over an attach
 //! stream), the local Kubernetes cluster (pods reached over the attach websocket), and
 //! the native backend (bubblewrap jails, no engine). A backend joins by adding its name
@@ -45,9 +45,11 @@ fn build(pooled: Option<(&str, PoolOptions)>) -> Sandlot {
         .tls(TlsFiles::from_dir(&certs))
         .name("docker-tls")
         .connect();
+    let workers = support::wasm_workers(&plugins, &dirs);
     let mut builder = sandlot::builder(plugins)
         .runtimes_dir(dirs.runtimes_dir())
-        .cache_dir(dirs.cache.value.clone());
+        .cache_dir(dirs.cache.value.clone())
+        .backend(workers);
     match remote {
         Ok(remote) => builder = builder.backend(Arc::new(remote)),
         // tests/run.sh runs the engine-free backends again with every engine out of
@@ -126,7 +128,7 @@ fn hello(backend: &str) {
     // wasm workspace is a tmpfs of workdir_size where the machine allows one (this one
     // does: tests/run.sh runs as root).
     let unenforced: Vec<PolicyField> = match backend {
-        "wasm" => vec![],
+        "wasm" | "wasm-workers" => vec![],
         // No per-pod process limit; a memory volume without a size before 1.22; a
         // network cut only where a plugin enforces NetworkPolicy.
         "kubernetes" => {
@@ -485,7 +487,7 @@ fn egress_goes_only_where_the_allow_list_says(backend: &str) {
         .unwrap();
     let mut session = match builder.open() {
         Ok(session) => session,
-        Err(Error::BackendUnsuitable { reason, .. }) if backend == "wasm" => {
+        Err(Error::BackendUnsuitable { reason, .. }) if backend.starts_with("wasm") => {
             assert!(
                 reason.contains("no network") && reason.contains("`allow-list`"),
                 "{reason}"
@@ -554,8 +556,8 @@ print('front', fronted())
         https = servers.https,
         other = servers.other,
     );
-    assert_ne!(
-        backend, "wasm",
+    assert!(
+        !backend.starts_with("wasm"),
         "a session with no network to give was opened"
     );
     let run = session.run(&code).unwrap();
@@ -2059,6 +2061,7 @@ macro_rules! conformance {
 
 conformance! {
     wasm => "wasm",
+    wasm_workers => "wasm-workers",
     docker => "docker",
     podman => "podman",
     docker_tls => "docker-tls",

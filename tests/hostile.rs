@@ -25,6 +25,10 @@ use std::time::Duration;
 
 const BACKENDS: [&str; 5] = ["wasm", "docker", "podman", "kubernetes", "native"];
 
+/// Backends attacked as another of [`BACKENDS`] is, under its rules and its column of
+/// the table: the wasm backend with its sandboxes in worker processes.
+const VARIANTS: [(&str, &str); 1] = [("wasm-workers", "wasm")];
+
 /// One file of `tests/hostile/`.
 #[derive(Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
@@ -137,9 +141,11 @@ fn sandlot() -> &'static Sandlot {
     SANDLOT.get_or_init(|| {
         let plugins = PluginHost::builder().load().unwrap();
         let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
+        let workers = support::wasm_workers(&plugins, &dirs);
         sandlot::builder(plugins)
             .runtimes_dir(dirs.runtimes_dir())
             .cache_dir(dirs.cache.value.clone())
+            .backend(workers)
             .build()
             .unwrap()
     })
@@ -344,8 +350,8 @@ fn secret_leaks(session: &mut Session, run: &sandlot::Execution) -> Vec<String> 
 
 /// For a backend the case does not attack because it does not enforce what the case
 /// tests: its sessions must say so.
-fn reported_gap(name: &str, case: &Case, backend: &str) -> Vec<String> {
-    let field = &case.unenforced_on[backend];
+fn reported_gap(name: &str, case: &Case, backend: &str, rules: &str) -> Vec<String> {
+    let field = &case.unenforced_on[rules];
     let session = open(case, backend);
     if session.unenforced().iter().any(|f| f.to_string() == *field) {
         Vec::new()
@@ -357,7 +363,7 @@ fn reported_gap(name: &str, case: &Case, backend: &str) -> Vec<String> {
 }
 
 /// Runs `case` on `backend`; the problems found, if any.
-fn attack(name: &str, case: &Case, backend: &str, canary: &Canary) -> Vec<String> {
+fn attack(name: &str, case: &Case, backend: &str, rules: &str, canary: &Canary) -> Vec<String> {
     let mut problems = Vec::new();
     let mut fail = |what: String| problems.push(format!("{name} on {backend}: {what}"));
     let mut bystander = {
@@ -370,7 +376,7 @@ fn attack(name: &str, case: &Case, backend: &str, canary: &Canary) -> Vec<String
     let code = case
         .code
         .replace("{canary_path}", &canary.path.to_string_lossy());
-    let unenforced = case.unenforced_on.get(backend);
+    let unenforced = case.unenforced_on.get(rules);
     match session.run_with(&code, RunOptions::default()) {
         Ok(run) => {
             for problem in files_stay_inside(&mut session, &run) {
@@ -539,21 +545,23 @@ fn every_attack_of_the_corpus_is_contained_on_every_backend_it_applies_to() {
     let problems: Vec<String> = std::thread::scope(|scope| {
         let workers: Vec<_> = BACKENDS
             .iter()
-            .filter(|backend| {
+            .map(|backend| (*backend, *backend))
+            .chain(VARIANTS)
+            .filter(|(backend, _)| {
                 backends
                     .as_ref()
-                    .is_none_or(|b| b.split(',').any(|n| n == **backend))
+                    .is_none_or(|b| b.split(',').any(|n| n == *backend))
             })
-            .map(|backend| {
+            .map(|(backend, rules)| {
                 let (cases, canary) = (&cases, &canary);
                 scope.spawn(move || {
                     cases
                         .iter()
                         .flat_map(|(name, case)| {
-                            if case.backends.iter().any(|b| b == backend) {
-                                attack(name, case, backend, canary)
-                            } else if case.unenforced_on.contains_key(*backend) {
-                                reported_gap(name, case, backend)
+                            if case.backends.iter().any(|b| b == rules) {
+                                attack(name, case, backend, rules, canary)
+                            } else if case.unenforced_on.contains_key(rules) {
+                                reported_gap(name, case, backend, rules)
                             } else {
                                 Vec::new()
                             }

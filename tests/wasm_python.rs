@@ -686,3 +686,146 @@ fn warm_sessions_start_with_the_data_stack_imported_and_nothing_else() {
     warm.set_warm_start(false);
     starts_fresh(&mut warm.session("python").open().unwrap());
 }
+
+/// A Sandlot whose wasm backend keeps its sandboxes in `workers` worker processes of
+/// `program`.
+fn in_workers(workers: usize, program: &str) -> Sandlot {
+    let mut config = sandlot::Config::default();
+    config.wasm.workers = workers;
+    config.wasm.worker_program = Some(program.into());
+    sandlot::from_config(config, &Default::default()).unwrap()
+}
+
+/// Whether process `pid` is still there (a zombie is not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+#[test]
+fn a_killed_worker_loses_its_runs_and_the_next_session_gets_a_new_one() {
+    let sandlot = in_workers(1, env!("CARGO_BIN_EXE_sandlot"));
+    let mut bystander = sandlot.session("python").open().unwrap();
+    bystander.run("x = 41").unwrap();
+    let pids = sandlot::wasm::WasmBackend::of(&sandlot).worker_pids();
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    let mut session = sandlot.session("python").open().unwrap();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        // SIGKILL: nothing of the worker's own runs at its end.
+        std::process::Command::new("kill")
+            .args(["-9", &pids[0].to_string()])
+            .status()
+            .unwrap();
+        pids[0]
+    });
+    let run = session
+        .run("import time\nprint('started', flush=True)\ntime.sleep(30)")
+        .unwrap();
+    let killed = killer.join().unwrap();
+    let lost = |run: &Execution| match &run.end {
+        sandlot::EndReason::SandboxLost { cause } => {
+            cause.contains("worker") && cause.contains("signal: 9")
+        }
+        _ => false,
+    };
+    assert!(lost(&run), "{:?}", run.end);
+    assert!(!alive(killed), "the killed worker is reaped");
+    // Every sandbox of that worker is gone with it, and says so.
+    let after = bystander.run("print(x + 1)").unwrap();
+    assert!(lost(&after), "{:?}", after.end);
+    assert!(
+        bystander.run("print(1)").is_err(),
+        "an ended session runs nothing"
+    );
+    // The next session starts a new worker.
+    let mut next = sandlot.session("python").open().unwrap();
+    assert_eq!(next.run("print(6 * 7)").unwrap().stdout_text(), "42\n");
+    let pids = sandlot::wasm::WasmBackend::of(&sandlot).worker_pids();
+    assert_eq!(pids.len(), 1);
+    assert_ne!(pids[0], killed);
+}
+
+#[test]
+fn a_program_that_is_no_worker_is_refused_with_what_to_do() {
+    let sandlot = in_workers(1, "/bin/true");
+    let error = sandlot.session("python").open().unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("/bin/true") && message.contains("serve_if_asked"),
+        "{message}"
+    );
+    let sandlot = in_workers(1, "/nonexistent/sandlot");
+    let message = sandlot.session("python").open().unwrap_err().to_string();
+    assert!(message.contains("/nonexistent/sandlot"), "{message}");
+}
+
+#[test]
+fn workers_exit_when_their_parent_is_killed() {
+    // A parent that opens a session in a worker and sleeps in a run; killed, its
+    // worker must notice and go, taking the sandbox with it.
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        config.path(),
+        format!(
+            "[wasm]\nworkers = 1\nworker_program = \"{}\"\n",
+            env!("CARGO_BIN_EXE_sandlot")
+        ),
+    )
+    .unwrap();
+    let mut parent = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args(["run", "--config"])
+        .arg(config.path())
+        .args(["--backend", "wasm", "-l", "python", "--timeout", "60", "-q"])
+        .args(["-c", "import time; time.sleep(60)"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let children = |pid: u32| -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|child| {
+                std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                    stat.rsplit(')')
+                        .next()
+                        .and_then(|rest| rest.split_whitespace().nth(1))
+                        == Some(&pid.to_string())
+                })
+            })
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let worker = loop {
+        if let Some(worker) = children(parent.id()).first() {
+            break *worker;
+        }
+        assert!(std::time::Instant::now() < deadline, "no worker started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let cmdline = std::fs::read(format!("/proc/{worker}/cmdline")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("--sandlot-wasm-worker"),
+        "{cmdline:?}"
+    );
+    // Long enough for the run to be under way in the worker.
+    std::thread::sleep(Duration::from_millis(1500));
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alive(worker) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker outlived its parent by 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -135,7 +135,7 @@ pub fn start_host(backend: &str, env: &[(&str, &str)], script: &str) -> std::pro
 pub fn sandbox_exists(sandlot: &sandlot::Sandlot, backend: &str, name: &str) -> bool {
     use sandlot::docker::Engine;
     let engine = match backend {
-        "wasm" => return Path::new(name).exists(),
+        "wasm" | "wasm-workers" => return Path::new(name).exists(),
         "kubernetes" => {
             let pods = sandlot::kubernetes::KubernetesBackend::of(sandlot)
                 .unwrap()
@@ -335,4 +335,20 @@ pub fn pass_in_another_process(test: &str, env: &[(&str, &Path)]) {
         "{out}\n{}",
         String::from_utf8_lossy(&child.stderr)
     );
+}
+
+/// The wasm backend with its sandboxes in two worker processes (the `sandlot` binary),
+/// named `wasm-workers`, over the same runtimes and caches as `dirs` give `wasm`.
+pub fn wasm_workers(
+    plugins: &sandlot::PluginHost,
+    dirs: &sandlot::dirs::Dirs,
+) -> std::sync::Arc<sandlot::wasm::WasmBackend> {
+    let backend = sandlot::wasm::WasmBackend::discover(
+        dirs.runtimes_dir(),
+        plugins.runtime_components(),
+        dirs.cache.value.clone(),
+    )
+    .in_workers(sandlot::wasm::WorkerOptions::new(2).program(env!("CARGO_BIN_EXE_sandlot")))
+    .named(sandlot::backend::BackendName::new("wasm-workers").unwrap());
+    std::sync::Arc::new(backend)
 }

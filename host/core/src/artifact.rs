@@ -124,6 +124,16 @@ impl FileScan {
         )
     }
 
+    /// The files it found, in no particular order: what a backend hands across a
+    /// process boundary to rebuild the scan there with [`FileScan::from_stats`].
+    pub fn stats(&self) -> impl Iterator<Item = FileStat> + '_ {
+        self.0.iter().map(|(path, &(size, modified))| FileStat {
+            path: path.clone(),
+            size,
+            modified,
+        })
+    }
+
     /// How many files it holds.
     pub fn len(&self) -> usize {
         self.0.len()

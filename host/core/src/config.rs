@@ -21,6 +21,14 @@
 //! preset = "standard"
 //! network = "off"
 //!
+//! # The wasm backend: sandboxes in 2 worker processes of their own instead of in
+//! # this one (default 0: in this process), started from `worker_program` (default:
+//! # this program; it must serve as a worker, as the `sandlot` binary does).
+//! [wasm]
+//! workers = 2
+//! worker_program = "/usr/local/bin/sandlot"
+//! pin_workers = true                       # each worker keeps to one core (default)
+//!
 //! # A Kubernetes cluster (backend `kubernetes`); every key is optional.
 //! [kubernetes]
 //! kubeconfig = "/etc/sandlot/kubeconfig"   # default: KUBECONFIG, ~/.kube/config
@@ -82,12 +90,30 @@ pub struct Config {
     pub pools: std::collections::BTreeMap<String, PoolOptions>,
     /// The policy of sessions that set none (`[policy]`); `None`: [`Policy::default`].
     pub policy: Option<Policy>,
+    /// The wasm backend's settings (`[wasm]`).
+    pub wasm: WasmConfig,
     /// The Kubernetes backend's settings (`[kubernetes]`).
     pub kubernetes: KubernetesConfig,
     /// `sandlot serve`'s settings (`[serve]`).
     pub serve: ServeConfig,
     /// `sandlot mcp`'s settings (`[mcp]`).
     pub mcp: McpConfig,
+}
+
+/// The `[wasm]` section: where the wasm backend runs its sandboxes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct WasmConfig {
+    /// How many worker processes hold the sandboxes; 0 (the default): this process
+    /// does. Sessions opened on several threads scale with the cores in workers (see
+    /// `sandlot::wasm::worker`).
+    #[serde(default)]
+    pub workers: usize,
+    /// The program started as a worker; `None`: this process's own executable.
+    pub worker_program: Option<PathBuf>,
+    /// Whether each worker keeps to one core, in turn; `None`: yes.
+    pub pin_workers: Option<bool>,
 }
 
 /// The `[mcp]` section: settings of `sandlot mcp`.
@@ -205,6 +231,8 @@ struct File {
     pool: std::collections::BTreeMap<String, PoolSection>,
     policy: Option<PolicySettings>,
     #[serde(default)]
+    wasm: WasmConfig,
+    #[serde(default)]
     kubernetes: KubernetesConfig,
     #[serde(default)]
     serve: ServeConfig,
@@ -280,6 +308,10 @@ impl Config {
             images: file.images,
             pools,
             policy,
+            wasm: WasmConfig {
+                worker_program: file.wasm.worker_program.map(|f| base.join(f)),
+                ..file.wasm
+            },
             kubernetes: KubernetesConfig {
                 kubeconfig: file.kubernetes.kubeconfig.map(|f| base.join(f)),
                 pod_template: file.kubernetes.pod_template.map(|f| base.join(f)),
@@ -319,6 +351,30 @@ mod tests {
             text.contains("/x/sandlot.toml") && text.contains("plugin_dir"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_wasm_section_sets_workers_and_resolves_their_program() {
+        let config = Config::parse(
+            "[wasm]\nworkers = 2\nworker_program = \"bin/sandlot\"\npin_workers = false\n",
+            Path::new("/etc/sandlot/sandlot.toml"),
+        )
+        .unwrap();
+        assert_eq!(config.wasm.workers, 2);
+        assert_eq!(
+            config.wasm.worker_program,
+            Some(PathBuf::from("/etc/sandlot/bin/sandlot"))
+        );
+        assert_eq!(config.wasm.pin_workers, Some(false));
+        assert_eq!(
+            Config::default().wasm.workers,
+            0,
+            "in this process by default"
+        );
+        let error = Config::parse("[wasm]\nworker = 2\n", Path::new("s.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("worker"), "{error}");
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! warm run in an open session, and memory per idle session; for Python, the same
 //! open + print 1 + close from a fresh interpreter and with warm starts (a base with
 //! the data stack imported, restored copy-on-write), with the CPU each costs
-//! (`getrusage` of this process) and how many a second 1 and 4 callers get. Needs both
+//! (`getrusage` of this process) and how many a second 1 and 4 callers get, in this
+//! process and in 2 worker processes (this program started again). Needs both
 //! runtimes installed (`sandlot runtimes install python|javascript`). Run with
 //! `cargo bench --bench wasm`. `SANDLOT_BENCH_PROFILE=S` runs only fresh Python
 //! sandboxes with 4 callers (`SANDLOT_BENCH_CALLERS=N`: N) for S seconds, for `perf
-//! record`, or to run copies side by side.
+//! record`, or to run copies side by side; `SANDLOT_BENCH_WORKERS=N` puts them in N
+//! worker processes.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -30,10 +32,10 @@ fn round_of(callers: usize) -> usize {
 }
 
 /// Fresh sandboxes opened, used for `print(1)` and closed by `callers` threads, 200 in
-/// all: how many a second, and the CPU of each.
-fn rate_and_cpu(sandlot: &sandlot::Sandlot, callers: usize) -> (f64, Duration) {
+/// all: how many a second, and the CPU of each (this process's, the machine's).
+fn rate_and_cpu(sandlot: &sandlot::Sandlot, callers: usize) -> (f64, Duration, Duration) {
     let count = round_of(callers);
-    let (started, cpu) = (Instant::now(), cpu::own_cpu());
+    let (started, cpu, machine) = (Instant::now(), cpu::own_cpu(), cpu::machine_cpu());
     std::thread::scope(|scope| {
         for _ in 0..callers {
             scope.spawn(|| {
@@ -46,7 +48,36 @@ fn rate_and_cpu(sandlot: &sandlot::Sandlot, callers: usize) -> (f64, Duration) {
     (
         count as f64 / started.elapsed().as_secs_f64(),
         (cpu::own_cpu() - cpu) / count as u32,
+        (cpu::machine_cpu() - machine) / count as u32,
     )
+}
+
+/// Fresh sandboxes in worker processes, 1, 4 and 16 callers, five rounds of each in
+/// turn: the medians.
+fn in_workers_scaling(workers: usize) {
+    let sandlot = in_workers(workers);
+    print_one(&sandlot);
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let callers = [1, 4, 16];
+    let (mut rates, mut cpus) = (callers.map(|_| Vec::new()), callers.map(|_| Vec::new()));
+    for _ in 0..5 {
+        for (at, callers) in callers.into_iter().enumerate() {
+            let (rate, _, machine) = rate_and_cpu(&sandlot, callers);
+            rates[at].push(rate);
+            cpus[at].push(machine.as_secs_f64() * 1e3);
+        }
+    }
+    let [one, four, sixteen] = rates.map(median);
+    let [cpu_one, cpu_four, _] = cpus.map(median);
+    println!(
+        "python (wasm, {workers} worker processes), fresh interpreter: fresh sandboxes/s 1 / 4 \
+         / 16 callers {one:.0} / {four:.0} / {sixteen:.0} (4 / 1: {:.2}x); CPU per sandbox \
+         (the machine) 1 / 4 callers {cpu_one:.2} / {cpu_four:.2} ms",
+        four / one
+    );
 }
 
 /// Fresh interpreters against warm starts.
@@ -63,8 +94,8 @@ fn warm_starts(criterion: &mut Criterion, sandlot: &sandlot::Sandlot) {
         if warm {
             assert!(sandlot.session("python").backend("wasm").warm_up().unwrap());
         }
-        let (one, cpu_one) = rate_and_cpu(sandlot, 1);
-        let (four, cpu_four) = rate_and_cpu(sandlot, 4);
+        let (one, cpu_one, _) = rate_and_cpu(sandlot, 1);
+        let (four, cpu_four, _) = rate_and_cpu(sandlot, 4);
         println!(
             "python (wasm), {}: fresh sandboxes/s 1 / 4 callers {one:.0} / {four:.0} \
              ({:.2}x); CPU per sandbox (this process) {:.2} / {:.2} ms",
@@ -87,26 +118,41 @@ fn rss_kib() -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-/// Fresh Python sandboxes with `callers` threads for `seconds`, and what they cost.
+/// Fresh Python sandboxes with `callers` threads for `seconds`, and what they cost:
+/// the CPU of this process (which misses workers) and of the whole machine.
 fn profile(sandlot: &sandlot::Sandlot, seconds: u64, callers: usize) {
     sandlot.set_warm_start(false);
     let started = Instant::now();
-    let (mut rounds, mut cpu) = (0u32, Duration::ZERO);
+    let (mut rounds, mut cpu, mut machine) = (0u32, Duration::ZERO, Duration::ZERO);
     while started.elapsed() < Duration::from_secs(seconds) {
-        let (_, each) = rate_and_cpu(sandlot, callers);
+        let (_, each, machine_each) = rate_and_cpu(sandlot, callers);
         cpu += each;
+        machine += machine_each;
         rounds += 1;
     }
     println!(
         "python (wasm), fresh interpreter, {callers} callers: {:.0} sandboxes/s, CPU per \
-         sandbox {:.2} ms",
+         sandbox {:.2} ms (this process), {:.2} ms (the machine)",
         f64::from(rounds * round_of(callers) as u32) / started.elapsed().as_secs_f64(),
-        (cpu / rounds).as_secs_f64() * 1e3
+        (cpu / rounds).as_secs_f64() * 1e3,
+        (machine / rounds).as_secs_f64() * 1e3,
     );
 }
 
+/// A Sandlot whose wasm backend keeps its sandboxes in `workers` processes.
+fn in_workers(workers: usize) -> sandlot::Sandlot {
+    let mut config = sandlot::Config::discover(None).unwrap();
+    config.wasm.workers = workers;
+    sandlot::from_config(config, &Default::default()).unwrap()
+}
+
 fn main() {
-    let sandlot = sandlot::from_environment().unwrap();
+    // The workers of `in_workers` are this program started again.
+    sandlot::wasm::worker::serve_if_asked();
+    let sandlot = match std::env::var("SANDLOT_BENCH_WORKERS") {
+        Ok(workers) => in_workers(workers.parse().expect("SANDLOT_BENCH_WORKERS: a number")),
+        Err(_) => sandlot::from_environment().unwrap(),
+    };
     if let Ok(seconds) = std::env::var("SANDLOT_BENCH_PROFILE") {
         print_one(&sandlot);
         let callers = std::env::var("SANDLOT_BENCH_CALLERS").map_or(4, |callers| {
@@ -146,6 +192,7 @@ fn main() {
     }
     warm_starts(&mut criterion, &sandlot);
     criterion.final_summary();
+    in_workers_scaling(2);
 
     // Memory per idle session: open many, touch each once, measure resident memory.
     for (language, code) in languages {

@@ -15,8 +15,45 @@
 //! importable as `sandlot_tools` too ([`bindings`]).
 
 use sandlot_core::tool::ToolCalls;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use wasmtime::{Caller, Extern, Linker};
+
+/// What answers the frames that come through the door: the run's [`ToolCalls`] in
+/// this process, or, in a worker process, a relay to the process that holds them.
+pub(crate) trait Answer: Send + Sync {
+    /// The largest request frame it takes; a larger one is refused from its length,
+    /// before it is copied out of the guest.
+    fn max_request(&self) -> usize;
+    /// The answer to a request of `len` bytes, more than [`Answer::max_request`].
+    fn refuse(&self, len: usize) -> Pending<'_>;
+    /// The answer frame to one request frame.
+    fn answer<'a>(&'a self, frame: &'a [u8]) -> Pending<'a>;
+}
+
+/// An answer on its way.
+pub(crate) type Pending<'a> = Pin<Box<dyn Future<Output = Vec<u8>> + Send + 'a>>;
+
+impl Answer for ToolCalls {
+    fn max_request(&self) -> usize {
+        self.limits().max_argument_bytes
+    }
+
+    fn refuse(&self, len: usize) -> Pending<'_> {
+        let refusal = self.refuse_oversized(len);
+        Box::pin(async move {
+            match refusal {
+                Some(refusal) => refusal,
+                None => ToolCalls::answer(self, &[]).await,
+            }
+        })
+    }
+
+    fn answer<'a>(&'a self, frame: &'a [u8]) -> Pending<'a> {
+        Box::pin(ToolCalls::answer(self, frame))
+    }
+}
 
 /// The import's module and name.
 pub(crate) const MODULE: &str = "host";
@@ -26,15 +63,15 @@ pub(crate) const NAME: &str = "call";
 /// What the door answers with: the tool calls of the run under way, if it has any.
 /// Shared by a sandbox and every instance it starts.
 #[derive(Clone, Default)]
-pub(crate) struct Door(Arc<Mutex<Option<Arc<ToolCalls>>>>);
+pub(crate) struct Door(Arc<Mutex<Option<Arc<dyn Answer>>>>);
 
 impl Door {
     /// Opens the door to `calls` for a run, or closes it (`None`).
-    pub(crate) fn set(&self, calls: Option<Arc<ToolCalls>>) {
+    pub(crate) fn set(&self, calls: Option<Arc<dyn Answer>>) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = calls;
     }
 
-    pub(crate) fn current(&self) -> Option<Arc<ToolCalls>> {
+    pub(crate) fn current(&self) -> Option<Arc<dyn Answer>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
@@ -71,13 +108,12 @@ pub(crate) fn link<T: Send + 'static>(
                     return Ok(FAULT);
                 }
                 // An oversized request is refused from its length, before any copy.
-                let answer = match calls.refuse_oversized(request_len) {
-                    Some(refusal) => refusal,
-                    None => {
-                        let mut frame = vec![0; request_len];
-                        memory.read(&caller, request, &mut frame)?;
-                        calls.answer(&frame).await
-                    }
+                let answer = if request_len > calls.max_request() {
+                    calls.refuse(request_len).await
+                } else {
+                    let mut frame = vec![0; request_len];
+                    memory.read(&caller, request, &mut frame)?;
+                    calls.answer(&frame).await
                 };
                 let Ok(answer_len) = i32::try_from(answer.len()) else {
                     return Ok(FAULT);

@@ -28,8 +28,10 @@ mod workspace;
 
 pub mod provider;
 pub mod runtimes;
+pub mod worker;
 
 pub use provider::WasmProvider;
+pub use worker::WorkerOptions;
 
 /// Entry points for the fuzz targets in `host/fuzz`; not part of the API.
 #[doc(hidden)]
@@ -37,6 +39,11 @@ pub mod fuzzing {
     /// A runtime's manifest.
     pub fn runtime_manifest(text: &str) {
         let _ = crate::module::RuntimeManifest::parse(text, std::path::Path::new("/fuzz"));
+    }
+
+    /// What a worker process sends its backend: framing and messages.
+    pub fn worker_frames(bytes: &[u8]) {
+        crate::worker::fuzzing::frames(bytes);
     }
 }
 
@@ -281,6 +288,11 @@ impl Stdio {
 /// The wasm backend and the runtimes it knows.
 pub struct WasmBackend {
     catalog: Catalog,
+    name: BackendName,
+    /// What [`WasmBackend::discover`] was given, for workers to discover the same.
+    found_in: (PathBuf, Vec<PathBuf>, Option<PathBuf>),
+    /// Where sandboxes run when not in this process.
+    workers: Option<worker::Workers>,
 }
 
 impl std::fmt::Debug for WasmBackend {
@@ -303,8 +315,41 @@ impl WasmBackend {
         cache_dir: Option<PathBuf>,
     ) -> WasmBackend {
         WasmBackend {
-            catalog: Catalog::discover(runtimes_dir, components, ComponentCache::new(cache_dir)),
+            catalog: Catalog::discover(
+                runtimes_dir,
+                components,
+                ComponentCache::new(cache_dir.clone()),
+            ),
+            name: BackendName::WASM,
+            found_in: (runtimes_dir.to_path_buf(), components.to_vec(), cache_dir),
+            workers: None,
         }
+    }
+
+    /// The same backend with its sandboxes in worker processes (see [`worker`]):
+    /// sessions on several threads then scale with the cores instead of waiting for
+    /// each other in this process's address space.
+    pub fn in_workers(mut self, options: WorkerOptions) -> WasmBackend {
+        let (runtimes_dir, components, cache_dir) = self.found_in.clone();
+        self.workers = Some(worker::Workers::new(
+            options,
+            runtimes_dir,
+            components,
+            cache_dir,
+        ));
+        self
+    }
+
+    /// The process ids of its live worker processes (none when its sandboxes run in
+    /// this process), for monitoring.
+    pub fn worker_pids(&self) -> Vec<u32> {
+        self.workers.as_ref().map_or_else(Vec::new, |w| w.pids())
+    }
+
+    /// The same backend under another name (`wasm-workers` beside `wasm`, say).
+    pub fn named(mut self, name: BackendName) -> WasmBackend {
+        self.name = name;
+        self
     }
 
     /// Every runtime found, in order of precedence, with what it serves or why it is
@@ -357,7 +402,7 @@ impl WasmBackend {
 
 impl Backend for WasmBackend {
     fn name(&self) -> BackendName {
-        BackendName::WASM
+        self.name.clone()
     }
 
     fn capabilities(&self, language: &str) -> Capabilities {
@@ -515,6 +560,9 @@ impl Backend for WasmBackend {
                  sandlot.toml) to one that is",
             ),
         });
+        if let Some(workers) = &self.workers {
+            checks.push(workers.check());
+        }
         for runtime in &found {
             if let Err(why) = &runtime.description {
                 checks.push(Check::gap(
@@ -528,6 +576,10 @@ impl Backend for WasmBackend {
     }
 
     fn open(&self, spec: &SandboxSpec<'_>) -> Result<Box<dyn Sandbox>> {
+        if let Some(workers) = &self.workers {
+            self.installed(spec.language)?;
+            return Ok(Box::new(workers.open(spec, None)?));
+        }
         Ok(Box::new(self.sandbox(spec, None)?))
     }
 
@@ -537,11 +589,25 @@ impl Backend for WasmBackend {
         state: &InterpreterState,
         bytes: &mut StateReader<'_>,
     ) -> Result<Box<dyn Sandbox>> {
+        if let Some(workers) = &self.workers {
+            self.installed(spec.language)?;
+            return Ok(Box::new(workers.open(spec, Some((state, bytes)))?));
+        }
         Ok(Box::new(self.sandbox(spec, Some((state, bytes)))?))
     }
 }
 
 impl WasmBackend {
+    /// Whether a runtime serves `language`, said here before a worker is asked.
+    fn installed(&self, language: &str) -> Result<()> {
+        self.catalog
+            .find(language)
+            .map(|_| ())
+            .map_err(|_| Error::RuntimeNotInstalled {
+                language: language.to_string(),
+            })
+    }
+
     /// A sandbox for `spec`: a fresh interpreter, or the one a snapshot's `restore`
     /// holds.
     fn sandbox(
@@ -1082,8 +1148,14 @@ impl WasmSandbox {
     }
 }
 
-impl Sandbox for WasmSandbox {
-    fn run(&mut self, request: RunRequest<'_>) -> Result<Outcome> {
+impl WasmSandbox {
+    /// [`Sandbox::run`] with the door open to `door` rather than to the request's
+    /// tools: a worker process relays the calls to the process that holds them.
+    fn run_through(
+        &mut self,
+        request: RunRequest<'_>,
+        door: Option<std::sync::Arc<dyn door::Answer>>,
+    ) -> Result<Outcome> {
         let code = match request.workload {
             Workload::Code(code) => code,
             other => return Err(other.unsupported(BackendName::WASM.as_str())),
@@ -1096,7 +1168,7 @@ impl Sandbox for WasmSandbox {
         self.apply_env(request.env)?;
         self.apply_cwd(request.workdir)?;
         self.apply_args(request.args)?;
-        if request.tools.is_some() {
+        if door.is_some() {
             self.bind_tools()?;
         }
         let program;
@@ -1121,7 +1193,7 @@ impl Sandbox for WasmSandbox {
             .stderr
             .start(request.max_output, request.on_stderr);
         // The door is open for this run only: code it leaves behind calls into nothing.
-        self.stdio.door.set(request.tools.clone());
+        self.stdio.door.set(door);
         let ran = match self.interpreter.as_mut() {
             Some(interpreter) => interpreter.run(code, request.timeout, request.interrupt),
             None => Ran::Gone,
@@ -1195,6 +1267,16 @@ impl Sandbox for WasmSandbox {
             None => SessionState::Open,
         };
         Ok(outcome)
+    }
+}
+
+impl Sandbox for WasmSandbox {
+    fn run(&mut self, request: RunRequest<'_>) -> Result<Outcome> {
+        let door = request
+            .tools
+            .clone()
+            .map(|calls| calls as std::sync::Arc<dyn door::Answer>);
+        self.run_through(request, door)
     }
 
     fn capture(&mut self, out: &mut dyn std::io::Write) -> Result<Option<InterpreterState>> {

@@ -53,11 +53,19 @@ impl WasmProvider {
 }
 
 fn discover(context: &ProviderContext) -> WasmBackend {
-    WasmBackend::discover(
+    let backend = WasmBackend::discover(
         context.runtimes_dir(),
         context.plugins().runtime_components(),
         context.cache_dir().map(Into::into),
-    )
+    );
+    let wasm = &context.config().wasm;
+    if wasm.workers == 0 {
+        return backend;
+    }
+    let mut options = crate::WorkerOptions::new(wasm.workers);
+    options.program = wasm.worker_program.clone();
+    options.pin = wasm.pin_workers.unwrap_or(true);
+    backend.in_workers(options)
 }
 
 impl BackendProvider for WasmProvider {

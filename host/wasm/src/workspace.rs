@@ -32,6 +32,14 @@ pub(crate) struct Workspace {
     _dir: Option<tempfile::TempDir>,
 }
 
+impl Workspace {
+    /// Whether it is a directory on the host's disk, there until it is dropped, rather
+    /// than a tmpfs that nothing but its handle reaches.
+    pub(crate) fn on_disk(&self) -> bool {
+        self._dir.is_some()
+    }
+}
+
 fn io_error(path: &str, source: std::io::Error) -> Error {
     if source.kind() == std::io::ErrorKind::NotFound {
         return Error::NoSuchFile { path: path.into() };

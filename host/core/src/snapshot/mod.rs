@@ -122,6 +122,19 @@ impl SnapshotId {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         SnapshotId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
     }
+
+    /// The number behind the name, for a backend that hands a restore to another
+    /// process; that process names the snapshot with [`SnapshotId::from_raw`].
+    pub fn raw(self) -> u64 {
+        self.0
+    }
+
+    /// The name [`SnapshotId::raw`] gave, in a process that makes no snapshots of its
+    /// own (a backend's worker), so that names from the one process that sent them
+    /// never collide.
+    pub fn from_raw(raw: u64) -> SnapshotId {
+        SnapshotId(raw)
+    }
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -389,7 +402,29 @@ impl Read for StateReader<'_> {
     }
 }
 
-impl StateReader<'_> {
+impl<'a> StateReader<'a> {
+    /// A reader of the `len` bytes of state at `offset` in `file`, for a backend's
+    /// worker process that was handed the snapshot's file by the process that read it
+    /// (the file must never change while it is read or mapped).
+    pub fn in_file(
+        file: &'a File,
+        offset: u64,
+        len: u64,
+        snapshot: Option<SnapshotId>,
+    ) -> StateReader<'a> {
+        StateReader {
+            file,
+            section: Section {
+                tag: Tag::STATE,
+                offset,
+                len,
+                digest: [0; 32],
+            },
+            at: 0,
+            snapshot,
+        }
+    }
+
     /// The file the state lies in, and where in it the state starts: a backend may
     /// map its pages (privately: the file must never change) instead of reading them.
     pub fn file(&self) -> (&File, u64) {
