@@ -753,6 +753,29 @@ fn a_killed_worker_loses_its_runs_and_the_next_session_gets_a_new_one() {
 }
 
 #[test]
+fn large_files_cross_a_worker_in_pieces() {
+    use sha2::Digest;
+    let sandlot = in_workers(1, env!("CARGO_BIN_EXE_sandlot"));
+    let mut session = sandlot.session("python").open().unwrap();
+    // Five messages' worth each way, bytes that differ from piece to piece.
+    let data: Vec<u8> = (0u32..5 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    session.write_file("big.bin", &data).unwrap();
+    let run = session
+        .run("import hashlib\nprint(hashlib.sha256(open('big.bin', 'rb').read()).hexdigest())")
+        .unwrap();
+    assert_eq!(
+        run.stdout_text().trim(),
+        hex::encode(sha2::Sha256::digest(&data))
+    );
+    assert!(
+        session.read_file("big.bin").unwrap() == data,
+        "read back changed"
+    );
+}
+
+#[test]
 fn a_program_that_is_no_worker_is_refused_with_what_to_do() {
     let sandlot = in_workers(1, "/bin/true");
     let error = sandlot.session("python").open().unwrap_err();

@@ -53,6 +53,17 @@ const STUCK: Duration = Duration::from_secs(30);
 /// How often a run waiting on its worker looks at its interrupt.
 const POLL: Duration = Duration::from_millis(20);
 
+/// How long after a worker failed to start opens say so without trying again.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// How long any other call may go unanswered before its worker is taken for stuck
+/// and killed: longer than anything a worker does (the first open of a runtime
+/// compiles it, about 90 s for CPython here).
+const UNANSWERED: Duration = Duration::from_secs(600);
+
+/// How long a write to a worker may block before the worker is taken for stuck.
+const WRITE_STALL: Duration = Duration::from_secs(30);
+
 /// How the wasm backend runs its sandboxes in worker processes.
 ///
 /// ```
@@ -112,7 +123,7 @@ pub(crate) mod fuzzing {
             return;
         }
         drop(from);
-        let mut receiver = wire::Receiver::new(to);
+        let mut receiver = wire::Receiver::new(to, 0);
         while let Ok(Some(message)) = receiver.next::<wire::FromWorker>() {
             if let wire::FromWorker::Done { reply, .. } = message {
                 match reply {
@@ -149,6 +160,9 @@ pub(crate) struct Workers {
     options: WorkerOptions,
     config: WorkerConfig,
     slots: Mutex<Vec<Option<Arc<Process>>>>,
+    /// The last start that failed, and why: opens in the next [`RETRY`] say so at once
+    /// rather than each waiting for a worker that will not come.
+    failed: Mutex<Option<(Instant, String)>>,
 }
 
 impl std::fmt::Debug for Workers {
@@ -168,6 +182,7 @@ impl Workers {
     ) -> Workers {
         Workers {
             slots: Mutex::new(vec![None; options.count]),
+            failed: Mutex::new(None),
             options,
             config: WorkerConfig {
                 runtimes_dir,
@@ -194,23 +209,24 @@ impl Workers {
                 let state = serde_json::to_string(state).map_err(|e| Error::InvalidSnapshot {
                     reason: format!("its interpreter state does not encode: {e}"),
                 })?;
-                Some((state, bytes))
-            }
-        };
-        let process = self.pick()?;
-        let opened = match restore {
-            None => process.call(Call::Open { spec: wire_spec }, None),
-            Some((state, bytes)) => {
+                // The snapshot's file is read-write here; the worker gets a description
+                // of it that cannot write, so no worker changes what other sandboxes
+                // restore from it.
                 let (file, offset) = bytes.file();
                 let call = Call::Restore {
-                    spec: wire_spec,
+                    spec: wire_spec.clone(),
                     state,
                     offset: offset + bytes.position(),
                     len: bytes.len() - bytes.position(),
                     snapshot: bytes.snapshot().map(|id| id.raw()),
                 };
-                process.call(call, Some(file))
+                Some((call, read_only(file)?))
             }
+        };
+        let process = self.pick()?;
+        let opened = match restore {
+            None => process.call(Call::Open { spec: wire_spec }, None),
+            Some((call, file)) => process.call(call, Some(&file)),
         };
         let reply = opened.and_then(|sent| process.finish(sent, |_| {}));
         let (sandbox, name) = match reply {
@@ -227,6 +243,7 @@ impl Workers {
             process,
             sandbox,
             name,
+            memory: spec.memory as u64,
         })
     }
 
@@ -279,34 +296,57 @@ impl Workers {
     /// one more sandbox counted against it (the caller's to give back if its open
     /// fails).
     fn pick(&self) -> Result<Arc<Process>> {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        for slot in slots.iter_mut() {
-            if slot
-                .as_ref()
-                .is_some_and(|process| process.ended().is_some())
-            {
-                *slot = None;
+        let least = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            for slot in slots.iter_mut() {
+                if slot
+                    .as_ref()
+                    .is_some_and(|process| process.ended().is_some())
+                {
+                    *slot = None;
+                }
+            }
+            let least = slots
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, slot)| {
+                    slot.as_ref()
+                        .map_or(0, |process| process.load.load(Ordering::SeqCst))
+                })
+                .map(|(at, _)| at)
+                .unwrap_or(0);
+            if let Some(process) = &slots[least] {
+                // Counted from now, not once it has opened: opens under way at the
+                // same time spread over the workers.
+                process.load.fetch_add(1, Ordering::SeqCst);
+                return Ok(process.clone());
+            }
+            least
+        };
+        // Started without the lock: a slow or failing start holds up no other open.
+        {
+            let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((when, why)) = &*failed {
+                if when.elapsed() < RETRY {
+                    return Err(Error::Io {
+                        context: why.clone(),
+                        source: std::io::Error::other("no worker (tried again shortly)"),
+                    });
+                }
             }
         }
-        let least = slots
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, slot)| {
-                slot.as_ref()
-                    .map_or(0, |process| process.load.load(Ordering::SeqCst))
-            })
-            .map(|(at, _)| at)
-            .unwrap_or(0);
-        let process = match &slots[least] {
-            Some(process) => process.clone(),
-            None => {
-                let process = Process::start(&self.options, &self.config, least)?;
-                slots[least] = Some(process.clone());
-                process
+        let started = match Process::start(&self.options, &self.config, least) {
+            Ok(process) => process,
+            Err(e) => {
+                *self.failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((Instant::now(), e.to_string()));
+                return Err(e);
             }
         };
-        // Counted from now, not once it has opened: opens under way at the same time
-        // spread over the workers.
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        // Another open may have started one for the slot meanwhile: it is used, and
+        // this one goes as it drops.
+        let process = slots[least].get_or_insert(started).clone();
         process.load.fetch_add(1, Ordering::SeqCst);
         Ok(process)
     }
@@ -346,11 +386,25 @@ impl Process {
             source: e,
         };
         let (ours, theirs) = UnixStream::pair().map_err(|e| failed("no socket", e))?;
+        // Above the standard streams, whatever this process left of them: the
+        // child's are set after this descriptor is.
+        let theirs = {
+            let above = above_stdio(&theirs).map_err(|e| failed("no socket", e))?;
+            // Only the child's copy may hold the socket open: once it is gone, the
+            // reader sees the end.
+            drop(theirs);
+            above
+        };
+        ours.set_write_timeout(Some(WRITE_STALL))
+            .map_err(|e| failed("no socket", e))?;
         let config_json = serde_json::to_string(config)
             .map_err(|e| failed("its configuration", std::io::Error::other(e)))?;
         let mut command = Command::new(&program);
         command
             .arg(serve::FLAG)
+            // Nothing of this process's environment (its keys, its secrets) but where
+            // temporary files go and how to report a crash.
+            .env_clear()
             .env(
                 serve::FD_VARIABLE,
                 std::os::fd::AsRawFd::as_raw_fd(&theirs).to_string(),
@@ -360,6 +414,11 @@ impl Process {
             // A front end may speak a protocol on its own standard output.
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
+        for kept in ["TMPDIR", "RUST_BACKTRACE"] {
+            if let Some(value) = std::env::var_os(kept) {
+                command.env(kept, value);
+            }
+        }
         if options.pin {
             if let Some(cpu) = pinning::cpu_for(slot) {
                 command.env(serve::CPU_VARIABLE, cpu.to_string());
@@ -378,13 +437,13 @@ impl Process {
             std::thread::Builder::new()
                 .name("sandlot-wasm-worker".into())
                 .spawn(move || {
-                    let why = read(wire::Receiver::new(stream), &pending, hello);
-                    // Its socket ends as it exits: reaped now, not when the last
-                    // sandbox that knew it is dropped, and how it ended said.
-                    let status = child.lock().unwrap_or_else(|e| e.into_inner()).wait();
-                    let why = match status {
-                        Ok(status) => format!("{why}: {status}"),
-                        Err(_) => why,
+                    // A worker takes no descriptors from the backend's side.
+                    let why = read(wire::Receiver::new(stream, 0), &pending, hello);
+                    // A worker whose messages end or cannot be read is of no more
+                    // use: it goes (if it has not), is reaped, and how it ended said.
+                    let why = match reap(&child, true) {
+                        Some(status) => format!("{why}: {status}"),
+                        None => why,
                     };
                     let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
                     pending.ended.get_or_insert(why);
@@ -445,7 +504,7 @@ impl Process {
     /// Sends `call`, with `fd` beside it: its messages come to the receiver.
     fn call(
         &self,
-        call: Call,
+        mut call: Call,
         fd: Option<&std::fs::File>,
     ) -> Result<(u64, mpsc::Receiver<FromWorker>)> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -458,8 +517,29 @@ impl Process {
             }
             pending.calls.insert(id, to);
         }
-        if let Err(e) = self.send(&ToWorker::Call { id, call }, fd) {
+        // Data larger than a message carries goes ahead in pieces.
+        let ahead = match &mut call {
+            Call::Files {
+                op: FileOp::Write { data, .. } | FileOp::Unpack { archive: data, .. },
+                ..
+            } if data.len() > wire::CHUNK => std::mem::take(data),
+            _ => Vec::new(),
+        };
+        let sent = ahead
+            .chunks(wire::CHUNK)
+            .try_for_each(|piece| {
+                let bytes = piece.to_vec();
+                self.send(&ToWorker::Chunk { id, bytes }, None)
+            })
+            .and_then(|()| self.send(&ToWorker::Call { id, call }, fd));
+        if let Err(e) = sent {
             self.lock().calls.remove(&id);
+            // Refused whole before anything was written: the worker is as it was.
+            if e.kind() == std::io::ErrorKind::InvalidInput {
+                return Err(Error::InvalidRequest {
+                    reason: format!("too large for a wasm worker: {e}"),
+                });
+            }
             self.kill(&format!("a call could not be sent: {e}"));
             return Err(self.lost());
         }
@@ -471,17 +551,26 @@ impl Process {
         wire::send(&out, message, fd.map(AsFd::as_fd))
     }
 
-    /// Waits for call `id`'s reply, handing what comes before it to `event`.
+    /// Waits for call `id`'s reply, handing what comes before it to `event`; a
+    /// worker that leaves a call unanswered for [`UNANSWERED`] is killed.
     fn finish(
         &self,
         (_, from): (u64, mpsc::Receiver<FromWorker>),
         mut event: impl FnMut(FromWorker),
     ) -> Result<Reply> {
+        let deadline = Instant::now() + UNANSWERED;
         loop {
-            match from.recv() {
+            match from.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(FromWorker::Done { reply, .. }) => return reply.map_err(Error::from),
                 Ok(other) => event(other),
-                Err(_) => return Err(self.lost()),
+                Err(RecvTimeoutError::Timeout) => {
+                    self.kill(&format!(
+                        "a call went unanswered for {} s",
+                        UNANSWERED.as_secs()
+                    ));
+                    return Err(self.lost());
+                }
+                Err(RecvTimeoutError::Disconnected) => return Err(self.lost()),
             }
         }
     }
@@ -502,21 +591,62 @@ impl Drop for Process {
         // The worker closes its sandboxes and exits when its socket ends.
         let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         let _ = out.shutdown(std::net::Shutdown::Both);
-        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(5) {
-            if !matches!(child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(out);
+        reap(&self.child, false);
     }
 }
 
+/// Waits for the worker to exit, five seconds at most, then kills it (at once with
+/// `kill_first`); its status, once reaped. The lock is held for moments only, so a
+/// kill from elsewhere is never held up.
+fn reap(child: &Mutex<Child>, kill_first: bool) -> Option<std::process::ExitStatus> {
+    let lock = || child.lock().unwrap_or_else(|e| e.into_inner());
+    if kill_first {
+        let _ = lock().kill();
+    }
+    let started = Instant::now();
+    loop {
+        match lock().try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) => {}
+            Err(_) => return None,
+        }
+        if started.elapsed() > Duration::from_secs(5) {
+            let _ = lock().kill();
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A new read-only description of the file `file` is open on (`/proc/self/fd`, which
+/// reaches an unlinked file too).
+fn read_only(file: &std::fs::File) -> Result<std::fs::File> {
+    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file));
+    std::fs::File::open(&path).map_err(|e| Error::Io {
+        context: format!("cannot open the snapshot read-only for a wasm worker ({path})"),
+        source: e,
+    })
+}
+
+/// A copy of `socket`'s descriptor numbered 3 or above, closed on exec.
+fn above_stdio(socket: &UnixStream) -> std::io::Result<std::os::fd::OwnedFd> {
+    #![allow(unsafe_code)] // fcntl(2) F_DUPFD_CLOEXEC
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: duplicates a descriptor this process holds open; the new one is owned
+    // by the result alone.
+    let fd = unsafe { libc::fcntl(socket.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just made and nothing else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
 /// Makes `socket` the child's to keep across `exec`.
-fn inherit(command: &mut Command, socket: &UnixStream) {
+fn inherit(command: &mut Command, socket: &std::os::fd::OwnedFd) {
     #![allow(unsafe_code)] // fcntl(2) between fork and exec
     use std::os::unix::process::CommandExt;
     let fd = std::os::fd::AsRawFd::as_raw_fd(socket);
@@ -572,6 +702,20 @@ fn read(
     why
 }
 
+/// `outcome` with its output held to `max` bytes of each stream, as the worker should
+/// have held it.
+fn capped(mut outcome: Outcome, max: usize) -> Outcome {
+    if outcome.stdout.len() > max {
+        outcome.stdout.truncate(max);
+        outcome.stdout_truncated = true;
+    }
+    if outcome.stderr.len() > max {
+        outcome.stderr.truncate(max);
+        outcome.stderr_truncated = true;
+    }
+    outcome
+}
+
 /// The reply's name, for an error: a worker that answered out of turn.
 fn out_of_turn(reply: &Reply) -> Error {
     let name = match reply {
@@ -584,6 +728,7 @@ fn out_of_turn(reply: &Reply) -> Error {
         Reply::Info(_) => "info",
         Reply::Made(_) => "made",
         Reply::Captured(_) => "captured",
+        Reply::Chunked => "chunked",
     };
     Error::Io {
         context: "the wasm worker answered out of turn".into(),
@@ -596,16 +741,34 @@ pub(crate) struct RemoteSandbox {
     process: Arc<Process>,
     sandbox: u64,
     name: String,
+    /// Its memory cap, in bytes: what its captured state is held to.
+    memory: u64,
 }
 
 impl RemoteSandbox {
-    /// Sends the answer to tool call `call` (an empty frame, which the guest reports
-    /// as malformed, if the run has no tools: a worker asks only for runs that do).
-    fn answer(&self, call: u64, frame: Option<Vec<u8>>) {
-        let frame = frame.unwrap_or_default();
-        let _ = self
-            .process
-            .send(&ToWorker::ToolAnswer { call, frame }, None);
+    /// Answers tool call `call` with the run's tools, on the backend's I/O runtime:
+    /// the run goes on meanwhile (its output, its interrupt). Without tools (a
+    /// worker asks only for runs that have them) the answer is an empty frame, which
+    /// the guest reports as malformed.
+    fn answer(
+        &self,
+        call: u64,
+        tools: Option<Arc<sandlot_core::tool::ToolCalls>>,
+        ask: impl FnOnce(
+                Arc<sandlot_core::tool::ToolCalls>,
+            )
+                -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<u8>> + Send>>
+            + Send
+            + 'static,
+    ) {
+        let process = self.process.clone();
+        crate::io_runtime().spawn(async move {
+            let frame = match tools {
+                Some(tools) => ask(tools).await,
+                None => Vec::new(),
+            };
+            let _ = process.send(&ToWorker::ToolAnswer { call, frame }, None);
+        });
     }
 
     fn call(&self, call: Call) -> Result<Reply> {
@@ -627,11 +790,35 @@ impl RemoteSandbox {
         }
     }
 
-    fn bytes(&self, op: FileOp) -> Result<Vec<u8>> {
-        match self.file_op(op)? {
-            Reply::Bytes(bytes) => Ok(bytes),
-            other => Err(out_of_turn(&other)),
+    /// The bytes of a read or a pack of at most `max`: whole, or in pieces before
+    /// the reply. A worker that sends more is taken for broken, and killed.
+    fn bytes(&self, op: FileOp, max: u64) -> Result<Vec<u8>> {
+        let sent = self.process.call(
+            Call::Files {
+                sandbox: self.sandbox,
+                op,
+            },
+            None,
+        )?;
+        let (mut pieces, mut over) = (Vec::new(), false);
+        let reply = self.process.finish(sent, |message| {
+            if let FromWorker::Chunk { bytes, .. } = message {
+                over |= (pieces.len() + bytes.len()) as u64 > max;
+                if !over {
+                    pieces.extend_from_slice(&bytes);
+                }
+            }
+        })?;
+        let whole = match reply {
+            Reply::Bytes(bytes) => bytes,
+            Reply::Chunked => pieces,
+            other => return Err(out_of_turn(&other)),
+        };
+        if over || whole.len() as u64 > max {
+            self.process.kill("it sent more bytes than were asked for");
+            return Err(self.process.lost());
         }
+        Ok(whole)
     }
 
     fn capture_as(
@@ -646,12 +833,25 @@ impl RemoteSandbox {
             },
             None,
         )?;
-        let mut written = Ok(());
+        // The state is at most the memory and a little more; a worker that sends more
+        // is broken, not a sandbox with more state.
+        let most = self.memory.saturating_add(256 << 20);
+        let (mut written, mut total) = (Ok(()), 0u64);
         let reply = self.process.finish(sent, |message| {
             if let (FromWorker::Chunk { bytes, .. }, Ok(())) = (message, &written) {
-                written = out.write_all(&bytes);
+                total += bytes.len() as u64;
+                written = if total > most {
+                    Err(std::io::Error::other("more state than its memory holds"))
+                } else {
+                    out.write_all(&bytes)
+                };
             }
         })?;
+        if total > most {
+            self.process
+                .kill("it sent more state than a sandbox's memory holds");
+            return Err(self.process.lost());
+        }
         written.map_err(|e| Error::Io {
             context: "cannot write the captured state".into(),
             source: e,
@@ -703,56 +903,69 @@ impl Sandbox for RemoteSandbox {
             None,
         ) {
             Ok(sent) => sent,
-            Err(e) => return Ok(Outcome::lost(e.to_string())),
+            Err(e) if self.process.ended().is_some() => return Ok(Outcome::lost(e.to_string())),
+            Err(e) => return Err(e),
         };
         let (mut on_stdout, mut on_stderr) = (request.on_stdout, request.on_stderr);
         let stuck_at = Instant::now() + request.timeout.saturating_add(STUCK);
+        // What a worker may stream of each stream: the cap (it stops streaming there).
+        let budget = request.max_output.saturating_add(wire::CHUNK);
+        let (mut streamed_out, mut streamed_err) = (0usize, 0usize);
         let mut interrupted = false;
         loop {
+            // Looked at whatever comes, so a run that streams without pause is still
+            // interrupted, and a worker that floods is still caught.
+            if !interrupted && request.interrupt.is_some_and(|i| i.is_interrupted()) {
+                interrupted = true;
+                let _ = self.process.send(&ToWorker::Interrupt { id }, None);
+            }
+            if Instant::now() > stuck_at {
+                self.process.kill(&format!(
+                    "a run went {} s past its time limit",
+                    STUCK.as_secs()
+                ));
+            }
             let message = match from.recv_timeout(POLL) {
                 Ok(message) => message,
-                Err(RecvTimeoutError::Timeout) => {
-                    if !interrupted && request.interrupt.is_some_and(|i| i.is_interrupted()) {
-                        interrupted = true;
-                        let _ = self.process.send(&ToWorker::Interrupt { id }, None);
-                    }
-                    if Instant::now() > stuck_at {
-                        self.process.kill(&format!(
-                            "a run went {} s past its time limit",
-                            STUCK.as_secs()
-                        ));
-                    }
-                    continue;
-                }
+                Err(RecvTimeoutError::Timeout) => continue,
                 Err(RecvTimeoutError::Disconnected) => {
                     return Ok(Outcome::lost(self.process.lost().to_string()))
                 }
             };
             match message {
+                FromWorker::Stdout { bytes, .. } | FromWorker::Stderr { bytes, .. }
+                    if streamed_out.max(streamed_err) > budget =>
+                {
+                    let _ = bytes;
+                    self.process
+                        .kill("it streamed more output than the run's cap allows");
+                }
                 FromWorker::Stdout { bytes, .. } => {
+                    streamed_out += bytes.len();
                     if let Some(sink) = on_stdout.as_mut() {
                         sink(&bytes);
                     }
                 }
                 FromWorker::Stderr { bytes, .. } => {
+                    streamed_err += bytes.len();
                     if let Some(sink) = on_stderr.as_mut() {
                         sink(&bytes);
                     }
                 }
                 FromWorker::ToolCall { call, frame, .. } => {
-                    let answer = tools.as_deref().map(|t| crate::drive(t.answer(&frame)));
-                    self.answer(call, answer);
+                    self.answer(call, tools.clone(), move |tools| {
+                        Box::pin(async move { tools.answer(&frame).await })
+                    });
                 }
                 FromWorker::ToolCallTooLarge { call, size, .. } => {
                     let size = usize::try_from(size).unwrap_or(usize::MAX);
-                    let answer = tools
-                        .as_deref()
-                        .map(|t| crate::drive(door::Answer::refuse(t, size)));
-                    self.answer(call, answer);
+                    self.answer(call, tools.clone(), move |tools| {
+                        Box::pin(async move { door::Answer::refuse(&*tools, size).await })
+                    });
                 }
                 FromWorker::Done { reply, .. } => {
                     return match reply.map_err(Error::from)? {
-                        Reply::Ran(outcome) => Ok(outcome.into()),
+                        Reply::Ran(outcome) => Ok(capped(outcome.into(), request.max_output)),
                         other => Err(out_of_turn(&other)),
                     }
                 }
@@ -796,10 +1009,13 @@ impl SandboxFiles for RemoteSandbox {
     }
 
     fn read(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
-        self.bytes(FileOp::Read {
-            path: path.into(),
+        self.bytes(
+            FileOp::Read {
+                path: path.into(),
+                max,
+            },
             max,
-        })
+        )
     }
 
     fn list(&mut self, path: &str) -> Result<Vec<DirEntry>> {
@@ -817,10 +1033,13 @@ impl SandboxFiles for RemoteSandbox {
     }
 
     fn pack(&mut self, path: &str, max: u64) -> Result<Vec<u8>> {
-        self.bytes(FileOp::Pack {
-            path: path.into(),
+        self.bytes(
+            FileOp::Pack {
+                path: path.into(),
+                max,
+            },
             max,
-        })
+        )
     }
 
     fn unpack(&mut self, path: &str, archive: &[u8]) -> Result<()> {
@@ -867,5 +1086,25 @@ impl Drop for RemoteSandbox {
             sandbox: self.sandbox,
         });
         self.process.load.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Seek, Write};
+
+    #[test]
+    fn a_worker_gets_the_snapshot_read_only_even_unlinked() {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"state").unwrap();
+        let mut given = read_only(&file).unwrap();
+        let mut read = String::new();
+        given.read_to_string(&mut read).unwrap();
+        assert_eq!(read, "state");
+        assert!(given.write_all(b"forged").is_err());
+        assert!(given.set_len(0).is_err());
+        // Its own offset: reading there moved nothing here.
+        assert_eq!(file.stream_position().unwrap(), 5);
     }
 }

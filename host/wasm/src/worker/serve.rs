@@ -104,12 +104,15 @@ fn serve() -> io::Result<()> {
         next_call: AtomicU64::new(1),
         open: AtomicUsize::new(0),
         idle: Mutex::new(Vec::new()),
+        next_thread: AtomicU64::new(1),
+        incoming: Mutex::new(HashMap::new()),
     });
     worker.send(&FromWorker::Hello {
         version: wire::VERSION,
         build: super::build(),
     })?;
-    let mut receiver = wire::Receiver::new(stream);
+    // A restore's snapshot comes with its call; the parent sends no more than that.
+    let mut receiver = wire::Receiver::new(stream, 8);
     let ended = loop {
         match receiver.next::<ToWorker>() {
             Ok(Some(message)) => worker.take(message, &mut receiver),
@@ -125,8 +128,12 @@ fn serve() -> io::Result<()> {
 #[allow(unsafe_code)] // taking ownership of an inherited descriptor
 fn socket(fd: RawFd) -> OwnedFd {
     // SAFETY: the parent left this descriptor open for this process alone, `serve`
-    // takes it once, and nothing else here names it.
-    unsafe { OwnedFd::from_raw_fd(fd) }
+    // takes it once, and nothing else here names it. Closed on exec again: nothing
+    // this process might start inherits it.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        OwnedFd::from_raw_fd(fd)
+    }
 }
 
 /// How long a sandbox thread waits for another sandbox before it ends.
@@ -154,8 +161,11 @@ struct Worker {
     next_call: AtomicU64,
     /// Sandboxes still open (or opening) on their threads.
     open: AtomicUsize,
-    /// Sandbox threads waiting for another sandbox.
-    idle: Mutex<Vec<mpsc::Sender<Job>>>,
+    /// Sandbox threads waiting for another sandbox, each by its number.
+    idle: Mutex<Vec<(u64, mpsc::Sender<Job>)>>,
+    next_thread: AtomicU64,
+    /// The data of calls still arriving in pieces, by call.
+    incoming: Mutex<HashMap<u64, Vec<u8>>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -168,15 +178,38 @@ impl Worker {
         wire::send(&lock(&self.out), message, None)
     }
 
+    /// Answers call `id`: bytes larger than a message carries go first in pieces; an
+    /// answer that cannot be sent whole is an error the caller gets instead.
     fn reply(&self, id: u64, result: Result<Reply>) {
-        let reply = result.map_err(|e| WireError::from(&e));
-        let _ = self.send(&FromWorker::Done { id, reply });
+        let reply = match result {
+            Ok(Reply::Bytes(bytes)) if bytes.len() > wire::CHUNK => {
+                for piece in bytes.chunks(wire::CHUNK) {
+                    let bytes = piece.to_vec();
+                    if self.send(&FromWorker::Chunk { id, bytes }).is_err() {
+                        return;
+                    }
+                }
+                Ok(Reply::Chunked)
+            }
+            Ok(reply) => Ok(reply),
+            Err(e) => Err(WireError::from(&e)),
+        };
+        match self.send(&FromWorker::Done { id, reply }) {
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                let error = Error::InvalidRequest {
+                    reason: format!("the answer is too large for the worker to send: {e}"),
+                };
+                let reply = Err(WireError::from(&error));
+                let _ = self.send(&FromWorker::Done { id, reply });
+            }
+            _ => {}
+        }
     }
 
     /// Acts on one message from the parent.
     fn take(self: &Arc<Self>, message: ToWorker, receiver: &mut wire::Receiver) {
         match message {
-            ToWorker::Call { id, call } => match call {
+            ToWorker::Call { id, mut call } => match call {
                 Call::Open { .. } | Call::Restore { .. } => {
                     let fd = matches!(call, Call::Restore { .. })
                         .then(|| receiver.take_fd())
@@ -188,6 +221,17 @@ impl Worker {
                 | Call::Reset { sandbox }
                 | Call::Capture { sandbox, .. }
                 | Call::Close { sandbox } => {
+                    // Data that came ahead in pieces is the call's own.
+                    if let Some(data) = lock(&self.incoming).remove(&id) {
+                        if let Call::Files {
+                            op:
+                                FileOp::Write { data: into, .. } | FileOp::Unpack { archive: into, .. },
+                            ..
+                        } = &mut call
+                        {
+                            *into = data;
+                        }
+                    }
                     // A run's interrupt exists from the moment its call arrives, so
                     // an interrupt right behind it is not lost.
                     let interrupt = matches!(call, Call::Run { .. }).then(|| {
@@ -213,6 +257,12 @@ impl Worker {
                     interrupt.interrupt();
                 }
             }
+            ToWorker::Chunk { id, bytes } => {
+                lock(&self.incoming)
+                    .entry(id)
+                    .or_default()
+                    .extend_from_slice(&bytes);
+            }
             ToWorker::ToolAnswer { call, frame } => {
                 if let Some(waiting) = lock(&self.answers).remove(&call) {
                     let _ = waiting.send(frame);
@@ -225,14 +275,19 @@ impl Worker {
     /// thread a closed sandbox left, or a new one.
     fn start(self: &Arc<Self>, id: u64, call: Call, fd: Option<OwnedFd>) {
         self.open.fetch_add(1, Ordering::SeqCst);
-        let mut job = (id, call, fd);
-        while let Some(idle) = lock(&self.idle).pop() {
-            // A thread that stopped waiting has dropped its end: try the next.
-            match idle.send(job) {
-                Ok(()) => return,
-                Err(mpsc::SendError(back)) => job = back,
+        let job = (id, call, fd);
+        // Handed over under the lock, which a thread that stops waiting takes too:
+        // a job never goes to a thread that is leaving.
+        let job = {
+            let mut idle = lock(&self.idle);
+            match idle.pop() {
+                Some((_, thread)) => match thread.send(job) {
+                    Ok(()) => return,
+                    Err(mpsc::SendError(job)) => job,
+                },
+                None => job,
             }
-        }
+        };
         let worker = self.clone();
         let spawned = std::thread::Builder::new()
             .name("sandlot-wasm-sandbox".into())
@@ -255,16 +310,27 @@ impl Worker {
     /// (making a thread maps its stack, which every thread of the process waits
     /// for, and sandboxes come and go by the hundred a second).
     fn serve_sandboxes(self: Arc<Self>, mut job: Job) {
+        let number = self.next_thread.fetch_add(1, Ordering::Relaxed);
         loop {
             let (id, call, fd) = job;
             self.sandbox(id, call, fd);
             self.open.fetch_sub(1, Ordering::SeqCst);
             let (give, take) = mpsc::channel();
-            lock(&self.idle).push(give);
-            match take.recv_timeout(IDLE_THREAD) {
-                Ok(next) => job = next,
-                Err(_) => return,
-            }
+            lock(&self.idle).push((number, give));
+            job = match take.recv_timeout(IDLE_THREAD) {
+                Ok(next) => next,
+                Err(_) => {
+                    let mut idle = lock(&self.idle);
+                    // A job handed over just as the wait ended is served.
+                    match take.try_recv() {
+                        Ok(next) => next,
+                        Err(_) => {
+                            idle.retain(|(thread, _)| *thread != number);
+                            return;
+                        }
+                    }
+                }
+            };
         }
     }
 

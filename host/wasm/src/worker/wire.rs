@@ -12,7 +12,7 @@ use sandlot_core::artifact::{FileScan, FileStat};
 use sandlot_core::backend::{DirEntry, EndReason, FileInfo, FileKind, Outcome, SessionState};
 use sandlot_core::error::{Error, ErrorKind};
 use serde::{Deserialize, Serialize};
-use std::io::{self, IoSliceMut, Read};
+use std::io::{self, IoSliceMut};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::UnixStream;
@@ -35,7 +35,14 @@ pub(crate) enum ToWorker {
     Interrupt { id: u64 },
     /// The answer frame to the tool call the worker numbered `call`.
     ToolAnswer { call: u64, frame: Vec<u8> },
+    /// A piece of the data of call `id`, sent before the call itself when the data is
+    /// larger than [`CHUNK`]: the call's own (a write's, an unpack's) is then empty.
+    Chunk { id: u64, bytes: Vec<u8> },
 }
+
+/// The most bytes of a file, an archive or captured state one message carries;
+/// more go in pieces of this size.
+pub(crate) const CHUNK: usize = 1 << 20;
 
 /// One thing for a worker to do.
 #[derive(Debug, Serialize, Deserialize)]
@@ -170,6 +177,8 @@ pub(crate) enum Reply {
     Made(bool),
     /// The state [`Call::Capture`] wrote, as JSON, if it wrote any.
     Captured(Option<String>),
+    /// Bytes, sent before as [`FromWorker::Chunk`]s.
+    Chunked,
 }
 
 /// An [`Outcome`] of a wasm run (which never reaches a network, so it has no egress
@@ -297,7 +306,7 @@ impl From<WireInfo> for FileInfo {
         };
         FileInfo::new(kind, wire.size)
             .with_mode(wire.mode)
-            .with_modified(wire.modified.map(|since| SystemTime::UNIX_EPOCH + since))
+            .with_modified(wire.modified.and_then(at))
     }
 }
 
@@ -345,8 +354,14 @@ pub(crate) fn scan_from_wire(stats: Vec<WireStat>) -> FileScan {
     FileScan::from_stats(stats.into_iter().map(|stat| FileStat {
         path: PathBuf::from(std::ffi::OsString::from_vec(stat.path)),
         size: stat.size,
-        modified: stat.modified.map(|since| SystemTime::UNIX_EPOCH + since),
+        modified: stat.modified.and_then(at),
     }))
+}
+
+/// The time `since` the epoch; `None` for one past what the clock holds (a worker's
+/// word is not trusted to be in range).
+fn at(since: Duration) -> Option<SystemTime> {
+    SystemTime::UNIX_EPOCH.checked_add(since)
 }
 
 fn since_epoch(time: SystemTime) -> Duration {
@@ -398,7 +413,9 @@ impl From<WireError> for Error {
     }
 }
 
-/// Writes one message, with `fd` beside it if given.
+/// Writes one message, with `fd` beside it if given. A message larger than
+/// [`MAX_FRAME`] is refused before anything is written (`InvalidInput`): the stream
+/// stays usable.
 pub(crate) fn send<T: Serialize>(
     stream: &UnixStream,
     message: &T,
@@ -406,10 +423,13 @@ pub(crate) fn send<T: Serialize>(
 ) -> io::Result<()> {
     let body = postcard::to_stdvec(message).map_err(io::Error::other)?;
     if body.len() > MAX_FRAME {
-        return Err(io::Error::other(format!(
-            "a message of {} bytes is larger than the {MAX_FRAME} a worker takes",
-            body.len()
-        )));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a message of {} bytes is larger than the {MAX_FRAME} a worker's socket takes",
+                body.len()
+            ),
+        ));
     }
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -418,9 +438,8 @@ pub(crate) fn send<T: Serialize>(
         Some(fd) => descriptors::send_with(stream, &frame, fd)?,
         None => 0,
     };
-    let mut stream = stream;
     while sent < frame.len() {
-        sent += io::Write::write(&mut stream, &frame[sent..])?;
+        sent += descriptors::send(stream, &frame[sent..])?;
     }
     Ok(())
 }
@@ -431,14 +450,19 @@ pub(crate) struct Receiver {
     buffer: Vec<u8>,
     /// Descriptors received and not yet taken, in the order they came.
     fds: std::collections::VecDeque<OwnedFd>,
+    /// The most descriptors it holds untaken: more is a peer that sends what it was
+    /// not asked for, and an error (the backend takes none from a worker).
+    keep: usize,
 }
 
 impl Receiver {
-    pub(crate) fn new(stream: UnixStream) -> Receiver {
+    /// A receiver that holds at most `keep` descriptors not yet taken.
+    pub(crate) fn new(stream: UnixStream, keep: usize) -> Receiver {
         Receiver {
             stream,
             buffer: Vec::new(),
             fds: Default::default(),
+            keep,
         }
     }
 
@@ -478,13 +502,27 @@ impl Receiver {
             let at = body.len();
             let piece = (len - at).min(1 << 20);
             body.resize(at + piece, 0);
-            let n = descriptors::receive(&self.stream, &mut body[at..], &mut self.fds)?;
+            let n = self.receive(&mut body[at..])?;
             body.truncate(at + n);
             if n == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
         }
         Ok(())
+    }
+
+    /// Reads some bytes, and keeps the descriptors that came with them, within
+    /// `keep`.
+    fn receive(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = descriptors::receive(&self.stream, buf, &mut self.fds)?;
+        if self.fds.len() > self.keep {
+            self.fds.clear();
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the peer sent descriptors it was not asked for",
+            ));
+        }
+        Ok(n)
     }
 
     /// The oldest descriptor received and not yet taken.
@@ -496,7 +534,7 @@ impl Receiver {
     fn fill(&mut self, buf: &mut [u8]) -> io::Result<bool> {
         let mut at = 0;
         while at < buf.len() {
-            let n = descriptors::receive(&self.stream, &mut buf[at..], &mut self.fds)?;
+            let n = self.receive(&mut buf[at..])?;
             if n == 0 {
                 return if at == 0 {
                     Ok(false)
@@ -510,20 +548,40 @@ impl Receiver {
     }
 }
 
-impl Read for Receiver {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        descriptors::receive(&self.stream, buf, &mut self.fds)
-    }
-}
-
 /// `SCM_RIGHTS`: descriptors sent beside the bytes of a Unix stream.
 mod descriptors {
     #![allow(unsafe_code)] // sendmsg(2) and recvmsg(2) with control messages
 
     use super::*;
 
-    /// Room for the control message of one descriptor.
+    /// Room for the control messages of a few descriptors, aligned as `cmsghdr` is.
     const SPACE: usize = 64;
+
+    #[repr(C, align(8))]
+    struct Control([u8; SPACE]);
+
+    /// Sends some of `bytes` (returns how many), never raising `SIGPIPE`: a worker
+    /// that went away is an error here, not the end of the application.
+    pub(super) fn send(stream: &UnixStream, bytes: &[u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: `bytes` is a live buffer of its own length.
+            let sent = unsafe {
+                libc::send(
+                    stream.as_raw_fd(),
+                    bytes.as_ptr().cast(),
+                    bytes.len(),
+                    libc::MSG_NOSIGNAL,
+                )
+            };
+            if sent >= 0 {
+                return Ok(sent as usize);
+            }
+            let error = io::Error::last_os_error();
+            if error.kind() != io::ErrorKind::Interrupted {
+                return Err(error);
+            }
+        }
+    }
 
     /// Sends `bytes` (some of them: returns how many) with `fd` attached.
     pub(super) fn send_with(
@@ -531,7 +589,7 @@ mod descriptors {
         bytes: &[u8],
         fd: BorrowedFd<'_>,
     ) -> io::Result<usize> {
-        let mut control = [0u8; SPACE];
+        let mut control = Control([0; SPACE]);
         let mut iov = libc::iovec {
             iov_base: bytes.as_ptr() as *mut libc::c_void,
             iov_len: bytes.len(),
@@ -542,7 +600,7 @@ mod descriptors {
             let mut header: libc::msghdr = std::mem::zeroed();
             header.msg_iov = &mut iov;
             header.msg_iovlen = 1;
-            header.msg_control = control.as_mut_ptr().cast();
+            header.msg_control = control.0.as_mut_ptr().cast();
             header.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
             let cmsg = libc::CMSG_FIRSTHDR(&header);
             (*cmsg).cmsg_level = libc::SOL_SOCKET;
@@ -563,7 +621,7 @@ mod descriptors {
         buf: &mut [u8],
         fds: &mut std::collections::VecDeque<OwnedFd>,
     ) -> io::Result<usize> {
-        let mut control = [0u8; SPACE];
+        let mut control = Control([0; SPACE]);
         let mut iov = [IoSliceMut::new(buf)];
         loop {
             // SAFETY: as in `send_with`; the kernel writes at most `msg_controllen`
@@ -573,7 +631,7 @@ mod descriptors {
                 let mut header: libc::msghdr = std::mem::zeroed();
                 header.msg_iov = iov.as_mut_ptr().cast();
                 header.msg_iovlen = 1;
-                header.msg_control = control.as_mut_ptr().cast();
+                header.msg_control = control.0.as_mut_ptr().cast();
                 header.msg_controllen = SPACE as _;
                 let read = libc::recvmsg(stream.as_raw_fd(), &mut header, libc::MSG_CMSG_CLOEXEC);
                 (read, header)
@@ -605,6 +663,12 @@ mod descriptors {
                     cmsg = libc::CMSG_NXTHDR(&header, cmsg);
                 }
             }
+            if header.msg_flags & libc::MSG_CTRUNC != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "more descriptors came than there was room for",
+                ));
+            }
             return Ok(read as usize);
         }
     }
@@ -613,7 +677,7 @@ mod descriptors {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use std::io::{Read, Write};
 
     #[test]
     fn a_message_and_its_descriptor_arrive_together() {
@@ -627,7 +691,7 @@ mod tests {
         )
         .unwrap();
         send(&a, &ToWorker::Interrupt { id: 8 }, None).unwrap();
-        let mut receiver = Receiver::new(b);
+        let mut receiver = Receiver::new(b, 1);
         let first: ToWorker = receiver.next().unwrap().unwrap();
         assert!(matches!(first, ToWorker::Interrupt { id: 7 }));
         let fd = receiver
@@ -649,7 +713,7 @@ mod tests {
     fn an_oversized_or_cut_frame_is_an_error_not_a_panic() {
         let (mut a, b) = UnixStream::pair().unwrap();
         a.write_all(&u32::MAX.to_le_bytes()).unwrap();
-        let mut receiver = Receiver::new(b);
+        let mut receiver = Receiver::new(b, 0);
         let error = receiver.next::<ToWorker>().unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
 
@@ -657,8 +721,59 @@ mod tests {
         a.write_all(&10u32.to_le_bytes()).unwrap();
         a.write_all(b"abc").unwrap();
         drop(a);
-        let error = Receiver::new(b).next::<ToWorker>().unwrap_err();
+        let error = Receiver::new(b, 0).next::<ToWorker>().unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn descriptors_nobody_asked_for_are_refused() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let file = tempfile::tempfile().unwrap();
+        for _ in 0..3 {
+            send(
+                &a,
+                &ToWorker::Interrupt { id: 1 },
+                Some(std::os::fd::AsFd::as_fd(&file)),
+            )
+            .unwrap();
+        }
+        // The backend's side takes none: the first is an error, and none is kept.
+        let mut receiver = Receiver::new(b, 0);
+        let error = receiver.next::<ToWorker>().unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(receiver.take_fd().is_none());
+    }
+
+    #[test]
+    fn a_message_too_large_is_refused_before_a_byte_is_written() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let huge = ToWorker::Chunk {
+            id: 1,
+            bytes: vec![0; MAX_FRAME + 1],
+        };
+        let error = send(&a, &huge, None).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        // The stream is still in step: the next message arrives whole.
+        send(&a, &ToWorker::Interrupt { id: 2 }, None).unwrap();
+        let next: ToWorker = Receiver::new(b, 0).next().unwrap().unwrap();
+        assert!(matches!(next, ToWorker::Interrupt { id: 2 }));
+    }
+
+    #[test]
+    fn a_time_past_the_clocks_end_is_no_time_not_a_panic() {
+        let info = WireInfo {
+            kind: 0,
+            size: 1,
+            mode: 0o644,
+            modified: Some(Duration::new(u64::MAX, 999_999_999)),
+        };
+        assert_eq!(FileInfo::from(info).modified, None);
+        let scan = scan_from_wire(vec![WireStat {
+            path: b"a".to_vec(),
+            size: 1,
+            modified: Some(Duration::MAX),
+        }]);
+        assert_eq!(scan.stats().next().unwrap().modified, None);
     }
 
     #[test]
