@@ -262,7 +262,7 @@ impl LanguageHandler {
         api_version: &str,
         limits: HandlerLimits,
     ) -> Result<Self> {
-        let engine = engine::shared();
+        let engine = engine::plugins();
         let imports: Vec<String> = component
             .component_type()
             .imports(engine)
@@ -599,7 +599,7 @@ impl LanguageHandler {
         f: impl FnOnce(Guest<'_>, &mut Store<MemoryCap>) -> wasmtime::Result<R>,
     ) -> Result<R> {
         let limits = self.limits.for_code(code_bytes);
-        let mut store = Store::new(engine::shared(), MemoryCap::new(limits.memory));
+        let mut store = Store::new(engine::plugins(), MemoryCap::new(limits.memory));
         store.limiter(|state| state);
         store.set_epoch_deadline(engine::ticks(limits.timeout));
         store.epoch_deadline_trap();

@@ -392,7 +392,7 @@ fn load_plugin(
         };
     }
     let loaded = cache
-        .load(engine::shared(), bytes, &source)
+        .load(engine::plugins(), bytes, &source)
         .and_then(|(component, outcome)| {
             report.cache = Some(outcome);
             LanguageHandler::new(&component, source, &inspection.api_version, limits)
@@ -463,7 +463,7 @@ pub fn inspect_file(path: &Path) -> Result<(Inspection, Option<LanguageHandler>)
         return Ok((inspection, None));
     }
     let component = cache::ComponentCache::new(None)
-        .load(engine::shared(), &bytes, &source)?
+        .load(engine::plugins(), &bytes, &source)?
         .0;
     let handler = LanguageHandler::new(
         &component,
