@@ -852,3 +852,26 @@ fn workers_exit_when_their_parent_is_killed() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_limit_on_address_space_leaves_handlers_a_slower_engine_not_none() {
+    // 200 GB: room for the runtimes' reservations (some GiB each), not for the
+    // language handlers' pool (about 4 TiB of address space reserved up front).
+    let output = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 200000000 && exec {} run -q -l python -c 'print(6 * 7)'",
+            env!("CARGO_BIN_EXE_sandlot")
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            String::from_utf8_lossy(&output.stdout).as_ref(),
+            output.status.code()
+        ),
+        ("42\n", Some(0)),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

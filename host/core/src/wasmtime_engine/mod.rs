@@ -21,7 +21,9 @@ pub const ENGINE_CONFIG_VERSION: &str = "sandlot-engine-3";
 /// sessions' runtimes. The first call starts the epoch thread.
 pub fn shared() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
-    ENGINE.get_or_init(|| ticking(config()))
+    ENGINE.get_or_init(|| {
+        ticking(Engine::new(&config()).expect("sandlot's engine configuration is valid"))
+    })
 }
 
 /// The engine of language handlers: the same settings, with wasmtime's pooling
@@ -52,16 +54,19 @@ pub fn plugins() -> &'static Engine {
             .max_memories_per_module(4)
             .max_tables_per_module(4);
         config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
-        ticking(config)
+        // The pool reserves its slots' address space up front (about 4 TiB, none of it
+        // memory): where a limit on address space refuses that, handlers get the
+        // allocator runtimes use, as before, rather than no engine at all.
+        let engine = Engine::new(&config).or_else(|_| Engine::new(&self::config()));
+        ticking(engine.expect("sandlot's engine configuration is valid"))
     })
 }
 
 /// How many handler instances may live at once: one per call under way.
 const PLUGIN_SLOTS: u32 = 1000;
 
-/// An engine of `config`, with a thread that advances its epoch.
-fn ticking(config: Config) -> Engine {
-    let engine = Engine::new(&config).expect("sandlot's engine configuration is valid");
+/// `engine`, with a thread that advances its epoch.
+fn ticking(engine: Engine) -> Engine {
     let ticker = engine.clone();
     std::thread::Builder::new()
         .name("sandlot-epoch".into())
