@@ -390,12 +390,7 @@ impl WasmBackend {
     /// Compiles (or loads from the cache) the runtime for `language` now rather than
     /// at the first session.
     pub fn precompile(&self, language: &str) -> Result<()> {
-        let (entry, _) = self
-            .catalog
-            .find(language)
-            .map_err(|_| Error::RuntimeNotInstalled {
-                language: language.to_string(),
-            })?;
+        let (entry, _) = self.installed(language)?;
         self.catalog.prepare(entry).map(|_| ())
     }
 }
@@ -598,11 +593,11 @@ impl Backend for WasmBackend {
 }
 
 impl WasmBackend {
-    /// Whether a runtime serves `language`, said here before a worker is asked.
-    fn installed(&self, language: &str) -> Result<()> {
+    /// The runtime that serves `language`, or the error that says none is installed
+    /// (asked here before a worker is).
+    fn installed(&self, language: &str) -> Result<(&catalog::Entry, &RuntimeDescription)> {
         self.catalog
             .find(language)
-            .map(|_| ())
             .map_err(|_| Error::RuntimeNotInstalled {
                 language: language.to_string(),
             })
@@ -620,12 +615,7 @@ impl WasmBackend {
         SWEPT.call_once(|| {
             workspace::sweep();
         });
-        let (entry, description) =
-            self.catalog
-                .find(spec.language)
-                .map_err(|_| Error::RuntimeNotInstalled {
-                    language: spec.language.to_string(),
-                })?;
+        let (entry, description) = self.installed(spec.language)?;
         let prepared = self.catalog.prepare(entry)?;
         let manifest = entry.manifest().cloned();
         // Module runtimes get a TMPDIR inside the workspace; components have none.

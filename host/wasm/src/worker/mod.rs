@@ -249,7 +249,7 @@ impl Workers {
 
     /// The process ids of the live workers.
     pub(crate) fn pids(&self) -> Vec<u32> {
-        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let slots = lock(&self.slots);
         slots
             .iter()
             .flatten()
@@ -297,7 +297,7 @@ impl Workers {
     /// fails).
     fn pick(&self) -> Result<Arc<Process>> {
         let least = {
-            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            let mut slots = lock(&self.slots);
             for slot in slots.iter_mut() {
                 if slot
                     .as_ref()
@@ -325,7 +325,7 @@ impl Workers {
         };
         // Started without the lock: a slow or failing start holds up no other open.
         {
-            let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+            let failed = lock(&self.failed);
             if let Some((when, why)) = &*failed {
                 if when.elapsed() < RETRY {
                     return Err(Error::Io {
@@ -338,12 +338,11 @@ impl Workers {
         let started = match Process::start(&self.options, &self.config, least) {
             Ok(process) => process,
             Err(e) => {
-                *self.failed.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some((Instant::now(), e.to_string()));
+                *lock(&self.failed) = Some((Instant::now(), e.to_string()));
                 return Err(e);
             }
         };
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slots = lock(&self.slots);
         // Another open may have started one for the slot meanwhile: it is used, and
         // this one goes as it drops.
         let process = slots[least].get_or_insert(started).clone();
@@ -445,7 +444,7 @@ impl Process {
                         Some(status) => format!("{why}: {status}"),
                         None => why,
                     };
-                    let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut pending = lock(&pending);
                     pending.ended.get_or_insert(why);
                     // Every call waiting on it learns it is lost.
                     pending.calls.clear();
@@ -483,7 +482,7 @@ impl Process {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.pending)
     }
 
     /// Why the worker ended, if it has.
@@ -547,7 +546,7 @@ impl Process {
     }
 
     fn send(&self, message: &ToWorker, fd: Option<&std::fs::File>) -> std::io::Result<()> {
-        let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let out = lock(&self.out);
         wire::send(&out, message, fd.map(AsFd::as_fd))
     }
 
@@ -581,7 +580,7 @@ impl Process {
             let mut pending = self.lock();
             pending.ended.get_or_insert_with(|| why.to_string());
         }
-        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let mut child = lock(&self.child);
         let _ = child.kill();
     }
 }
@@ -589,30 +588,35 @@ impl Process {
 impl Drop for Process {
     fn drop(&mut self) {
         // The worker closes its sandboxes and exits when its socket ends.
-        let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let out = lock(&self.out);
         let _ = out.shutdown(std::net::Shutdown::Both);
         drop(out);
         reap(&self.child, false);
     }
 }
 
+/// `mutex`'s guard, poisoned or not: one thread's panic must not turn every later open
+/// and run of the backend into a panic too.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Waits for the worker to exit, five seconds at most, then kills it (at once with
 /// `kill_first`); its status, once reaped. The lock is held for moments only, so a
 /// kill from elsewhere is never held up.
 fn reap(child: &Mutex<Child>, kill_first: bool) -> Option<std::process::ExitStatus> {
-    let lock = || child.lock().unwrap_or_else(|e| e.into_inner());
     if kill_first {
-        let _ = lock().kill();
+        let _ = lock(child).kill();
     }
     let started = Instant::now();
     loop {
-        match lock().try_wait() {
+        match lock(child).try_wait() {
             Ok(Some(status)) => return Some(status),
             Ok(None) => {}
             Err(_) => return None,
         }
         if started.elapsed() > Duration::from_secs(5) {
-            let _ = lock().kill();
+            let _ = lock(child).kill();
         }
         if started.elapsed() > Duration::from_secs(10) {
             return None;
@@ -684,7 +688,7 @@ fn read(
                     | FromWorker::Done { id, .. } => *id,
                     FromWorker::Hello { .. } => unreachable!("matched above"),
                 };
-                let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+                let mut pending = lock(pending);
                 let to = if matches!(message, FromWorker::Done { .. }) {
                     pending.calls.remove(&id)
                 } else {

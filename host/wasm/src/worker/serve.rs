@@ -6,6 +6,7 @@
 //! answer reaches a run while it goes on. When the parent goes (the socket ends),
 //! every run is interrupted, every sandbox closed, and the process exits.
 
+use super::lock;
 use super::wire::{self, Call, FileOp, FromWorker, Reply, Run, Spec, ToWorker, WireError};
 use crate::door::{Answer, Pending};
 use crate::{WasmBackend, WasmSandbox};
@@ -166,10 +167,6 @@ struct Worker {
     next_thread: AtomicU64,
     /// The data of calls still arriving in pieces, by call.
     incoming: Mutex<HashMap<u64, Vec<u8>>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Worker {

@@ -421,19 +421,18 @@ pub(crate) fn send<T: Serialize>(
     message: &T,
     fd: Option<BorrowedFd<'_>>,
 ) -> io::Result<()> {
-    let body = postcard::to_stdvec(message).map_err(io::Error::other)?;
-    if body.len() > MAX_FRAME {
+    // The length goes first; it is known once the body is written behind its place.
+    let mut frame = postcard::to_extend(message, vec![0u8; 4]).map_err(io::Error::other)?;
+    let len = frame.len() - 4;
+    if len > MAX_FRAME {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "a message of {} bytes is larger than the {MAX_FRAME} a worker's socket takes",
-                body.len()
+                "a message of {len} bytes is larger than the {MAX_FRAME} a worker's socket takes"
             ),
         ));
     }
-    let mut frame = Vec::with_capacity(4 + body.len());
-    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    frame.extend_from_slice(&body);
+    frame[..4].copy_from_slice(&(len as u32).to_le_bytes());
     let mut sent = match fd {
         Some(fd) => descriptors::send_with(stream, &frame, fd)?,
         None => 0,
