@@ -36,7 +36,7 @@ pub fn shared() -> &'static Engine {
 pub fn plugins() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     ENGINE.get_or_init(|| {
-        let mut config = config();
+        let mut pooled = config();
         let mut pool = wasmtime::PoolingAllocationConfig::new();
         // Slots are address space until used; a handler's memory is held to its own
         // cap (`MemoryCap`), so a slot takes the most a 32-bit memory can be.
@@ -53,11 +53,11 @@ pub fn plugins() -> &'static Engine {
             .max_tables_per_component(16)
             .max_memories_per_module(4)
             .max_tables_per_module(4);
-        config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        pooled.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
         // The pool reserves its slots' address space up front (about 4 TiB, none of it
         // memory): where a limit on address space refuses that, handlers get the
         // allocator runtimes use, as before, rather than no engine at all.
-        let engine = Engine::new(&config).or_else(|_| Engine::new(&self::config()));
+        let engine = Engine::new(&pooled).or_else(|_| Engine::new(&config()));
         ticking(engine.expect("sandlot's engine configuration is valid"))
     })
 }

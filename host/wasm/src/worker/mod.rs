@@ -4,7 +4,7 @@
 //! Why: every instance maps, protects and unmaps its memory, and a process's
 //! address space takes those one at a time, so sandboxes that open and close on
 //! several threads of one process wait for each other (measured on two cores: four
-//! callers made 1.3× the fresh sandboxes of one in-process, 1.85× in two workers;
+//! callers made 1.2–1.3× the fresh sandboxes of one in-process, 1.8–1.95× in two workers;
 //! `docs/performance.md`). Each worker has an address space of its own, and is a
 //! second wall around wasmtime: a fault in an interpreter ends its worker, not the
 //! application.
