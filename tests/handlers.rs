@@ -153,24 +153,42 @@ fn python_plot_prelude_is_left_out_when_not_asked_for() {
     assert!(prelude.contains(r"'/out/it\'s'"), "{prelude}");
 }
 
+/// The host reads library names whatever a handler made of them: what pip would take
+/// for an option, an address, a path or an archive is refused (by the handler's own
+/// check, or by the host's with the installer's name), `install` as well as `plan`;
+/// an archive's name, which the handler takes, the host refuses.
 #[test]
-fn python_refuses_library_names_that_are_options_or_urls() {
+fn library_names_that_are_options_urls_or_paths_never_reach_an_installer() {
     let python = host().language("python").unwrap();
     for bad in [
         "--index-url=http://evil.example",
         "https://evil.example/x.whl",
         "a;b",
+        "./pkg",
+        "pkg.tar.gz",
         "",
     ] {
         let err = python
             .plan("print(1)", &[bad.to_string()], &PlanOptions::default())
             .unwrap_err();
-        assert!(matches!(err, Error::Refused { .. }), "{bad}: {err}");
         assert!(
-            err.to_string().contains("built-in plugin `python`"),
-            "{err}"
+            matches!(&err, Error::InvalidLibrary { library, installer, .. }
+                if library == bad && installer == "pip")
+                || matches!(&err, Error::Refused { .. }),
+            "{bad}: {err}"
         );
+        assert!(python.install(&[bad.to_string()], "/workspace").is_err());
     }
+    let archive = python
+        .install(&["pkg.tar.gz".into()], "/workspace")
+        .unwrap_err();
+    assert!(matches!(archive, Error::InvalidLibrary { .. }), "{archive}");
+    assert!(archive.to_string().contains("archive"), "{archive}");
+    let npm = host().language("typescript").unwrap();
+    let err = npm
+        .install(&["user/repo".into()], "/workspace")
+        .unwrap_err();
+    assert!(err.to_string().contains("GitHub repository"), "{err}");
 }
 
 #[test]
@@ -179,11 +197,12 @@ fn javascript_installs_with_npm_next_to_the_program() {
     let code = "const args = process.argv.slice(2);\nconsole.log(JSON.stringify({ n: [1, 2, 3].reduce((a, b) => a + b), args }));\n";
     let plan = plan("js", code, &["lodash@4.17.21"], dir.path());
     // npm installs into the installer's own home, then the packages are copied next to
-    // the program; the names are the script's arguments.
+    // the program; the working directory and the names are the script's arguments.
     let install = &plan.commands[0].argv;
     assert_eq!(install[..2], ["sh", "-c"]);
     assert!(install[2].contains("--prefix \"$stage\"") && install[2].contains("$HOME"));
-    assert_eq!(install[3..], ["npm-install", "lodash@4.17.21"]);
+    let workdir = dir.path().to_string_lossy();
+    assert_eq!(install[3..], ["npm-install", &workdir, "lodash@4.17.21"]);
     assert_eq!(argvs(&plan)[1], "node main.js first arg second");
     assert!(plan.commands[0].needs_network);
 
@@ -307,11 +326,16 @@ fn go_sets_up_a_module_so_go_get_works() {
         argvs[2..],
         ["go build -o main .", "./main first arg second"]
     );
-    // The install is a script; the module names are its arguments.
+    // The install is a script; the working directory and the module names are its
+    // arguments.
     assert_eq!(plan.commands[1].argv[..2], ["sh", "-c"]);
     assert_eq!(
         plan.commands[1].argv[3..],
-        ["go-get", "github.com/google/uuid@v1.6.0"]
+        [
+            "go-get",
+            &dir.path().to_string_lossy(),
+            "github.com/google/uuid@v1.6.0"
+        ]
     );
     assert_eq!(
         plan.commands.iter().map(|c| c.phase).collect::<Vec<_>>(),

@@ -71,6 +71,14 @@ struct Case {
     stdout_has: Vec<String>,
     #[serde(default)]
     stdout_lacks: Vec<String>,
+    /// Libraries asked for after the code ran, one run each: each must be refused
+    /// for its name (`InvalidLibrary`, naming it) before any installer saw it.
+    #[serde(default)]
+    libraries_refused: Vec<String>,
+    /// Libraries asked for by one run after the code (and after the refusals). The
+    /// install may fail; `then` shows what it did.
+    #[serde(default)]
+    install: Vec<String>,
     /// Code run after, in the same session; its stdout must be `then_stdout`.
     then: Option<String>,
     then_stdout: Option<String>,
@@ -448,6 +456,35 @@ fn attack(name: &str, case: &Case, backend: &str, rules: &str, canary: &Canary) 
         }
     }
     if unenforced.is_none() {
+        for library in &case.libraries_refused {
+            let options = RunOptions {
+                libraries: vec![library.clone()],
+                ..RunOptions::default()
+            };
+            match session.run_with("", options) {
+                Err(sandlot::Error::InvalidLibrary { library: named, .. }) if named == *library => {
+                }
+                Err(e) => fail(format!(
+                    "asking for library {library:?} failed otherwise: {e}"
+                )),
+                Ok(run) => fail(format!(
+                    "library {library:?} was handed to the installer (exit {}, stderr {:?})",
+                    run.exit_code,
+                    truncate(&run.stderr_text())
+                )),
+            }
+        }
+        if !case.install.is_empty() {
+            let options = RunOptions {
+                libraries: case.install.clone(),
+                ..RunOptions::default()
+            };
+            if let Err(e) = session.run_with("", options) {
+                if e.kind() != sandlot::ErrorKind::Unsupported {
+                    fail(format!("installing {:?} failed: {e}", case.install));
+                }
+            }
+        }
         for path in &case.read_fails {
             if session.read_file(path).is_ok() {
                 fail(format!("reading {path:?} was allowed"));

@@ -53,8 +53,8 @@ impl Guest for Go {
         }
         // A module path with an optional `@version`.
         check_libraries(&libraries, "Go module", |l| only(l, "._~/-@+"))?;
-        // The names are the script's arguments, never part of its text.
-        let mut install = command(Phase::Install, &["sh", "-c", GO_GET, "go-get"])
+        // The directory and the modules are the script's arguments, never its text.
+        let mut install = command(Phase::Install, &["sh", "-c", GO_GET, "go-get", &workdir])
             .args(&libraries)
             .network();
         install.env = go_env(&workdir);
@@ -149,16 +149,17 @@ fn import_specs(scan: &Scan) -> Vec<(Import, Option<&str>)> {
     imports
 }
 
-/// Installs the modules named in its arguments without letting the workspace steer
-/// what goes online. Earlier code may have written the session's `go.mod` (a
-/// `require` or `replace` names any host, and a path can carry data out) or a
-/// `go.work`; so the download runs in a module of its own, in the install's fresh
+/// Installs the modules named in its arguments (after the first, the working
+/// directory) without letting the workspace steer what goes online. Earlier code may
+/// have written the session's `go.mod` (a `require` or `replace` names any host, and
+/// a path can carry data out) or a `go.work`; so the download runs in a module of its own, in the install's fresh
 /// home, into a module cache there: only the names asked for and what they need go
 /// out. Then `go get` in the working directory adds them to the session's module
 /// from that cache alone: no proxy, no checksum database, no version control, so
 /// whatever the session's files say, nothing more reaches the network.
 const GO_GET: &str = "set -e\n\
-work=$PWD\n\
+work=\"$1\"\n\
+shift\n\
 fetch=\"$HOME/go-fetch\"\n\
 mkdir -p \"$fetch/module\"\n\
 cd \"$fetch/module\"\n\

@@ -78,34 +78,37 @@ pub fn only(s: &str, extra: &str) -> bool {
         .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
 }
 
-/// `npm install`, so `require` finds the packages next to the program in the working
-/// directory. npm reads the `.npmrc` of the prefix it installs into, and nothing turns
-/// that off: code of an earlier run could have planted one in the working directory.
-/// So the packages install into the installer's own home (the host gives each install
-/// a fresh one, which earlier code cannot know or write to) and are then copied into
-/// `node_modules`. npm's cache is in that home too. Shared by the JavaScript and
-/// TypeScript handlers.
-pub fn npm_install(libraries: &[String], _workdir: &str) -> Result<Vec<Command>, String> {
+/// `npm install`, so `require` finds the packages next to the program in `workdir`.
+/// npm reads the `.npmrc` of the prefix it installs into, and nothing turns that off:
+/// code of an earlier run could have planted one in the working directory. So the
+/// packages install into the installer's own home (the host gives each install a
+/// fresh one, which earlier code cannot know or write to, and runs it there) and are
+/// then copied into `workdir/node_modules`. npm's cache is in that home too. Shared
+/// by the JavaScript and TypeScript handlers.
+pub fn npm_install(libraries: &[String], workdir: &str) -> Result<Vec<Command>, String> {
     if libraries.is_empty() {
         return Ok(Vec::new());
     }
-    check_libraries(libraries, "npm", |l| only(l, "@/._-^~<>=*"))?;
-    // The names are the script's arguments, never part of its text.
+    check_libraries(libraries, "npm", |l| only(l, "@/._-^~<>=*|"))?;
+    // The directory and the names are the script's arguments, never part of its text.
     Ok(alloc::vec![command(
         Phase::Install,
-        &["sh", "-c", NPM_INSTALL, "npm-install"]
+        &["sh", "-c", NPM_INSTALL, "npm-install", workdir]
     )
     .args(libraries)
     .network()])
 }
 
-/// The script of [`npm_install`]; the packages are its arguments.
+/// The script of [`npm_install`]: its first argument is the working directory, the
+/// rest the packages.
 pub const NPM_INSTALL: &str = "set -e\n\
+work=\"$1\"\n\
+shift\n\
 stage=\"$HOME/npm-prefix\"\n\
 mkdir -p \"$stage\"\n\
 npm install --no-audit --no-fund --no-save --loglevel=error --prefix \"$stage\" \"$@\"\n\
-mkdir -p node_modules\n\
-cp -a \"$stage/node_modules/.\" node_modules/\n";
+mkdir -p \"$work/node_modules\"\n\
+cp -a \"$stage/node_modules/.\" \"$work/node_modules/\"\n";
 
 /// `install` for a handler that cannot install libraries: fine when there are none,
 /// a clear refusal otherwise.

@@ -62,7 +62,7 @@ impl Guest for Python {
         }
         // A requirement specifier: name, extras, version constraints. No URLs, no
         // paths, no options.
-        check_libraries(&libraries, "Python", |l| only(l, "._-[],<>=!~* "))?;
+        check_libraries(&libraries, "Python", |l| only(l, "._-[],<>=!~*+ "))?;
         Ok(vec![command(
             Phase::Install,
             &[

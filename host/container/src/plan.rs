@@ -215,10 +215,19 @@ impl AgentSandbox {
             // The install's own way out; the code's relays stay as closed as the code.
             env.extend(crate::proxy::proxy_environment(proxy.port));
         }
+        // An installer runs in that home, never where the session's files are: what
+        // the code left there (a `pkg-1.0.gem` RubyGems prefers to the registry, an
+        // archive pip takes for a file, a module `python -m` would import) is out of
+        // its sight. A setup command (`go mod init`) makes the session's own files,
+        // offline, so it runs in the working directory.
+        let cwd = match command.phase {
+            Phase::Install => home.as_str(),
+            _ => request.workdir,
+        };
         let run = RunCommand {
             argv: &command.argv,
             env: &env,
-            cwd: request.workdir,
+            cwd,
             stdin: b"",
             timeout: INSTALL_TIMEOUT.max(request.timeout),
             max_output: INSTALL_OUTPUT,

@@ -154,6 +154,8 @@ pub struct Sandlot {
     slots: Arc<Vec<Arc<Slot>>>,
     snapshots: Arc<Keeper>,
     warm: Arc<crate::session::warm::WarmStarts>,
+    /// The handlers every session's command lines are read with.
+    readers: Arc<crate::session::gate::Readers>,
 }
 
 impl std::fmt::Debug for Sandlot {
@@ -298,6 +300,7 @@ impl SandlotBuilder {
             slot.pool_with(options)?;
         }
         Ok(Sandlot {
+            readers: Arc::new(crate::session::gate::Readers::of(&context.plugins)),
             context,
             slots: Arc::new(slots.into_iter().map(Arc::new).collect()),
             snapshots: Arc::new(Keeper::new(self.snapshot_key, self.snapshot_trust)),
@@ -876,6 +879,9 @@ impl SessionBuilder {
     /// Blocking; from async code use [`SessionBuilder::open_async`].
     pub fn open(&self) -> Result<Session> {
         let resolved = self.resolve()?;
+        // Before any sandbox is made: what the installer would take for a path, an
+        // archive or an address is refused, whichever backend was chosen.
+        resolved.handler.check_libraries(&self.request.libraries)?;
         if let Some(session) = self.open_warm(&resolved) {
             return Ok(session);
         }
@@ -1093,6 +1099,7 @@ impl SessionBuilder {
             image,
             tools: self.request.tools.clone(),
             snapshots: self.sandlot.snapshots.clone(),
+            readers: self.sandlot.readers.clone(),
         }
     }
 }

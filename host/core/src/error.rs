@@ -503,6 +503,54 @@ pub enum Error {
         limit: u64,
     },
 
+    /// A server's memory budget cannot take another session: what the open sessions
+    /// may hold fills it.
+    #[error(
+        "this server's memory budget cannot take a session that may hold {needed} more \
+         bytes: its open sessions may hold {held} of its {budget} (each counted at its \
+         memory limit, and its workspace where that is memory: the wasm backend's); close \
+         or pause a session, ask for less memory or a smaller workspace (workdir_size), or \
+         raise the budget (`--memory-budget`)"
+    )]
+    MemoryBudget {
+        /// Bytes the new session may hold.
+        needed: u64,
+        /// Bytes the open sessions may hold now.
+        held: u64,
+        /// The budget.
+        budget: u64,
+    },
+
+    /// A client's share of a server's store of snapshots and paused sessions is full:
+    /// the rest of the store is the other clients'.
+    #[error(
+        "this client's share of the server's snapshot store cannot take {needed} more \
+         bytes: it holds {used} of its {share}; delete snapshots you no longer need (paused \
+         sessions free their space when they resume or end), or ask the operator for a \
+         larger share (`--max-stored-bytes-per-client`)"
+    )]
+    StoreShareFull {
+        /// Bytes the new snapshot needs.
+        needed: u64,
+        /// Bytes the client holds now.
+        used: u64,
+        /// The client's share.
+        share: u64,
+    },
+
+    /// A library asked for is not a registry name its language's installer takes
+    /// ([`crate::library`]): a path, an archive, a URL, a version-control spec, an
+    /// option.
+    #[error("`{library}` is not a library {installer} installs from its registry: {reason}")]
+    InvalidLibrary {
+        /// The library, as asked for.
+        library: String,
+        /// The installer it would go to.
+        installer: String,
+        /// Why it is refused, and what to write instead.
+        reason: String,
+    },
+
     /// A secret given to a session cannot be used.
     #[error("secret {name}: {reason}")]
     InvalidSecret {
@@ -829,6 +877,7 @@ impl Error {
             Error::InvalidPath { .. }
             | Error::InvalidBackendName { .. }
             | Error::InvalidSecret { .. }
+            | Error::InvalidLibrary { .. }
             | Error::InvalidRequest { .. }
             | Error::InvalidTool { .. }
             | Error::InvalidPolicy { .. }
@@ -853,7 +902,9 @@ impl Error {
             | Error::PoolTimeout { .. }
             | Error::TooManySessions { .. }
             | Error::SessionBusy { .. }
-            | Error::StoreFull { .. } => K::Exhausted,
+            | Error::StoreFull { .. }
+            | Error::StoreShareFull { .. }
+            | Error::MemoryBudget { .. } => K::Exhausted,
             Error::SessionEnded { .. } | Error::PoolClosed { .. } => K::SessionEnded,
             Error::EngineUnavailable { .. } | Error::ManagerClosed => K::Unavailable,
             Error::ImageMissing { .. } | Error::RuntimeNotInstalled { .. } => K::NotInstalled,

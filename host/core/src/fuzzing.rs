@@ -276,3 +276,47 @@ pub fn snapshot(bytes: &[u8]) {
         assert_eq!(read, state);
     }
 }
+
+/// A library name a session asked for, read by every installer's grammar. What one
+/// takes is a registry name: ASCII, no space or control character, no option, URL or
+/// path, and a `/` or `:` only where that installer's names have one.
+pub fn library_name(bytes: &[u8]) {
+    use crate::library::{Installer, MAX_LEN};
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return;
+    };
+    let installers = [
+        Installer::Pip,
+        Installer::Npm,
+        Installer::Go,
+        Installer::Cran,
+        Installer::RubyGems,
+        Installer::Other,
+    ];
+    for installer in installers {
+        if installer.check(text).is_err() {
+            continue;
+        }
+        assert!(!text.is_empty() && text.len() <= MAX_LEN && text.is_ascii());
+        assert!(!text
+            .chars()
+            .any(|c| c.is_ascii_whitespace() || c.is_ascii_control()));
+        assert!(
+            !text.starts_with(['-', '.', '/', '~']),
+            "{installer:?} {text:?}"
+        );
+        assert!(
+            !text.contains("://") && !text.contains('\\'),
+            "{installer:?} {text:?}"
+        );
+        let slashes = text.matches('/').count();
+        match installer {
+            Installer::Npm => assert!(slashes == 0 || (slashes == 1 && text.starts_with('@'))),
+            Installer::Go => assert!(!text.contains("/.") && !text.contains("//")),
+            _ => assert_eq!(slashes, 0, "{installer:?} {text:?}"),
+        }
+        if !matches!(installer, Installer::RubyGems | Installer::Other) {
+            assert!(!text.contains(':'), "{installer:?} {text:?}");
+        }
+    }
+}

@@ -44,6 +44,7 @@ pub mod fuzzing;
 pub mod interrupt;
 pub mod language;
 pub mod layout;
+pub mod library;
 pub mod plugin;
 pub mod policy;
 #[doc(hidden)]

@@ -282,6 +282,198 @@ impl Stream {
     }
 }
 
+impl Secrets {
+    /// `bytes` with every value overwritten in place by `*`: what a snapshot carries
+    /// out of the session. The length stays, so
+    /// whatever holds the bytes (an interpreter's memory image, a pickle, a file)
+    /// keeps its layout; the value is gone. A value is found in every form an
+    /// interpreter keeps text in: UTF-8, and where it fits them Latin-1 (CPython's
+    /// and QuickJS's one-byte strings), UTF-16 and UTF-32 (little-endian), each
+    /// overwritten by `*` in its own form.
+    pub(crate) fn scrub(&self, bytes: &mut [u8]) {
+        self.scrub_starting_before(bytes, bytes.len());
+    }
+
+    /// [`Secrets::scrub`] of the values that start before `limit`: those after it
+    /// may yet turn out to begin a longer value, which is scrubbed whole instead.
+    fn scrub_starting_before(&self, bytes: &mut [u8], limit: usize) {
+        for secret in self.secrets.iter() {
+            for (needle, star) in encodings(&secret.value) {
+                let finder = memchr::memmem::Finder::new(&needle);
+                let mut from = 0;
+                while let Some(at) = finder.find(&bytes[from..]) {
+                    let start = from + at;
+                    if start >= limit {
+                        break;
+                    }
+                    for (i, byte) in bytes[start..start + needle.len()].iter_mut().enumerate() {
+                        *byte = star[i % star.len()];
+                    }
+                    from = start + needle.len();
+                }
+            }
+        }
+    }
+
+    /// The most bytes a value takes in any of the forms [`Secrets::scrub`] finds.
+    fn longest_form(&self) -> usize {
+        self.secrets
+            .first()
+            .map_or(0, |s| 4 * s.value.chars().count().max(s.value.len()))
+    }
+
+    /// A writer that passes everything on to `inner` with every value scrubbed
+    /// ([`Secrets::scrub`]), a value split across writes included: it holds back
+    /// the last bytes of each write that could begin one. [`Scrubbing::finish`]
+    /// writes what it holds.
+    pub(crate) fn scrubbing<'w>(&self, inner: &'w mut dyn std::io::Write) -> Scrubbing<'w> {
+        Scrubbing {
+            inner,
+            held: Vec::new(),
+            keep: self.longest_form().saturating_sub(1),
+            secrets: self.clone(),
+        }
+    }
+}
+
+/// The forms `value` takes in an interpreter's memory, each with the bytes of a `*`
+/// in that form.
+fn encodings(value: &str) -> Vec<(Vec<u8>, &'static [u8])> {
+    let mut forms: Vec<(Vec<u8>, &'static [u8])> = vec![(value.as_bytes().to_vec(), b"*")];
+    if !value.is_ascii() && value.chars().all(|c| (c as u32) < 0x100) {
+        forms.push((value.chars().map(|c| c as u8).collect(), b"*"));
+    }
+    let utf16: Vec<u8> = value.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    forms.push((utf16, b"*\0"));
+    let utf32: Vec<u8> = value
+        .chars()
+        .flat_map(|c| (c as u32).to_le_bytes())
+        .collect();
+    forms.push((utf32, b"*\0\0\0"));
+    forms
+}
+
+/// See [`Secrets::scrubbing`].
+pub(crate) struct Scrubbing<'w> {
+    inner: &'w mut dyn std::io::Write,
+    /// Bytes not yet passed on: the end of what was written, which a value may
+    /// continue into the next write.
+    held: Vec<u8>,
+    /// How many bytes to hold back: the longest value's length less one.
+    keep: usize,
+    secrets: Secrets,
+}
+
+/// Bytes scrubbed and passed on at once, at most: the hold-back is copied once per
+/// write, so large writes cost one copy of the small end.
+const SCRUB_CHUNK: usize = 1 << 20;
+
+impl std::io::Write for Scrubbing<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let taken = bytes.len().min(SCRUB_CHUNK);
+        self.held.extend_from_slice(&bytes[..taken]);
+        if self.held.len() > self.keep {
+            // A value that starts in what goes out now ends within what is held.
+            let ready = self.held.len() - self.keep;
+            self.secrets.scrub_starting_before(&mut self.held, ready);
+            self.inner.write_all(&self.held[..ready])?;
+            self.held.drain(..ready);
+        }
+        Ok(taken)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl Scrubbing<'_> {
+    /// Writes what is held back; the end of the stream.
+    pub(crate) fn finish(mut self) -> std::io::Result<()> {
+        let mut rest = std::mem::take(&mut self.held);
+        self.secrets.scrub(&mut rest);
+        self.inner.write_all(&rest)
+    }
+}
+
+/// What masks a session's secrets in whatever is handed on from it
+/// ([`Session::masker`](crate::Session::masker)): for a server's own channels to a
+/// client (events it builds, JSON it decodes from the output), which the session's
+/// own masking cannot see. Cheap to clone; masks nothing without secrets.
+///
+/// ```no_run
+/// # fn main() -> Result<(), sandlot::Error> {
+/// let sandlot = sandlot::from_environment()?;
+/// let session = sandlot
+///     .session("python")
+///     .secret("API_KEY", "sk-\"live\"-ünï")?
+///     .open()?;
+/// let masker = session.masker();
+/// // A value the server decoded from JSON the code printed (`"sk-\"live\"-\u00fcn\u00ef"`).
+/// let decoded = serde_json::json!({ "text": "key sk-\"live\"-ünï", "sk-\"live\"-ünï": 1 });
+/// assert_eq!(masker.json(decoded), serde_json::json!({ "text": "key ***", "***": 1 }));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Masker(Secrets);
+
+impl Masker {
+    /// What masks `secrets`: a session's, as its request gave them.
+    pub fn new(secrets: Vec<Secret>) -> Masker {
+        Masker(Secrets::new(secrets))
+    }
+
+    pub(crate) fn of(secrets: &Secrets) -> Masker {
+        Masker(secrets.clone())
+    }
+
+    /// Whether it masks nothing (the session has no secrets).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `bytes` with every value replaced by `***`.
+    pub fn bytes(&self, bytes: Vec<u8>) -> Vec<u8> {
+        self.0.mask(bytes, false)
+    }
+
+    /// `text` with every value replaced by `***`.
+    pub fn text(&self, text: &str) -> String {
+        self.0.mask_text(text)
+    }
+
+    /// `value` with every value masked in its strings and its keys, at any depth, and
+    /// a number whose digits hold a value made the masked string: what a client gets
+    /// when it decodes the JSON, whatever escapes the text used.
+    pub fn json(&self, value: serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        if self.is_empty() {
+            return value;
+        }
+        match value {
+            Value::String(text) => Value::String(self.text(&text)),
+            Value::Number(number) => {
+                let digits = number.to_string();
+                let masked = self.text(&digits);
+                if masked == digits {
+                    Value::Number(number)
+                } else {
+                    Value::String(masked)
+                }
+            }
+            Value::Array(items) => Value::Array(items.into_iter().map(|v| self.json(v)).collect()),
+            Value::Object(fields) => Value::Object(
+                fields
+                    .into_iter()
+                    .map(|(key, v)| (self.text(&key), self.json(v)))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+}
+
 /// Passes on what a masking sink still holds (see [`Secrets::mask_sink`]).
 pub(crate) struct StreamFlush(Arc<Mutex<Stream>>);
 
@@ -307,6 +499,70 @@ mod tests {
             Secret::new("KEY", "sk-live-1234").unwrap(),
             Secret::new("LONG", "sk-live-1234-extended").unwrap(),
         ])
+    }
+
+    #[test]
+    fn scrubbing_finds_the_forms_interpreters_keep_text_in() {
+        let secrets = Secrets::new(vec![Secret::new("K", "sk-é\"1").unwrap()]);
+        let latin1 = b"a sk-\xe9\"1 b".to_vec();
+        let utf16: Vec<u8> = "x sk-é\"1 y"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        let utf32: Vec<u8> = "sk-é\"1"
+            .chars()
+            .flat_map(|c| (c as u32).to_le_bytes())
+            .collect();
+        // Character for character in each form; UTF-8's `é` is two bytes, two stars.
+        let utf8 = "in utf-8: sk-é\"1.".as_bytes().to_vec();
+        for (mut bytes, stars) in [(latin1, 6), (utf16, 6), (utf32, 6), (utf8, 7)] {
+            let before = bytes.len();
+            secrets.scrub(&mut bytes);
+            assert_eq!(bytes.len(), before);
+            let found = bytes.iter().filter(|b| **b == b'*').count();
+            assert_eq!(found, stars, "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn scrubbing_keeps_the_length_and_finds_values_split_across_writes() {
+        let text = b"a sk-live-1234 b sk-live-1234-extended c sk-live-1234".to_vec();
+        let mut whole = text.clone();
+        secrets().scrub(&mut whole);
+        assert_eq!(
+            String::from_utf8(whole.clone()).unwrap(),
+            "a ************ b ********************* c ************"
+        );
+        for size in [1, 2, 3, 5, 7, 64] {
+            let mut out = Vec::new();
+            let secrets = secrets();
+            let mut writer = secrets.scrubbing(&mut out);
+            for chunk in text.chunks(size) {
+                std::io::Write::write_all(&mut writer, chunk).unwrap();
+            }
+            writer.finish().unwrap();
+            assert_eq!(out, whole, "writes of {size}");
+        }
+    }
+
+    #[test]
+    fn a_masker_masks_decoded_json_keys_and_numbers() {
+        let masker = Masker::new(vec![
+            Secret::new("Q", "sk-\"q\"-ünï").unwrap(),
+            Secret::new("N", "31415926").unwrap(),
+        ]);
+        let decoded = serde_json::json!({
+            "text": "sk-\"q\"-ünï and 31415926",
+            "nested": [{ "sk-\"q\"-ünï": 314159265 }, 7],
+        });
+        assert_eq!(
+            masker.json(decoded),
+            serde_json::json!({
+                "text": "*** and ***",
+                "nested": [{ "***": "***5" }, 7],
+            })
+        );
+        assert!(Masker::default().is_empty());
     }
 
     #[test]

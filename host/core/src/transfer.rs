@@ -156,12 +156,89 @@ pub fn unpack_into(
     dir: &Dir,
     mut admit: impl FnMut(SandboxPath, Vec<u8>) -> Option<(SandboxPath, Vec<u8>)>,
 ) -> Result<Copied> {
+    let mut copied = Copied::default();
+    each_entry(archive, |entry| {
+        match entry {
+            Entry::Refused => copied.refused += 1,
+            Entry::Directory(path) => path
+                .create_dir_in(dir)
+                .map_err(io(format!("cannot write `{path}`")))?,
+            Entry::File { path, contents, .. } => {
+                let Some((path, contents)) = admit(path, contents) else {
+                    copied.refused += 1;
+                    return Ok(());
+                };
+                if copied.files.contains(&path) {
+                    copied.refused += 1;
+                    return Ok(());
+                }
+                path.write_into(dir, &contents)
+                    .map_err(io(format!("cannot write `{path}`")))?;
+                copied.files.push(path);
+            }
+        }
+        Ok(())
+    })?;
+    Ok(copied)
+}
+
+/// `archive` made again with each file as `admit` gives it back (renamed, changed, or
+/// left out with `None`), directories and modes kept, under the rules of
+/// [`unpack_into`]: a snapshot's files with the session's secrets taken out.
+pub fn rewrite(
+    archive: &[u8],
+    mut admit: impl FnMut(SandboxPath, Vec<u8>) -> Option<(SandboxPath, Vec<u8>)>,
+) -> Result<Vec<u8>> {
+    let context = || "cannot rewrite the archive".to_string();
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut names = std::collections::HashSet::new();
+    each_entry(archive, |entry| {
+        let (path, mode, contents, kind) = match entry {
+            Entry::Refused => return Ok(()),
+            Entry::Directory(path) => (path, 0o755, Vec::new(), tar::EntryType::Directory),
+            Entry::File {
+                path,
+                mode,
+                contents,
+            } => match admit(path, contents) {
+                Some((path, contents)) => (path, mode, contents, tar::EntryType::Regular),
+                None => return Ok(()),
+            },
+        };
+        if !names.insert(path.clone()) {
+            return Ok(());
+        }
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(kind);
+        header.set_size(contents.len() as u64);
+        header.set_mode(mode);
+        header.set_cksum();
+        tar.append_data(&mut header, path.as_str(), contents.as_slice())
+            .map_err(io(context()))
+    })?;
+    tar.into_inner().map_err(io(context()))
+}
+
+/// One entry of an archive from a sandbox, as [`each_entry`] reads it.
+enum Entry {
+    /// A file whose name cannot be represented.
+    Refused,
+    Directory(SandboxPath),
+    File {
+        path: SandboxPath,
+        mode: u32,
+        contents: Vec<u8>,
+    },
+}
+
+/// Hands every entry of `archive` to `each`, in order. A name with `..` or a root, or
+/// an entry that is neither a file nor a directory, makes the archive an error.
+fn each_entry(archive: &[u8], mut each: impl FnMut(Entry) -> Result<()>) -> Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let refuse = |name: &Path, why: &str| Error::InvalidPath {
         path: crate::sandbox_path::escape_controls(&name.to_string_lossy()).into_owned(),
         reason: why.to_string(),
     };
-    let mut copied = Copied::default();
     let mut tar = tar::Archive::new(archive);
     let entries = tar.entries().map_err(io("not a tar archive".into()))?;
     for entry in entries {
@@ -189,28 +266,26 @@ pub fn unpack_into(
         if plain.is_empty() {
             continue;
         }
+        let kind = entry.header().entry_type();
         let Ok(path) = SandboxPath::from_bytes(&plain.join(&b'/')) else {
-            copied.refused += usize::from(entry.header().entry_type().is_file());
+            if kind.is_file() {
+                each(Entry::Refused)?;
+            }
             continue;
         };
-        let context = format!("cannot write `{path}`");
-        match entry.header().entry_type() {
-            tar::EntryType::Directory => path.create_dir_in(dir).map_err(io(context))?,
+        match kind {
+            tar::EntryType::Directory => each(Entry::Directory(path))?,
             tar::EntryType::Regular | tar::EntryType::Continuous => {
+                let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
                 let mut contents = Vec::new();
                 entry
                     .read_to_end(&mut contents)
                     .map_err(io("broken tar archive".into()))?;
-                let Some((path, contents)) = admit(path, contents) else {
-                    copied.refused += 1;
-                    continue;
-                };
-                if copied.files.contains(&path) {
-                    copied.refused += 1;
-                    continue;
-                }
-                path.write_into(dir, &contents).map_err(io(context))?;
-                copied.files.push(path);
+                each(Entry::File {
+                    path,
+                    mode,
+                    contents,
+                })?;
             }
             other => {
                 return Err(refuse(
@@ -220,7 +295,7 @@ pub fn unpack_into(
             }
         }
     }
-    Ok(copied)
+    Ok(())
 }
 
 /// Every file as it is, for [`unpack`] and [`unpack_into`].
@@ -279,6 +354,44 @@ mod tests {
         file.append_data(&mut header, "out/x", &b"x"[..]).unwrap();
         assert!(unpack(&file.into_inner().unwrap(), to.path(), as_is).is_err());
         assert!(!Path::new("/tmp/x").exists() || std::fs::read("/tmp/x").unwrap() != b"x");
+    }
+
+    #[test]
+    fn a_rewritten_archive_keeps_modes_and_directories_and_takes_the_changes() {
+        let from = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(from.path().join("bin/empty")).unwrap();
+        std::fs::write(from.path().join("bin/run.sh"), b"echo KEY-1").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let executable = std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(from.path().join("bin/run.sh"), executable).unwrap();
+        std::fs::write(from.path().join("KEY-1.txt"), b"x").unwrap();
+        std::fs::write(from.path().join("dropped"), b"y").unwrap();
+        let archive = pack(from.path(), 1 << 20).unwrap();
+        let rewritten = rewrite(&archive, |path, contents| {
+            let contents = String::from_utf8(contents)
+                .unwrap()
+                .replace("KEY-1", "*****");
+            let name = path.as_str().replace("KEY-1", "***");
+            (name != "dropped").then(|| (SandboxPath::new(&name).unwrap(), contents.into_bytes()))
+        })
+        .unwrap();
+        let to = tempfile::tempdir().unwrap();
+        let copied = unpack(&rewritten, to.path(), as_is).unwrap();
+        let mut files: Vec<&str> = copied.files.iter().map(|f| f.as_str()).collect();
+        files.sort();
+        assert_eq!(files, ["***.txt", "bin/run.sh"]);
+        assert_eq!(
+            std::fs::read(to.path().join("bin/run.sh")).unwrap(),
+            b"echo *****"
+        );
+        assert!(to.path().join("bin/empty").is_dir());
+        let mode = tar::Archive::new(rewritten.as_slice())
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap())
+            .find(|e| e.path().unwrap().ends_with("run.sh"))
+            .map(|e| e.header().mode().unwrap());
+        assert_eq!(mode, Some(0o755));
     }
 
     #[test]

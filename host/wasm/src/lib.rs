@@ -504,6 +504,12 @@ impl Backend for WasmBackend {
     /// to. The workspace is a tmpfs of `workdir_size` where one can be made (see
     /// `quota`). Everything else holds by construction (no sockets, no processes,
     /// no system calls, no root filesystem).
+    /// Each workspace is a tmpfs of the policy's `workdir_size`: pages of the host's
+    /// memory that no limit of the interpreter's counts.
+    fn workspace_in_memory(&self) -> bool {
+        quota::available().is_ok()
+    }
+
     fn unenforced(&self, policy: &Policy) -> Vec<PolicyField> {
         let mut fields = Vec::new();
         if quota::available().is_err() {

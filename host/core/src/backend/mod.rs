@@ -632,6 +632,14 @@ pub trait Backend: Send + Sync {
     fn unenforced(&self, _policy: &Policy) -> Vec<PolicyField> {
         Vec::new()
     }
+    /// Whether a sandbox's workspace is host memory that its memory limit does not
+    /// count (the wasm backend's workspaces are each a tmpfs of the policy's
+    /// `workdir_size`): what a sandbox may hold is then its memory limit and its
+    /// workspace together, and a server counts both against its memory budget.
+    /// Default: no (a container's tmpfs is charged to its own memory limit).
+    fn workspace_in_memory(&self) -> bool {
+        false
+    }
     /// What `sandlot doctor` says about where this backend runs: the engine and its
     /// version, and whether the isolation it relies on is in force there. Default:
     /// nothing to check.

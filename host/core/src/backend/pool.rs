@@ -929,6 +929,10 @@ impl Backend for Pool {
         self.shared.inner.unenforced(policy)
     }
 
+    fn workspace_in_memory(&self) -> bool {
+        self.shared.inner.workspace_in_memory()
+    }
+
     fn checks(&self) -> Vec<super::Check> {
         self.shared.inner.checks()
     }

@@ -381,11 +381,32 @@ impl LanguageHandler {
         if !commands.iter().any(|c| c.phase == Phase::Run) {
             return Err(self.invalid("plan", "the plan has no `run` command".into()));
         }
+        // The host reads the names too, whatever the handler made of them: a
+        // handler's own check is its author's, and an installer takes far more than
+        // names ([`crate::library`]).
+        crate::library::check(&self.info.id, libraries)?;
         Ok(Plan { files, commands })
     }
 
+    /// Whether `libraries` are registry names of the language's installer
+    /// ([`crate::library`]), where the handler installs libraries at all (one that
+    /// does not refuses them with its own reason when asked).
+    pub fn check_libraries(&self, libraries: &[String]) -> Result<()> {
+        let installs = self
+            .info
+            .capabilities
+            .contains(&crate::language::LanguageCapability::InstallLibraries);
+        match installs {
+            true => crate::library::check(&self.info.id, libraries),
+            false => Ok(()),
+        }
+    }
+
     /// Commands that install `libraries` into a sandbox whose working directory is
-    /// `workdir`.
+    /// `workdir`. A handler that installs nothing refuses with its reason; otherwise
+    /// a library that is no registry name of the language's installer is
+    /// [`Error::InvalidLibrary`](crate::Error::InvalidLibrary), whatever the handler
+    /// made of it.
     pub fn install(&self, libraries: &[String], workdir: &str) -> Result<Vec<Command>> {
         let commands = self
             .call("install", 0, |guest, store| {
@@ -408,6 +429,7 @@ impl LanguageHandler {
                 })
             })?
             .map_err(|message| self.refused("install", message))?;
+        crate::library::check(&self.info.id, libraries)?;
         self.checked("install", commands)
     }
 

@@ -29,7 +29,7 @@ use crate::execution::Execution;
 use crate::language::{Finding, PlanOptions, Restriction};
 use crate::layout::Layout;
 use crate::plugin::LanguageHandler;
-use crate::policy::{Gate, Policy};
+use crate::policy::Policy;
 use crate::sandbox_path::{ListEntry, Listing, SandboxPath};
 use crate::secret::Secrets;
 use crate::tool::{ToolCall, ToolCalls, ToolLimits, ToolSet};
@@ -37,6 +37,7 @@ use crate::toolchain::Toolchain;
 use crate::transfer::Copied;
 use std::path::Path;
 
+pub(crate) mod gate;
 mod namespace;
 mod snapshot;
 pub(crate) mod warm;
@@ -190,6 +191,8 @@ pub(crate) struct Settings {
     pub(crate) tools: ToolSet,
     /// The key its snapshots are sealed with.
     pub(crate) snapshots: Arc<crate::snapshot::Keeper>,
+    /// The handlers command lines are read with.
+    pub(crate) readers: Arc<gate::Readers>,
 }
 
 /// A sandbox for one language. State (files, and variables where the backend keeps
@@ -230,6 +233,8 @@ pub struct Session {
     plot_capture: bool,
     /// The key its snapshots are sealed with.
     snapshots: Arc<crate::snapshot::Keeper>,
+    /// The handlers command lines are read with.
+    readers: Arc<gate::Readers>,
     /// Whether code ran in the sandbox's interpreter since it started: a one-shot
     /// session's next run then starts a fresh one.
     used: bool,
@@ -275,6 +280,7 @@ impl Session {
             image,
             tools,
             snapshots,
+            readers,
         } = settings;
         let capabilities =
             crate::backend::effective(&backend.capabilities(&handler.info().id), kernel.is_some());
@@ -302,6 +308,7 @@ impl Session {
             image,
             tools,
             snapshots,
+            readers,
             toolchain: OnceLock::new(),
             ended: None,
             // Every backend opens a sandbox with an empty output directory.
@@ -317,6 +324,29 @@ impl Session {
     /// The backend the session runs on.
     pub fn backend(&self) -> &BackendName {
         &self.backend_name
+    }
+
+    /// What masks the session's secrets in what a caller builds from its results
+    /// and hands on (events, JSON it decoded from the output): the session masks
+    /// what it returns itself, but not what is made of it afterwards.
+    pub fn masker(&self) -> crate::secret::Masker {
+        crate::secret::Masker::of(&self.secrets)
+    }
+
+    /// The most of the host's memory the session's sandbox may hold, in bytes: its
+    /// memory limit, and its workspace's size where the workspace is memory that
+    /// limit does not count ([`Backend::workspace_in_memory`], the wasm backend).
+    /// `u64::MAX` without a memory limit. What a server counts against its memory
+    /// budget.
+    pub fn memory_bound(&self) -> u64 {
+        if self.limits.memory == 0 {
+            return u64::MAX;
+        }
+        let workspace = match self.backend.workspace_in_memory() {
+            true => self.policy.workdir_size,
+            false => 0,
+        };
+        (self.limits.memory as u64).saturating_add(workspace)
     }
 
     /// The restrictions of the session's policy its backend cannot apply.
@@ -404,25 +434,7 @@ impl Session {
                 ),
             });
         }
-        let mut findings = if self.policy.analyze {
-            self.handler.analyze(code, &self.restricted)?
-        } else {
-            Vec::new()
-        };
-        findings.retain(|f| self.policy.gate(f.severity) != Gate::Ignore);
-        if let Some(threshold) = self.policy.block_at {
-            let blocking: Vec<Finding> = findings
-                .iter()
-                .filter(|f| self.policy.gate(f.severity) == Gate::Block)
-                .cloned()
-                .collect();
-            if !blocking.is_empty() {
-                return Err(Error::Blocked {
-                    findings: blocking,
-                    threshold,
-                });
-            }
-        }
+        let findings = self.check(code)?;
         let mut libraries = self.libraries.clone();
         libraries.extend(
             options
@@ -432,6 +444,7 @@ impl Session {
                 .cloned(),
         );
         if !libraries.is_empty() {
+            self.handler.check_libraries(&libraries)?;
             let needs = Needs::language(self.language()).with_libraries(&libraries);
             self.backend
                 .supports(&needs)
@@ -570,8 +583,11 @@ impl Session {
                     .into(),
             });
         }
+        // A command line is code too: the gate reads it, and what it hands an
+        // interpreter, as it reads a run's code.
+        let findings = self.check_command(command_line)?;
         let env = self.run_env(&options);
-        self.execute(Workload::Shell(command_line), &env, options, Vec::new())
+        self.execute(Workload::Shell(command_line), &env, options, findings)
     }
 
     /// The environment of a run: the session's, the run's, then the secrets.
@@ -1035,6 +1051,38 @@ impl AsyncSession {
 /// `call` as the session's caller sees it, live or in the record: a handler's message
 /// may quote the arguments, and they the secrets.
 fn masked_call(secrets: &Secrets, mut call: ToolCall) -> ToolCall {
+    // The name is the code's too: a call of a tool named by a secret is refused, and
+    // the record still says what it was called, cut at 64 bytes (so a value's
+    // beginning at its end is masked too).
+    let name = secrets.mask(std::mem::take(&mut call.name).into_bytes(), true);
+    call.name = String::from_utf8_lossy(&name).into_owned();
     call.message = call.message.map(|m| secrets.mask_text(&m));
     call
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secret::Secret;
+    use crate::tool::ToolOutcome;
+
+    /// A tool call's record holds what the code sent: a name and a message that may
+    /// be a secret, the name cut at 64 bytes, and so a value's beginning.
+    #[test]
+    fn a_call_record_has_its_secrets_masked_in_its_name_and_message() {
+        let value = format!("sk-{}", "x".repeat(70));
+        let secrets = Secrets::new(vec![Secret::new("KEY", &value).unwrap()]);
+        let cut: String = value.chars().take(64).collect();
+        let call = ToolCall {
+            name: cut,
+            duration: Duration::ZERO,
+            argument_bytes: 10,
+            result_bytes: 0,
+            outcome: ToolOutcome::UnknownTool,
+            message: Some(format!("there is no tool `{value}`")),
+        };
+        let masked = masked_call(&secrets, call);
+        assert_eq!(masked.name, "***");
+        assert_eq!(masked.message.as_deref(), Some("there is no tool `***`"));
+    }
 }

@@ -24,16 +24,39 @@ impl Session {
     /// kept is in [`Snapshot::unsaved`]); any other interpreter refuses, rather than
     /// capture less than the session holds: [`Session::snapshot_files`] takes the
     /// files alone.
+    ///
+    /// A snapshot leaves the session: every value of the session's secrets is
+    /// overwritten in it by as many `*` (in the interpreter's memory, in the files'
+    /// contents; in a file's name it is masked as `***`). A session restored from it
+    /// gets its own secrets in its environment again; a variable that held a secret's
+    /// value holds the stars. [`Session::snapshot_keeping_secrets`] keeps them, for
+    /// a snapshot that never leaves whoever holds the secrets.
     pub fn snapshot(&mut self) -> Result<Snapshot> {
         // Saving a kernel's variables runs code whose failure quotes its output.
-        let captured = self.capture(true, true, false);
+        let captured = self.capture(Capture::EXPORTED);
         self.masked(captured)
     }
 
     /// Captures the workspace's files alone: a session restored from it starts a
-    /// fresh interpreter over them.
+    /// fresh interpreter over them. The session's secrets are taken out of it as
+    /// [`Session::snapshot`] says.
     pub fn snapshot_files(&mut self) -> Result<Snapshot> {
-        self.capture(false, true, false)
+        self.capture(Capture {
+            memory: false,
+            ..Capture::EXPORTED
+        })
+    }
+
+    /// [`Session::snapshot`] with the session's secrets left in it, in the clear: for
+    /// a snapshot that stays with whoever holds the secrets and restores the session
+    /// as it was (a server pausing a session to disk), never for one handed to
+    /// someone the secrets were kept from.
+    pub fn snapshot_keeping_secrets(&mut self) -> Result<Snapshot> {
+        let captured = self.capture(Capture {
+            scrub: false,
+            ..Capture::EXPORTED
+        });
+        self.masked(captured)
     }
 
     /// `n` new sessions, each with a copy of this one's state (as
@@ -54,7 +77,12 @@ impl Session {
         // Never leaves the process: not hashed nor sealed, and whole where the backend
         // maps that in one piece (8.7 ms per child of 10 against 13.4–13.8 ms as the
         // changed pages alone, in one run of `benches/snapshot.rs`).
-        let snapshot = self.capture(true, false, true)?;
+        let snapshot = self.capture(Capture {
+            memory: true,
+            sealed: false,
+            whole: true,
+            scrub: false,
+        })?;
         (0..n)
             .map(|_| {
                 Session::restore(
@@ -75,7 +103,12 @@ impl Session {
     /// data cell 23.0–25.6 ms against 26.9–28.8 ms whole, in one run; `print(1)`
     /// alone pays about 2 ms more for it).
     pub(crate) fn capture_base(&mut self) -> Result<Snapshot> {
-        self.capture(true, false, false)
+        self.capture(Capture {
+            memory: true,
+            sealed: false,
+            whole: false,
+            scrub: false,
+        })
     }
 
     /// Whether the session's interpreter keeps state between runs that a snapshot
@@ -84,10 +117,18 @@ impl Session {
         !self.one_shot && self.capabilities.has(Capability::PersistentState)
     }
 
-    /// A snapshot with the interpreter's state if `memory`, sealed if `sealed`, in
-    /// the form that restores fastest in this process if `whole` (for a snapshot
-    /// that never leaves it: [`Sandbox::capture_here`](crate::backend::Sandbox::capture_here)).
-    fn capture(&mut self, memory: bool, sealed: bool, whole: bool) -> Result<Snapshot> {
+    /// A snapshot as `how` says.
+    fn capture(&mut self, how: Capture) -> Result<Snapshot> {
+        let Capture {
+            memory,
+            sealed,
+            whole,
+            scrub,
+        } = how;
+        let scrub = match scrub && !self.secrets.is_empty() {
+            true => Some(self.secrets.clone()),
+            false => None,
+        };
         let keeps_state = memory && self.keeps_state();
         let memory = keeps_state && self.capabilities.has(Capability::SnapshotMemory);
         let namespace = keeps_state && !memory && self.keeps_namespace();
@@ -129,9 +170,18 @@ impl Session {
         let made = Snapshot::write(key.as_ref(), |writer| {
             let interpreter = if memory {
                 writer.align(4096)?;
-                let state = writer.section(Tag::STATE, |out| match whole {
+                let mut capture = |out: &mut dyn std::io::Write| match whole {
                     true => sandbox.capture_here(out),
                     false => sandbox.capture(out),
+                };
+                let state = writer.section(Tag::STATE, |out| match &scrub {
+                    Some(secrets) => {
+                        let mut scrubbing = secrets.scrubbing(out);
+                        let state = capture(&mut scrubbing)?;
+                        scrubbing.finish().map_err(written)?;
+                        Ok(state)
+                    }
+                    None => capture(out),
                 })?;
                 Some(state.ok_or_else(|| Error::Runtime {
                     runtime: backend,
@@ -140,7 +190,13 @@ impl Session {
             } else {
                 None
             };
-            let files = sandbox.files().pack("", max)?;
+            let mut files = sandbox.files().pack("", max)?;
+            if let Some(secrets) = &scrub {
+                files = crate::transfer::rewrite(&files, |path, mut contents| {
+                    secrets.scrub(&mut contents);
+                    Some((secrets.mask_path(&path)?, contents))
+                })?;
+            }
             writer.section(Tag::FILES, |out| out.write_all(&files).map_err(written))?;
             Ok(Manifest {
                 interpreter,
@@ -169,6 +225,7 @@ impl Session {
             image: self.image.clone(),
             tools: self.tools.clone(),
             snapshots: self.snapshots.clone(),
+            readers: self.readers.clone(),
         }
     }
 
@@ -245,4 +302,28 @@ impl Session {
         }
         Ok(session)
     }
+}
+
+/// How [`Session::capture`] takes a snapshot.
+#[derive(Clone, Copy)]
+struct Capture {
+    /// With the interpreter's state, where the session keeps one.
+    memory: bool,
+    /// Hashed and sealed with the session's key: it may leave the process.
+    sealed: bool,
+    /// In the form that restores fastest in this process (for a snapshot that never
+    /// leaves it: [`Sandbox::capture_here`](crate::backend::Sandbox::capture_here)).
+    whole: bool,
+    /// With the session's secrets overwritten.
+    scrub: bool,
+}
+
+impl Capture {
+    /// What [`Session::snapshot`] takes: everything, sealed, without secrets.
+    const EXPORTED: Capture = Capture {
+        memory: true,
+        sealed: true,
+        whole: false,
+        scrub: true,
+    };
 }
