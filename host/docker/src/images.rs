@@ -28,6 +28,12 @@ use std::path::Path;
 /// from: a variant of an image since rebuilt is made again.
 const VARIANT_BASE_VARIABLE: &str = "SANDLOT_AGENT_BASE";
 
+/// How long an engine may take to import an image's root filesystem: a request of its
+/// own, far past the client's 120 s for every other call. Podman took more than 120 s
+/// for the 400 MB Python image on a 2-core machine busy building, and the image build
+/// failed.
+const IMPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1800);
+
 /// An image in the engine that sandlot built or that a language is set to use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageInfo {
@@ -326,7 +332,7 @@ impl ContainerBackend {
             changes: vec![format!("ENV {RECIPE_VARIABLE}={}", recipe.hash)],
             ..Default::default()
         };
-        let docker = self.docker.clone();
+        let docker = self.docker.clone().with_timeout(IMPORT_TIMEOUT);
         let result = wait(self.runtime.handle(), async move {
             let mut stream =
                 docker.create_image(Some(options), Some(bollard::body_try_stream(chunks)), None);
