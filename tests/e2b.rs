@@ -36,6 +36,11 @@ impl Server {
 
     /// With `extra` arguments of `sandlot serve`.
     fn start_with(extra: &[&str]) -> Server {
+        Server::start_env(extra, &[])
+    }
+
+    /// With `extra` arguments of `sandlot serve`, and `env` in its environment.
+    fn start_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("sandlot.toml");
         std::fs::write(&config, "[pool.docker]\nmin_idle = 1\nmax_size = 3\n").unwrap();
@@ -44,6 +49,7 @@ impl Server {
             .arg("--config")
             .arg(&config)
             .args(extra)
+            .envs(env.iter().copied())
             .env("SANDLOT_API_TOKENS", format!("alice:{ALICE},bob:{BOB}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -547,12 +553,22 @@ fn a_sandbox_idle_past_the_servers_idle_timeout_is_gone() {
 
 /// Runs `code` in sandbox `id`'s default context; what it printed.
 fn execute(server: &Server, id: &str, token: &str, code: &str) -> String {
+    execute_in(server, id, token, None, code)
+}
+
+/// Runs `code` in context `context` of sandbox `id` (its default one if `None`);
+/// what it printed.
+fn execute_in(server: &Server, id: &str, token: &str, context: Option<&str>, code: &str) -> String {
+    let mut body = json!({ "code": code });
+    if let Some(context) = context {
+        body["context_id"] = json!(context);
+    }
     let ran = http()
         .post(format!("{}/execute", server.url))
         .header("E2b-Sandbox-Id", id)
         .header("E2b-Sandbox-Port", "49999")
         .header("X-Access-Token", token)
-        .json(&json!({ "code": code }))
+        .json(&body)
         .send()
         .unwrap()
         .text()
@@ -562,6 +578,200 @@ fn execute(server: &Server, id: &str, token: &str, code: &str) -> String {
         .filter(|l| l["type"] == "stdout")
         .map(|l| l["text"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// Creates a sandbox of `template` as Alice; returns its id and access token.
+fn create_of(server: &Server, template: &str) -> (String, String) {
+    create_with(server, json!({ "templateID": template, "timeout": 120 }))
+}
+
+/// Creates a sandbox as Alice with the create request `body`; returns its id and
+/// access token.
+fn create_with(server: &Server, body: Value) -> (String, String) {
+    let made: Value = http()
+        .post(format!("{}/v2/sandboxes", server.url))
+        .header("X-API-Key", ALICE)
+        .json(&body)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let id = made["sandboxID"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{made}"));
+    (
+        id.to_string(),
+        made["envdAccessToken"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Every line `/execute` answers for `code`, decoded.
+fn execute_lines(server: &Server, id: &str, token: &str, code: &str) -> Vec<Value> {
+    http()
+        .post(format!("{}/execute", server.url))
+        .header("E2b-Sandbox-Id", id)
+        .header("E2b-Sandbox-Port", "49999")
+        .header("X-Access-Token", token)
+        .json(&json!({ "code": code }))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect()
+}
+
+/// Runs a command through envd's `Process.Start`, as the SDKs do (`bash -l -c
+/// LINE`); the whole answer, frames and trailer.
+fn run_command(server: &Server, id: &str, token: &str, line: &str) -> String {
+    let body = json!({ "process": { "cmd": "/bin/bash", "args": ["-l", "-c", line] } }).to_string();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    framed.extend_from_slice(body.as_bytes());
+    let answer = envd(server, id, token, "/process.Process/Start")
+        .header("Content-Type", "application/connect+json")
+        .body(framed)
+        .send()
+        .unwrap()
+        .bytes()
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// What a client gets from `run_code` is masked after the server decoded it: the
+/// display hook prints a last value as JSON, whose escapes (`\"`, `\u00e9`) the
+/// output's own masking cannot see through. The operator's secret, with a quote and
+/// a letter outside ASCII, comes back nowhere in any line, decoded.
+#[test]
+fn run_code_results_carry_no_secret_whatever_its_json_form() {
+    let secret = "op-\"kéy\"-0123456789";
+    let server = Server::start_env(&["--secret", "OPERATOR_KEY"], &[("OPERATOR_KEY", secret)]);
+    let (id, token) = create(&server);
+    let code = "import os, json\nprint(json.dumps(os.environ['OPERATOR_KEY'][::1]))\nos.environ['OPERATOR_KEY']";
+    let lines = execute_lines(&server, &id, &token, code);
+    let mut texts = Vec::new();
+    fn strings(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::String(text) => out.push(text.clone()),
+            Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+            Value::Object(fields) => fields.iter().for_each(|(k, v)| {
+                out.push(k.clone());
+                strings(v, out)
+            }),
+            _ => {}
+        }
+    }
+    for line in &lines {
+        strings(line, &mut texts);
+    }
+    let results: Vec<&Value> = lines.iter().filter(|l| l["type"] == "result").collect();
+    assert!(
+        results
+            .iter()
+            .any(|r| r["text"].as_str().is_some_and(|t| t.contains("***"))),
+        "the last value is a result, masked: {lines:?}"
+    );
+    for text in &texts {
+        assert!(
+            !text.contains(secret),
+            "the secret came back in {text:?}: {lines:?}"
+        );
+    }
+    assert_eq!(kill(&server, &id, ALICE).status().as_u16(), 204);
+}
+
+/// A command's code is read by the analysis gate as code sent to `run_code` is: on
+/// wasm, where a command is a program for the interpreter, and in a container, where
+/// it is a shell line — with the code it hands an interpreter inline, in a shell in
+/// a shell, or in a here-document. The policy here restricts Python's `socket`.
+#[test]
+fn commands_pass_the_analysis_gate_as_code_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "[restricted.python]\nmodules = [\"socket\"]\n").unwrap();
+    let server = Server::start_with(&["--policy", policy.to_str().unwrap()]);
+    let refused = |answer: &str, what: &str| {
+        assert!(
+            answer.contains("blocked by the security policy") && !answer.contains("cmFu"),
+            "{what} was not refused: {answer}"
+        );
+    };
+    for template in ["python@wasm", "python@docker"] {
+        let (id, token) = create_of(&server, template);
+        let ran = execute_lines(&server, &id, &token, "import socket\nprint('ran')");
+        assert!(
+            ran.iter().any(|l| l["type"] == "error"
+                && l["value"].as_str().unwrap_or_default().contains("socket")),
+            "{template}: run_code was not refused: {ran:?}"
+        );
+        // `ran` is "cmFu" in the stream's base64.
+        let inline = run_command(
+            &server,
+            &id,
+            &token,
+            "python3 -c \"import socket; print('ran')\"",
+        );
+        refused(&inline, &format!("{template}: python3 -c"));
+        let fine = run_command(&server, &id, &token, "python3 -c \"print('fine')\"");
+        assert!(fine.contains(r#""exitCode":0"#), "{template}: {fine}");
+        if template.ends_with("docker") {
+            for line in [
+                "cd /tmp && bash -c \"python3 -c 'import socket; print(1)'\"",
+                "python3 - <<'EOF'\nimport socket\nprint('ran')\nEOF",
+                "echo 'import socket' | python3",
+                ":(){ :|:& };:",
+            ] {
+                refused(&run_command(&server, &id, &token, line), line);
+            }
+        }
+        assert_eq!(kill(&server, &id, ALICE).status().as_u16(), 204);
+    }
+}
+
+/// A code context is the sandbox's: one made later (`POST /contexts`) gets the
+/// sandbox's network, not the server's. On a server whose policy lets sandboxes
+/// online, a Docker sandbox made with `allow_internet_access: false` has no network
+/// interface but loopback in any of its contexts; one made without it has its own.
+#[test]
+fn every_context_of_a_sandbox_without_internet_access_is_offline() {
+    let server = Server::start_with(&["--policy", "permissive"]);
+    let interfaces = "import os\nprint(sorted(os.listdir('/sys/class/net')))";
+    for (allow, expected) in [(false, "['lo']\n"), (true, "['eth0', 'lo']\n")] {
+        let (id, token) = create_with(
+            &server,
+            json!({
+                "templateID": "python@docker",
+                "timeout": 120,
+                "allow_internet_access": allow,
+            }),
+        );
+        let (id, token) = (id.as_str(), token.as_str());
+        assert_eq!(
+            execute(&server, id, token, interfaces),
+            expected,
+            "default context"
+        );
+        let context: Value = http()
+            .post(format!("{}/contexts", server.url))
+            .header("E2b-Sandbox-Id", id)
+            .header("E2b-Sandbox-Port", "49999")
+            .header("X-Access-Token", token)
+            .json(&json!({ "language": "python" }))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        let context = context["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{context}"));
+        assert_eq!(
+            execute_in(&server, id, token, Some(context), interfaces),
+            expected,
+            "a new context of a sandbox with allow_internet_access {allow}"
+        );
+        assert_eq!(kill(&server, id, ALICE).status().as_u16(), 204);
+    }
 }
 
 /// With a state directory, a sandbox outlives a restart of the server: same id, same

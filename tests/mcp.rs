@@ -452,6 +452,75 @@ print(total, tokyo["target"]["datetime"][11:16], everything_echo(message="done")
     let _ = http.wait();
 }
 
+/// An upstream server is a child of sandlot that hands what it knows to sandboxed
+/// code: it starts with none of sandlot's environment (the clients' API tokens, the
+/// operator's secrets, the shell's variables) but the baseline and what the operator
+/// gives it by name. server-everything's `get-env` tool reports its whole
+/// environment, as a tool of any upstream could.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_servers_get_none_of_the_servers_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::config_with_everything(
+        dir.path(),
+        "",
+        "env = { GIVEN = \"given-value\" }\ninherit_env = [\"PASSED_ON\"]\n",
+    );
+    let token = "client-token-0123456789abcdef";
+    let mut command = sandlot();
+    command
+        .args(["mcp", "--secret", "OPERATOR_KEY"])
+        .env("SANDLOT_CONFIG", &config)
+        .env("SANDLOT_API_TOKENS", format!("alice:{token}"))
+        .env("OPERATOR_KEY", "operator-key-0123456789")
+        .env("SHELL_ONLY_CANARY", "canary-of-the-shell")
+        .env("PASSED_ON", "passed-on-value");
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    let program = r#"
+from sandlot_tools import everything_get_env
+env = everything_get_env()
+print(" ".join(sorted(env)))
+print(env.get("GIVEN"), env.get("PASSED_ON"))
+print(any("0123456789" in value or "canary" in value for value in env.values()))
+"#;
+    let run = json_of(
+        &call(
+            &client,
+            "execute_code",
+            json!({ "language": "python", "code": program, "backend": "wasm" }),
+        )
+        .await,
+    );
+    let stdout = run["stdout"].as_str().unwrap_or_else(|| panic!("{run}"));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{run}");
+    let baseline = sandlot::server::mcp::upstream::BASELINE_ENV;
+    for name in lines[0].split_whitespace() {
+        assert!(
+            baseline.contains(&name) || ["GIVEN", "PASSED_ON"].contains(&name),
+            "the upstream server was started with {name}: {}",
+            lines[0]
+        );
+    }
+    assert_eq!(lines[1], "given-value passed-on-value", "{run}");
+    assert_eq!(lines[2], "False", "a value of sandlot's environment: {run}");
+    client.cancel().await.unwrap();
+
+    // A variable to pass on that sandlot does not have is an error, named.
+    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
+        .args(["mcp"])
+        .env("SANDLOT_CONFIG", &config)
+        .env_remove("PASSED_ON")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        said.contains("inherit_env names PASSED_ON, which is not set"),
+        "{said}"
+    );
+}
+
 fn start_http_server() -> (std::process::Child, String) {
     let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
         .args(["mcp", "--http", "127.0.0.1:0"])
@@ -721,7 +790,10 @@ async fn refusals_are_tool_errors_with_their_kind() {
 async fn stdio_client_keeping(state: &std::path::Path) -> Client {
     let mut command = sandlot();
     command
-        .args(["mcp", "--max-sessions-per-client", "12", "--state-dir"])
+        // A dozen wasm sessions at once, each counted at 2 GiB: more than the
+        // machine's memory, the default budget.
+        .args(["mcp", "--max-sessions-per-client", "12"])
+        .args(["--memory-budget", "131072", "--state-dir"])
         .arg(state);
     ().serve(TokioChildProcess::new(command).unwrap())
         .await

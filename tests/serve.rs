@@ -126,6 +126,16 @@ async fn post(url: &str, token: &str, body: Value) -> (u16, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// Asks for a snapshot of session `id` as the holder of `token`; the status and answer.
+async fn take_snapshot(server: &Server, token: &str, id: &str) -> (u16, Value) {
+    post(
+        &server.at(&format!("/v1/sessions/{id}/snapshot")),
+        token,
+        json!({}),
+    )
+    .await
+}
+
 /// What `/metrics` says now.
 async fn metrics(server: &Server) -> String {
     client()
@@ -603,7 +613,14 @@ async fn an_idle_session_expires_and_leaves_no_container() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_clients_all_get_their_answer_and_nothing_stays_open() {
-    let server = Server::start(&["--max-sessions-per-client", "25"]);
+    // Fifty wasm sessions may hold 100 GiB (their memory and workspaces): more than
+    // the machine's own budget admits at once.
+    let server = Server::start(&[
+        "--max-sessions-per-client",
+        "25",
+        "--memory-budget",
+        "131072",
+    ]);
     let url = server.at("/v1/run");
     let tasks: Vec<_> = (0..50)
         .map(|i| {
@@ -1270,16 +1287,20 @@ async fn a_snapshot_restores_after_a_restart_and_forks_go_their_own_ways() {
     use support::python_state as state;
     let dir = tempfile::tempdir().unwrap();
     let state_dir = dir.path().to_str().unwrap();
-    let flags = ["--state-dir", state_dir, "--max-sessions-per-client", "20"];
+    // Thirteen wasm sessions at once, each counted at 2 GiB: more than the machine's
+    // memory, the default budget.
+    let flags = [
+        "--state-dir",
+        state_dir,
+        "--max-sessions-per-client",
+        "20",
+        "--memory-budget",
+        "131072",
+    ];
     let mut server = Server::start(&flags);
     let id = alice_opens(&server, "python").await;
     alice_runs(&server, &id, state::BUILD).await;
-    let (status, taken) = post(
-        &server.at(&format!("/v1/sessions/{id}/snapshot")),
-        ALICE,
-        json!({}),
-    )
-    .await;
+    let (status, taken) = take_snapshot(&server, ALICE, &id).await;
     assert_eq!(status, 201, "{taken}");
     assert_eq!(
         (taken["memory"].as_bool(), taken["language"].as_str()),
@@ -1298,12 +1319,7 @@ async fn a_snapshot_restores_after_a_restart_and_forks_go_their_own_ways() {
         "const kept = { n: 40 };\nfunction bump() { return ++kept.n; }\nbump();",
     )
     .await;
-    let (status, js_taken) = post(
-        &server.at(&format!("/v1/sessions/{js}/snapshot")),
-        ALICE,
-        json!({}),
-    )
-    .await;
+    let (status, js_taken) = take_snapshot(&server, ALICE, &js).await;
     assert_eq!(
         (
             status,
@@ -1562,15 +1578,12 @@ async fn the_store_keeps_to_its_disk_limit() {
         "1",
         "--max-stored-bytes",
         "100000",
+        "--max-stored-bytes-per-client",
+        "100000",
     ]);
     let id = alice_opens(&server, "python").await;
     alice_runs(&server, &id, "x = 7").await;
-    let (status, full) = post(
-        &server.at(&format!("/v1/sessions/{id}/snapshot")),
-        ALICE,
-        json!({}),
-    )
-    .await;
+    let (status, full) = take_snapshot(&server, ALICE, &id).await;
     assert_eq!(
         (status, full["error"]["kind"].as_str()),
         (429, Some("exhausted")),
@@ -1602,7 +1615,12 @@ async fn the_store_keeps_to_its_disk_limit() {
 /// arrives, instead of each being streamed to the disk up to the whole store's size.
 #[tokio::test]
 async fn uploads_under_way_share_the_stores_room() {
-    let server = Server::start(&["--max-stored-bytes", "1000000"]);
+    let server = Server::start(&[
+        "--max-stored-bytes",
+        "1000000",
+        "--max-stored-bytes-per-client",
+        "1000000",
+    ]);
     let (sender, chunks) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
     let slow = futures_util::stream::unfold(chunks, |mut chunks| async move {
         let chunk = chunks.recv().await?;
@@ -1639,4 +1657,352 @@ async fn uploads_under_way_share_the_stores_room() {
     assert_eq!(first.status().as_u16(), 400);
     let third = whole().await.unwrap();
     assert_eq!(third.status().as_u16(), 400, "{:?}", third.text().await);
+}
+
+/// A secret's forms a client must not find anywhere: its text, and its text as JSON
+/// writes it inside a string.
+fn secret_forms(secret: &str) -> [String; 2] {
+    let escaped = serde_json::to_string(secret).unwrap();
+    [
+        secret.to_string(),
+        escaped[1..escaped.len() - 1].to_string(),
+    ]
+}
+
+/// The operator's secret and a client's reach the code and never the client, by any
+/// channel: not in a client tool's `tool_call` event (the code passed them as
+/// arguments), not in the stream's `tool_call_end` records or result, not in
+/// a downloaded snapshot (memory and files: the variables that held them hold stars
+/// there), whose restored session still gets its secrets in its environment. Both
+/// secrets hold a quote and letters outside ASCII, which JSON and the interpreter's
+/// own strings keep in other forms.
+#[tokio::test]
+async fn secrets_reach_no_client_in_events_records_or_snapshots() {
+    let operator = "op-\"kéy\"-0123456789";
+    let mine = "db-ü\"pw\"-9876543210";
+    let server = Server::spawn(
+        &["--secret", "OPERATOR_KEY"],
+        true,
+        &[("OPERATOR_KEY", operator)],
+    );
+    let (status, opened) = post(
+        &server.at("/v1/sessions"),
+        ALICE,
+        json!({
+            "language": "python",
+            "backend": "wasm",
+            "secrets": { "DB_PASSWORD": mine },
+            "tools": [{
+                "name": "lookup",
+                "description": "The word for a key.",
+                "input_schema": {"type": "object", "properties": {"key": {"type": "string"}}}
+            }]
+        }),
+    )
+    .await;
+    assert_eq!(status, 201, "{opened}");
+    let id = opened["id"].as_str().unwrap().to_string();
+    let code = r#"import os, sandlot_tools as t
+for name in ['OPERATOR_KEY', 'DB_PASSWORD']:
+    print(t.lookup(key=os.environ[name]))
+held = (os.environ['OPERATOR_KEY'], os.environ['DB_PASSWORD'])
+written = open('kept.txt', 'w').write(held[0] + held[1])
+"#;
+    let response = client()
+        .post(server.at(&format!("/v1/sessions/{id}/run")))
+        .bearer_auth(ALICE)
+        .header("accept", "text/event-stream")
+        .json(&json!({ "code": code }))
+        .send()
+        .await
+        .unwrap();
+    let mut stream = response.bytes_stream();
+    let (mut buffer, mut raw) = (String::new(), String::new());
+    let (mut asked, mut ended, mut result) = (Vec::new(), Vec::new(), Value::Null);
+    'reading: while let Some(chunk) = stream.next().await {
+        let text = String::from_utf8_lossy(&chunk.unwrap()).into_owned();
+        raw.push_str(&text);
+        buffer.push_str(&text);
+        for (name, data) in take_events(&mut buffer) {
+            match name.as_str() {
+                "tool_call" => {
+                    asked.push(data["arguments"]["key"].clone());
+                    let call = data["id"].as_str().unwrap();
+                    let at = server.at(&format!("/v1/sessions/{id}/tool_calls/{call}"));
+                    let (status, _) = post(&at, ALICE, json!({ "value": "ok" })).await;
+                    assert_eq!(status, 204);
+                }
+                "tool_call_end" => ended.push(data["name"].clone()),
+                "result" | "error" => {
+                    result = data;
+                    break 'reading;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(asked, [json!("***"), json!("***")], "{raw}");
+    assert_eq!(ended, [json!("lookup"), json!("lookup")], "{raw}");
+    assert_eq!(result["stdout"], "ok\nok\n", "{result}");
+    for secret in [operator, mine] {
+        for form in secret_forms(secret) {
+            assert!(!raw.contains(&form), "{form} is in the stream: {raw}");
+        }
+    }
+
+    // A downloaded snapshot holds neither, in any form the interpreter keeps text in.
+    let (status, taken) = take_snapshot(&server, ALICE, &id).await;
+    assert_eq!(status, 201, "{taken}");
+    let snapshot = taken["id"].as_str().unwrap().to_string();
+    let bytes = client()
+        .get(server.at(&format!("/v1/snapshots/{snapshot}")))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let find = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    for secret in [operator, mine] {
+        let latin1: Vec<u8> = secret.chars().map(|c| c as u8).collect();
+        let utf16: Vec<u8> = secret.encode_utf16().flat_map(u16::to_le_bytes).collect();
+        for (form, needle) in [
+            ("UTF-8", secret.as_bytes()),
+            ("Latin-1", &latin1),
+            ("UTF-16", &utf16),
+        ] {
+            assert!(!find(needle), "the snapshot holds {secret:?} in {form}");
+        }
+    }
+    // Restored, the session has its secrets again, and the variables stars.
+    let (status, restored) = post(
+        &server.at(&format!("/v1/snapshots/{snapshot}/restore")),
+        ALICE,
+        json!({ "secrets": { "DB_PASSWORD": mine } }),
+    )
+    .await;
+    assert_eq!(status, 201, "{restored}");
+    let again = restored["id"].as_str().unwrap();
+    let check = "import os\nenv = (os.environ['OPERATOR_KEY'], os.environ['DB_PASSWORD'])\n\
+                 print([set(v) == {'*'} for v in held], env != held, '*' in env[0] + env[1])\n\
+                 print(set(open('kept.txt').read()))";
+    assert_eq!(
+        alice_runs(&server, again, check).await,
+        "[True, True] True False\n{'*'}\n"
+    );
+}
+
+/// One client cannot fill the store for the others: each has a share of it, and a
+/// snapshot past Alice's share is refused (with hers named) while Bob keeps his.
+#[tokio::test]
+async fn one_clients_snapshots_leave_the_others_their_share() {
+    let server = Server::start(&["--max-stored-bytes-per-client", "300000000"]);
+    let mut kept = 0;
+    let refused = loop {
+        let id = alice_opens(&server, "python").await;
+        // About 100 MB of changed memory a snapshot.
+        alice_runs(
+            &server,
+            &id,
+            "blob = bytearray(100 << 20)\nblob[::4096] = b'x' * len(blob[::4096])",
+        )
+        .await;
+        let (status, answer) = take_snapshot(&server, ALICE, &id).await;
+        if status != 201 {
+            break (status, answer);
+        }
+        kept += 1;
+        assert!(
+            kept < 5,
+            "a share of 300 MB took {kept} snapshots of 100 MB"
+        );
+    };
+    assert!(kept >= 1, "no snapshot fit the share");
+    let (status, answer) = refused;
+    assert_eq!(
+        (status, answer["error"]["kind"].as_str()),
+        (429, Some("exhausted")),
+        "{answer}"
+    );
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("this client's share") && message.contains("300000000"),
+        "{message}"
+    );
+    let (status, opened) = post(
+        &server.at("/v1/sessions"),
+        BOB,
+        json!({ "language": "python", "backend": "wasm" }),
+    )
+    .await;
+    assert_eq!(status, 201, "{opened}");
+    let bobs = opened["id"].as_str().unwrap();
+    let (status, taken) = take_snapshot(&server, BOB, bobs).await;
+    assert_eq!(status, 201, "Bob's snapshot was refused: {taken}");
+}
+
+/// What a session may hold of the host's memory counts against one budget the
+/// operator sets: its memory cap and, on wasm, its workspace (a tmpfs the cap does
+/// not count). With a budget of 1.5 GiB, sessions of 256 MiB and 512 MiB workspaces
+/// take 768 MiB each: a third is refused until one closes.
+#[tokio::test]
+async fn sessions_are_admitted_within_the_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "workdir_size = 536870912\n").unwrap();
+    let server = Server::start(&[
+        "--memory",
+        "256",
+        "--memory-budget",
+        "1536",
+        "--policy",
+        policy.to_str().unwrap(),
+    ]);
+    let first = alice_opens(&server, "python").await;
+    let _second = alice_opens(&server, "python").await;
+    let metrics = metrics(&server).await;
+    assert!(
+        metrics.contains(&format!(
+            "sandlot_memory_held_bytes {}\n",
+            2 * (768u64 << 20)
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!("sandlot_memory_budget_bytes {}\n", 1536u64 << 20)),
+        "{metrics}"
+    );
+    let (status, refused) = post(
+        &server.at("/v1/sessions"),
+        BOB,
+        json!({ "language": "python", "backend": "wasm" }),
+    )
+    .await;
+    assert_eq!(
+        (status, refused["error"]["kind"].as_str()),
+        (429, Some("exhausted")),
+        "{refused}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("memory budget"),
+        "{refused}"
+    );
+    let response = client()
+        .delete(server.at(&format!("/v1/sessions/{first}")))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 204);
+    let (status, opened) = post(
+        &server.at("/v1/sessions"),
+        BOB,
+        json!({ "language": "python", "backend": "wasm" }),
+    )
+    .await;
+    assert_eq!(status, 201, "{opened}");
+}
+
+/// The processes under `pid`, children first found, that are still there.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        // `PID (COMM) STATE PPID ...`: the command may hold spaces and parentheses.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let after = &stat[stat.rfind(')').map_or(0, |at| at + 2)..];
+        if let Some(parent) = after.split(' ').nth(1).and_then(|p| p.parse().ok()) {
+            parents.push((child, parent));
+        }
+    }
+    let mut found = vec![pid];
+    let mut at = 0;
+    while at < found.len() {
+        let parent = found[at];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        at += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// No process the server starts holds what its environment holds: its clients'
+/// tokens, the operator's secrets, whatever its shell gave it. Checked on every
+/// process under a server with an upstream MCP server (code mode), wasm sandboxes in
+/// a worker process, and a native sandbox (bubblewrap and the agent in it) running.
+#[tokio::test]
+async fn no_process_the_server_starts_holds_its_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::config_with_everything(dir.path(), "[wasm]\nworkers = 1\n", "");
+    let canary = "canary-of-the-operators-shell";
+    let operator = "operator-key-0123456789";
+    let server = Server::spawn(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--secret",
+            "OPERATOR_KEY",
+        ],
+        true,
+        &[("OPERATOR_KEY", operator), ("SHELL_CANARY", canary)],
+    );
+    let wasm = alice_opens(&server, "python").await;
+    assert_eq!(alice_runs(&server, &wasm, "print(1)").await, "1\n");
+    let (status, opened) = post(
+        &server.at("/v1/sessions"),
+        ALICE,
+        json!({ "language": "python", "backend": "native" }),
+    )
+    .await;
+    assert_eq!(status, 201, "{opened}");
+    let native = opened["id"].as_str().unwrap();
+    assert_eq!(alice_runs(&server, native, "print(2)").await, "2\n");
+    let processes = descendants(server.child.id());
+    let (mut read, mut outside_seen) = (0, 0);
+    for pid in &processes {
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        read += 1;
+        let environ = String::from_utf8_lossy(&environ).replace('\0', "\n");
+        let command = std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+            .unwrap_or_default()
+            .replace('\0', " ");
+        // A sandbox's code gets the operator's secret as its session's variable (the
+        // session's, not the server's environment); nothing else of the server's.
+        let outside = command.starts_with("node ") || command.contains("--sandlot-wasm-worker");
+        outside_seen += usize::from(outside);
+        let mut held = vec![canary, ALICE, BOB, "SANDLOT_API_TOKENS"];
+        if outside {
+            held.push(operator);
+        }
+        for held in held {
+            assert!(
+                !environ.contains(held),
+                "process {pid} ({command}) holds {held}:\n{environ}"
+            );
+        }
+    }
+    // The upstream server, the worker, bubblewrap and the agent at least.
+    assert!(
+        read >= 4,
+        "only {read} processes under the server: {processes:?}"
+    );
+    assert_eq!(
+        outside_seen, 2,
+        "the upstream server and the worker: {processes:?}"
+    );
 }

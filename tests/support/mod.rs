@@ -241,6 +241,21 @@ pub fn upstream_mcp_servers() -> (String, String) {
     (time, everything)
 }
 
+/// A `sandlot.toml` in `dir` with server-everything as the upstream MCP server
+/// `everything` over stdio: `before` ahead of its section, `within` inside it.
+#[allow(
+    dead_code,
+    reason = "used by some of the test binaries that share this module"
+)]
+pub fn config_with_everything(dir: &Path, before: &str, within: &str) -> PathBuf {
+    let (_, everything) = upstream_mcp_servers();
+    let config = dir.join("sandlot.toml");
+    let section =
+        format!("[mcp.upstream.everything]\ncommand = [\"node\", {everything:?}, \"stdio\"]\n");
+    std::fs::write(&config, format!("{before}{section}{within}")).unwrap();
+    config
+}
+
 /// What `tests/SCRIPT ARGS` printed (standard output, then standard error), run by
 /// [`client_python`]; fails with that text unless the script succeeded.
 pub fn run_client_script(script: &str, args: &[&str]) -> String {

@@ -54,8 +54,12 @@
 //!
 //! # `sandlot mcp`'s code mode: upstream MCP servers whose tools the sandboxed code
 //! # calls as functions (`time_get_current_time`). A command, or a loopback URL.
+//! # A command server starts with none of sandlot's environment but PATH, HOME, the
+//! # locale, TZ, TMPDIR and the certificates' paths: give it the rest by name.
 //! [mcp.upstream.time]
 //! command = ["mcp-server-time", "--local-timezone", "UTC"]
+//! env = { TZ = "UTC" }                     # set to these values
+//! inherit_env = ["GITHUB_TOKEN"]           # passed on from sandlot's environment
 //! [mcp.upstream.docs]
 //! url = "http://127.0.0.1:3001/mcp"
 //! ```
@@ -137,6 +141,14 @@ pub struct UpstreamConfig {
     pub command: Option<Vec<String>>,
     /// A streamable-HTTP endpoint on a loopback address.
     pub url: Option<String>,
+    /// Variables a command server starts with, on top of the few of sandlot's own
+    /// every one gets (`PATH`, `HOME`, the locale, `TZ`, `TMPDIR`, the certificates').
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Variables of sandlot's own environment passed on to a command server by name;
+    /// one that is not set is an error when the server starts.
+    #[serde(default)]
+    pub inherit_env: Vec<String>,
 }
 
 /// The `[serve]` section: settings of the HTTP API.

@@ -31,6 +31,12 @@ pub(super) struct SessionArgs {
     /// Memory cap of a sandbox, in MiB; a client may ask for less.
     #[arg(long, default_value_t = 1024, value_name = "MIB")]
     memory: u64,
+    /// Most of the host's memory the open sessions may hold in all, in MiB, each
+    /// counted at its memory cap and, on wasm, its workspace (a tmpfs the cap does
+    /// not count): a session past it is refused until another closes or pauses.
+    /// Default: the machine's physical memory.
+    #[arg(long, value_name = "MIB")]
+    memory_budget: Option<u64>,
     /// How long one tool call from sandboxed code may take, in seconds (an upstream
     /// server's, or a client's answer to a call of its own tools).
     #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
@@ -57,7 +63,11 @@ pub(super) struct SessionArgs {
     accept_unenforced: Vec<String>,
     /// Code mode: an upstream MCP server whose tools the sandboxed code calls as
     /// functions (NAME_TOOL), as NAME=COMMAND ARGS... or NAME=URL (loopback only);
-    /// repeatable, and added to sandlot.toml's [mcp.upstream.NAME] sections.
+    /// repeatable, and added to sandlot.toml's [mcp.upstream.NAME] sections. A
+    /// command starts with none of sandlot's environment but PATH, HOME, the locale,
+    /// TZ, TMPDIR and the certificates' paths (`env VAR=VALUE COMMAND` adds more;
+    /// sandlot.toml's `env` and `inherit_env` do so without a value on the command
+    /// line).
     #[arg(long, value_name = "NAME=COMMAND|URL")]
     upstream: Vec<String>,
     /// Pause a session idle for this many seconds: its state goes to disk and its
@@ -78,6 +88,11 @@ pub(super) struct SessionArgs {
     /// Most bytes the snapshots and paused sessions may take on disk.
     #[arg(long, default_value_t = 8 << 30, value_name = "BYTES")]
     max_stored_bytes: u64,
+    /// Most bytes of those one client's snapshots and paused sessions may take, so
+    /// that one client cannot fill the store for the others (default: a quarter of
+    /// --max-stored-bytes).
+    #[arg(long, value_name = "BYTES")]
+    max_stored_bytes_per_client: Option<u64>,
 }
 
 impl SessionArgs {
@@ -172,6 +187,12 @@ impl SessionArgs {
             settings = settings.state_dir(dir);
         }
         settings = settings.max_stored_bytes(self.max_stored_bytes);
+        if let Some(share) = self.max_stored_bytes_per_client {
+            settings = settings.max_stored_bytes_per_client(share);
+        }
+        if let Some(budget) = self.memory_budget {
+            settings = settings.memory_budget(budget.saturating_mul(1 << 20));
+        }
         SessionManager::new(service, settings).context("cannot open the server's state directory")
     }
 }
@@ -214,7 +235,17 @@ fn upstreams(global: &Global, flags: &[String]) -> Result<Vec<Upstream>> {
                 ))
             }
         };
-        upstreams.push(Upstream::new(name, endpoint)?);
+        let mut env = section.env.clone();
+        for inherited in &section.inherit_env {
+            let value = std::env::var(inherited).map_err(|_| {
+                anyhow!(
+                    "[mcp.upstream.{name}] inherit_env names {inherited}, which is not set \
+                     (or not UTF-8) in sandlot's environment"
+                )
+            })?;
+            env.insert(inherited.clone(), value);
+        }
+        upstreams.push(Upstream::new(name, endpoint)?.with_env(env)?);
     }
     for flag in flags {
         let upstream: Upstream = flag.parse()?;

@@ -1,8 +1,8 @@
 //! E2B's control API: create, list, inspect, connect to, time and kill sandboxes.
 
-use super::sandboxes::{Context, Sandbox};
+use super::sandboxes::{Context, Opening, Sandbox};
 use super::{blocking, client_of, end_sandbox, to_the_end, E2b, E2bError};
-use crate::manager::{Ask, ClientId, SessionInfo};
+use crate::manager::{ClientId, SessionInfo};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -181,12 +181,11 @@ async fn create(
     bounded("metadata", new.metadata.as_ref(), MAX_METADATA)?;
     bounded("envVars", new.env_vars.as_ref(), MAX_ENV)?;
     let (language, backend) = template(&new.template_id)?;
-    let mut ask = Ask::new(&language);
-    ask.backend = backend.clone();
-    if new.allow_internet_access == Some(false) {
-        ask.network = Some(sandlot_core::Network::Off);
-    }
-    to_the_end(register(e2b, client, new, ask, language, backend, timeout)).await
+    let opening = Opening {
+        backend,
+        network: (new.allow_internet_access == Some(false)).then_some(sandlot_core::Network::Off),
+    };
+    to_the_end(register(e2b, client, new, opening, language, timeout)).await
 }
 
 /// Opens the sandbox `create` asked for and registers it.
@@ -194,13 +193,13 @@ async fn register(
     e2b: E2b,
     client: ClientId,
     new: NewSandbox,
-    ask: Ask,
+    opening: Opening,
     language: String,
-    backend: Option<String>,
     timeout: Duration,
 ) -> Result<Response, E2bError> {
     let manager = e2b.manager.clone();
     let owner = client.clone();
+    let ask = opening.ask(&language);
     let opened = blocking(move || {
         // Opened from the ask, so that a server with a state directory keeps it.
         let opened = manager.open_asked(&owner, &ask)?;
@@ -225,7 +224,7 @@ async fn register(
         executions: 0,
         displays: false,
     };
-    let mut sandbox = Sandbox::new(client, new.template_id.clone(), backend, first, timeout);
+    let mut sandbox = Sandbox::new(client, new.template_id.clone(), opening, first, timeout);
     if sandbox.template.is_empty() {
         sandbox.template = "base".into();
     }
@@ -507,7 +506,11 @@ pub(super) fn pause_sandbox(
     };
     if !manager.pause(&sandbox.client, main)? {
         return Err(Error::BackendCannot {
-            backend: sandbox.backend.clone().unwrap_or_else(|| "auto".into()),
+            backend: sandbox
+                .opening
+                .backend
+                .clone()
+                .unwrap_or_else(|| "auto".into()),
             capability: sandlot_core::Capability::SnapshotMemory,
             hint: "a sandbox pauses with its interpreter's memory, which Python on wasm \
                    keeps; this one keeps running until its timeout"

@@ -5,7 +5,7 @@
 use super::display;
 use super::sandboxes::{lock, Context, Sandbox};
 use super::{blocking, to_the_end, E2b, E2bError};
-use crate::manager::{Ask, SessionId};
+use crate::manager::SessionId;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -109,8 +109,8 @@ async fn open_context(
     super::files::workspace_path(&cwd)
         .map_err(|e| E2bError::new(StatusCode::BAD_REQUEST, e.message))?;
     let language = language_of(language);
-    let mut ask = Ask::new(&language);
-    ask.backend = sandbox.backend.clone();
+    // The sandbox's own opening, never the server's: a context is the same sandbox.
+    let ask = sandbox.opening.ask(&language);
     let manager = e2b.manager.clone();
     let client = sandbox.client.clone();
     let opened = blocking(move || manager.open_asked(&client, &ask)).await?;
@@ -318,7 +318,11 @@ async fn execute(
         .map_err(|e| E2bError::new(StatusCode::BAD_REQUEST, e.message))?;
     let mut env: BTreeMap<String, String> = sandbox.env.clone();
     env.extend(run.env_vars.unwrap_or_default());
-    let (lines, received) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    // Every message is masked as it leaves: after what the display hook printed was
+    // decoded from its JSON, whose escapes the session's own masking of the output
+    // could not see through (a `"` or a non-ASCII letter in a secret).
+    let masker = e2b.manager.masker(&sandbox.client, &context.session)?;
+    let (lines, received) = tokio::sync::mpsc::unbounded_channel::<Value>();
     let stderr = Arc::new(Mutex::new(Stderr::default()));
     let stdout = Arc::new(Mutex::new(Vec::new()));
     let options = RunOptions {
@@ -371,11 +375,14 @@ async fn execute(
             let _ = lines.send(line);
         }
     });
-    let stream = futures_util::stream::unfold(received, |mut received| async move {
-        received
-            .recv()
-            .await
-            .map(|line| (Ok::<Bytes, std::convert::Infallible>(line), received))
+    let stream = futures_util::stream::unfold(received, move |mut received| {
+        let masker = masker.clone();
+        async move {
+            received.recv().await.map(|message| {
+                let line = line(masker.json(message));
+                (Ok::<Bytes, std::convert::Infallible>(line), received)
+            })
+        }
     });
     Ok((
         [(header::CONTENT_TYPE, "application/x-ndjson")],
@@ -395,14 +402,14 @@ fn now() -> String {
     super::sandboxes::rfc3339(std::time::SystemTime::now())
 }
 
-fn output(kind: &str, text: &str) -> Bytes {
-    line(json!({ "type": kind, "text": text, "timestamp": now() }))
+fn output(kind: &str, text: &str) -> Value {
+    json!({ "type": kind, "text": text, "timestamp": now() })
 }
 
 /// Sends stdout a line at a time, as a notebook shows it: a `print` is one message,
 /// not one per write. What is left of a line goes out when the run ends.
 fn stdout_sink(
-    lines: UnboundedSender<Bytes>,
+    lines: UnboundedSender<Value>,
     pending: Arc<Mutex<Vec<u8>>>,
 ) -> sandlot_core::backend::Sink {
     Box::new(move |bytes: &[u8]| {
@@ -422,7 +429,7 @@ fn stdout_sink(
 
 /// Lines of stdout as messages: the output, and a `result` for each line the display
 /// hook wrote ([`display::result_in`]); consecutive output lines go as one message.
-fn stdout_messages(text: &str) -> Vec<Bytes> {
+fn stdout_messages(text: &str) -> Vec<Value> {
     let mut messages = Vec::new();
     let mut plain = String::new();
     for piece in text.split_inclusive('\n') {
@@ -432,7 +439,7 @@ fn stdout_messages(text: &str) -> Vec<Bytes> {
                 if !plain.is_empty() {
                     messages.push(output("stdout", &std::mem::take(&mut plain)));
                 }
-                messages.extend(result.map(line));
+                messages.extend(result);
             }
             None => plain.push_str(piece),
         }
@@ -462,7 +469,7 @@ fn starts_error(line: &str) -> bool {
 }
 
 fn stderr_sink(
-    lines: UnboundedSender<Bytes>,
+    lines: UnboundedSender<Value>,
     state: Arc<Mutex<Stderr>>,
 ) -> sandlot_core::backend::Sink {
     Box::new(move |bytes: &[u8]| {
@@ -539,7 +546,7 @@ fn ended(
     ran: Result<Execution, sandlot_core::error::Error>,
     held: Stderr,
     count: u64,
-) -> Vec<Bytes> {
+) -> Vec<Value> {
     let mut out = Vec::new();
     let mut held_text = held.held;
     let partial = String::from_utf8_lossy(&held.partial).into_owned();
@@ -556,13 +563,13 @@ fn ended(
             if !held_text.is_empty() {
                 out.push(output("stderr", &held_text));
             }
-            out.push(line(json!({
+            out.push(json!({
                 "type": "error",
                 "name": "SandlotError",
                 "value": error.to_string(),
                 "traceback": "",
-            })));
-            out.push(line(json!({ "type": "end_of_execution" })));
+            }));
+            out.push(json!({ "type": "end_of_execution" }));
             return out;
         }
     };
@@ -584,7 +591,7 @@ fn ended(
         result.insert(key.into(), json!(data));
         result.insert("text".into(), json!(format!("<{}>", artifact.path)));
         result.insert("is_main_result".into(), json!(false));
-        out.push(line(Value::Object(result)));
+        out.push(Value::Object(result));
     }
     let error = match &execution.end {
         EndReason::Completed if execution.exit_code == 0 => None,
@@ -622,20 +629,18 @@ fn ended(
         }),
     };
     match error {
-        Some(error) => out.push(line(json!({
+        Some(error) => out.push(json!({
             "type": "error",
             "name": error.name,
             "value": error.value,
             "traceback": error.traceback,
-        }))),
+        })),
         // A traceback held for a run that went on and ended well was only output.
         None if !held_text.is_empty() => out.push(output("stderr", &held_text)),
         None => {}
     }
-    out.push(line(
-        json!({ "type": "number_of_executions", "execution_count": count }),
-    ));
-    out.push(line(json!({ "type": "end_of_execution" })));
+    out.push(json!({ "type": "number_of_executions", "execution_count": count }));
+    out.push(json!({ "type": "end_of_execution" }));
     out
 }
 
@@ -677,7 +682,7 @@ mod tests {
         sink("2 é".as_bytes());
         assert!(received.try_recv().is_err());
         sink(b"\nnext");
-        let first: Value = serde_json::from_slice(&received.try_recv().unwrap()).unwrap();
+        let first: Value = received.try_recv().unwrap();
         assert_eq!(first["text"], "42 é\n");
         assert_eq!(lock(&pending).as_slice(), b"next");
     }
@@ -689,7 +694,7 @@ mod tests {
         let mut sink = stderr_sink(lines, state.clone());
         sink(b"warn");
         sink(b"ing\nTraceback (most recent call last):\n  File");
-        let first: Value = serde_json::from_slice(&received.try_recv().unwrap()).unwrap();
+        let first: Value = received.try_recv().unwrap();
         assert_eq!(first["type"], "stderr");
         assert_eq!(first["text"], "warning\n");
         assert!(first["timestamp"].is_string());

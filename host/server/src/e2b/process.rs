@@ -251,6 +251,9 @@ fn started(
                     }
                 };
                 code.and_then(|(code, filename)| {
+                    // The gate reads the program, as it reads a run's code: the code
+                    // around it is the server's, which hides it from a reading.
+                    manager.with_session(client, &session, |s| s.check(&code))?;
                     let code = program::as_code(&language, &code, &filename, &program.argv);
                     manager.run(client, &session, &code, options)
                 })

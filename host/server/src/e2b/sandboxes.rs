@@ -3,8 +3,8 @@
 //! (template, metadata, environment, end time, its own access token) and the
 //! commands running in it.
 
-use crate::manager::{ClientId, SessionId};
-use sandlot_core::Interrupt;
+use crate::manager::{Ask, ClientId, SessionId};
+use sandlot_core::{Interrupt, Network};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -60,6 +60,29 @@ pub struct Process {
     pub frames: tokio::sync::broadcast::Sender<bytes::Bytes>,
 }
 
+/// What every session of a sandbox opens with, its default context's and every
+/// other context's alike: the backend and the policy its create asked for. A context
+/// opened later is the same sandbox, so it gets no more than the first (a sandbox
+/// made with `allow_internet_access: false` has no network in any context).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Opening {
+    /// The backend (`None`: the server's `auto`).
+    pub backend: Option<String>,
+    /// The network, when the create asked for less than the server's.
+    #[serde(default)]
+    pub network: Option<Network>,
+}
+
+impl Opening {
+    /// The ask of a session of `language` in the sandbox.
+    pub fn ask(&self, language: &str) -> Ask {
+        let mut ask = Ask::new(language);
+        ask.backend = self.backend.clone();
+        ask.network = self.network;
+        ask
+    }
+}
+
 /// One sandbox.
 #[derive(Debug)]
 pub struct Sandbox {
@@ -69,8 +92,8 @@ pub struct Sandbox {
     pub client: ClientId,
     /// The template it was made from.
     pub template: String,
-    /// The backend its sessions run on (`auto` left to the server).
-    pub backend: Option<String>,
+    /// What its sessions open with: the backend and policy its create asked for.
+    pub opening: Opening,
     /// Whether that backend has a shell for commands; without one, commands run the
     /// interpreter ([`super::program`]).
     pub shell: bool,
@@ -98,7 +121,7 @@ impl Sandbox {
     pub fn new(
         client: ClientId,
         template: String,
-        backend: Option<String>,
+        opening: Opening,
         first: Context,
         timeout: Duration,
     ) -> Sandbox {
@@ -107,7 +130,7 @@ impl Sandbox {
             id: format!("i{}", &unguessable()[..20]),
             client,
             template,
-            backend,
+            opening,
             shell: false,
             auto_pause: false,
             metadata: BTreeMap::new(),
@@ -209,6 +232,9 @@ pub struct Kept {
     client: String,
     template: String,
     backend: Option<String>,
+    /// Kept since sandlot 0.x; a sandbox kept before it had the server's network.
+    #[serde(default)]
+    network: Option<Network>,
     shell: bool,
     auto_pause: bool,
     metadata: BTreeMap<String, String>,
@@ -247,7 +273,8 @@ impl Sandbox {
             id: self.id.clone(),
             client: self.client.as_str().to_string(),
             template: self.template.clone(),
-            backend: self.backend.clone(),
+            backend: self.opening.backend.clone(),
+            network: self.opening.network,
             shell: self.shell,
             auto_pause: self.auto_pause,
             metadata: self.metadata.clone(),
@@ -275,7 +302,10 @@ impl Sandbox {
             id: kept.id,
             client: ClientId::new(kept.client),
             template: kept.template,
-            backend: kept.backend,
+            opening: Opening {
+                backend: kept.backend,
+                network: kept.network,
+            },
             shell: kept.shell,
             auto_pause: kept.auto_pause,
             metadata: kept.metadata,
@@ -419,7 +449,7 @@ mod tests {
         let sandbox = Arc::new(Sandbox::new(
             owner.clone(),
             "base".into(),
-            None,
+            Opening::default(),
             context(),
             Duration::from_secs(60),
         ));

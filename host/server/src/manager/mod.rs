@@ -28,6 +28,7 @@ use sandlot_core::backend::BackendName;
 use sandlot_core::error::{Error, Result};
 use sandlot_core::execution::Execution;
 use sandlot_core::policy::Policy;
+use sandlot_core::secret::Masker;
 use sandlot_core::session::{Limits, RunOptions, Session};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -156,6 +157,16 @@ pub struct ManagerSettings {
     pub state_dir: Option<PathBuf>,
     /// Most bytes the snapshots and paused sessions may take on disk (default 8 GiB).
     pub max_stored_bytes: u64,
+    /// Most bytes of the host's memory the open sessions may hold in all, each
+    /// counted at the most it may hold ([`Session::memory_bound`]): its memory limit,
+    /// and its workspace where that is memory no limit of its counts (the wasm
+    /// backend's). An open, restore, fork or resume past it is refused until a
+    /// session closes or pauses (default: the machine's physical memory).
+    pub memory_budget: Option<u64>,
+    /// Most bytes of those one client's may take, its uploads under way included:
+    /// one client that fills its share leaves the rest to the others (default: a
+    /// quarter of [`ManagerSettings::max_stored_bytes`]).
+    pub max_stored_bytes_per_client: Option<u64>,
 }
 
 impl Default for ManagerSettings {
@@ -173,6 +184,8 @@ impl Default for ManagerSettings {
             pause_after: None,
             state_dir: None,
             max_stored_bytes: 8 << 30,
+            max_stored_bytes_per_client: None,
+            memory_budget: None,
         }
     }
 }
@@ -252,6 +265,32 @@ impl ManagerSettings {
     pub fn max_stored_bytes(mut self, bytes: u64) -> Self {
         self.max_stored_bytes = bytes;
         self
+    }
+
+    /// At most `bytes` of them per client.
+    pub fn max_stored_bytes_per_client(mut self, bytes: u64) -> Self {
+        self.max_stored_bytes_per_client = Some(bytes);
+        self
+    }
+
+    /// The open sessions hold at most `bytes` of the host's memory in all (see
+    /// [`ManagerSettings::memory_budget`]).
+    pub fn memory_budget(mut self, bytes: u64) -> Self {
+        self.memory_budget = Some(bytes);
+        self
+    }
+
+    /// The memory budget in force: its own setting, or the machine's physical memory.
+    pub fn budget(&self) -> u64 {
+        self.memory_budget.unwrap_or_else(physical_memory)
+    }
+
+    /// What one client's snapshots and paused sessions may take: its own setting, or
+    /// a quarter of the store's.
+    pub fn client_share(&self) -> u64 {
+        self.max_stored_bytes_per_client
+            .unwrap_or(self.max_stored_bytes / 4)
+            .min(self.max_stored_bytes)
     }
 }
 
@@ -387,6 +426,10 @@ pub struct ManagerStats {
     pub tool_calls: u64,
     /// Tool calls that failed: the tool's error, a limit, a timeout, a bad request.
     pub tool_call_failures: u64,
+    /// Bytes of the host's memory the open sessions (and opens in progress) may hold.
+    pub memory_held: u64,
+    /// The memory budget ([`ManagerSettings::memory_budget`]).
+    pub memory_budget: u64,
 }
 
 /// Named sessions shared by a server's connections. Cheap to clone; every clone is
@@ -431,6 +474,9 @@ struct Pending {
     opening: HashMap<ClientId, usize>,
     /// Opens and closes in progress, which a shutdown waits for.
     in_flight: usize,
+    /// Bytes of the memory budget that opens, restores, forks and resumes in progress
+    /// hold.
+    memory: u64,
     /// Clients that went away: an open of theirs that ends after is closed at once.
     gone: VecDeque<ClientId>,
 }
@@ -442,10 +488,42 @@ const REMEMBERED_GONE: usize = 4096;
 /// take its start timeout to come up, then to be deleted).
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(300);
 
+/// The machine's physical memory, in bytes (`u64::MAX` where it cannot be read).
+fn physical_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| {
+            let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib.saturating_mul(1024))
+        })
+        .unwrap_or(u64::MAX)
+}
+
+/// What the open `sessions` and the opens in progress (`pending`) may hold of the
+/// host's memory.
+fn memory_held(sessions: &HashMap<SessionId, Arc<Entry>>, pending: &Pending) -> u64 {
+    sessions
+        .values()
+        .map(|e| e.memory.load(Ordering::Relaxed))
+        .fold(pending.memory, u64::saturating_add)
+}
+
+/// What a session of `request` may hold of the host's memory before its backend is
+/// known: its memory limit and its workspace, as on the backend that counts most.
+fn bound_of(request: &OpenRequest) -> u64 {
+    match request.limits.memory {
+        0 => u64::MAX,
+        memory => (memory as u64).saturating_add(request.policy.workdir_size),
+    }
+}
+
 /// One open or close in progress; its end is counted when it drops.
 struct InFlight<'a> {
     inner: &'a Inner,
     opening: Option<ClientId>,
+    /// Bytes of the memory budget it holds until the session it opens is counted.
+    memory: u64,
 }
 
 impl Drop for InFlight<'_> {
@@ -460,6 +538,7 @@ impl Drop for InFlight<'_> {
             }
         }
         pending.in_flight = pending.in_flight.saturating_sub(1);
+        pending.memory = pending.memory.saturating_sub(self.memory);
         self.inner.settled.notify_all();
     }
 }
@@ -490,6 +569,9 @@ struct Entry {
     last_used: Mutex<Instant>,
     /// What it was opened with: a resume opens its sandbox again with it.
     request: OpenRequest,
+    /// What masks its secrets (the server's and its client's) in what the front
+    /// ends build for its client.
+    masker: Masker,
     /// What its client asked, where the session was opened from an [`Ask`]: what a
     /// server after a restart rebuilds the request from. A session without one is
     /// not kept across a restart.
@@ -497,6 +579,11 @@ struct Entry {
     /// Whether it may be paused: its backend captures the interpreter's memory, and
     /// no pause of it has failed.
     pausable: AtomicBool,
+    /// The most of the host's memory its sandbox may hold, live.
+    bound: AtomicU64,
+    /// What of the memory budget it holds now: `bound` while its sandbox is live,
+    /// nothing while it is paused.
+    memory: AtomicU64,
     /// Held for the length of a run, so runs of one session take turns.
     session: Mutex<Slot>,
     /// Callers waiting for `session` or holding it: each holds a thread of the
@@ -528,14 +615,15 @@ impl Drop for Turn<'_> {
 /// Room in the store held for a snapshot being received ([`SessionManager::incoming`]).
 pub struct Incoming {
     inner: Arc<Inner>,
+    client: ClientId,
     bytes: u64,
 }
 
 impl Incoming {
     /// Takes `bytes` more of the store's room, or says it is full
-    /// ([`Error::StoreFull`]).
+    /// ([`Error::StoreFull`]) or the client's share is ([`Error::StoreShareFull`]).
     pub fn take(&mut self, bytes: u64) -> Result<()> {
-        self.inner.store.take_room(bytes)?;
+        self.inner.store.take_room(self.client.as_str(), bytes)?;
         self.bytes += bytes;
         Ok(())
     }
@@ -543,7 +631,7 @@ impl Incoming {
 
 impl Drop for Incoming {
     fn drop(&mut self) {
-        self.inner.store.release(self.bytes);
+        self.inner.store.release(self.client.as_str(), self.bytes);
     }
 }
 
@@ -653,8 +741,11 @@ impl SessionManager {
             .clone()
             .or_else(|| service.sandlot().config().policy.clone())
             .unwrap_or_default();
-        let (store, paused) =
-            Store::open(settings.state_dir.as_deref(), settings.max_stored_bytes)?;
+        let (store, paused) = Store::open(
+            settings.state_dir.as_deref(),
+            settings.max_stored_bytes,
+            settings.client_share(),
+        )?;
         let inner = Arc::new(Inner {
             service: RwLock::new(service),
             settings,
@@ -702,6 +793,7 @@ impl SessionManager {
             }
         };
         let opened_wall = store::from_unix(record.opened_unix);
+        let bound = bound_of(&request);
         let entry = Arc::new(Entry {
             id: id.clone(),
             client: ClientId::new(record.client),
@@ -712,9 +804,13 @@ impl SessionManager {
             opened: instant_of(opened_wall),
             opened_wall,
             last_used: Mutex::new(instant_of(store::from_unix(record.last_used_unix))),
+            masker: Masker::new(request.secrets.clone()),
             request,
             ask: Some(ask),
             pausable: AtomicBool::new(true),
+            // Paused: it holds nothing until it resumes, and its backend says then.
+            bound: AtomicU64::new(bound),
+            memory: AtomicU64::new(0),
             waiting: AtomicUsize::new(0),
             ending: AtomicBool::new(false),
             running: Mutex::new(None),
@@ -839,7 +935,7 @@ impl SessionManager {
         self.check_allowed(&request)?;
         // The slot is taken before the slow open, so that concurrent opens cannot
         // together pass a limit; a shutdown waits for it.
-        let slot = self.reserve(client)?;
+        let slot = self.reserve(client, bound_of(&request))?;
         let session = self.open_session(&request)?;
         let info = self.admit(client, session, request, ask)?;
         drop(slot);
@@ -883,6 +979,7 @@ impl SessionManager {
                 ),
             });
         }
+        let bound = session.memory_bound();
         let capabilities = session.capabilities();
         let persistent = capabilities.has(sandlot_core::Capability::PersistentState);
         let pausable = persistent
@@ -898,9 +995,12 @@ impl SessionManager {
             opened: Instant::now(),
             opened_wall: SystemTime::now(),
             last_used: Mutex::new(Instant::now()),
+            masker: Masker::new(request.secrets.clone()),
             request,
             ask,
             pausable: AtomicBool::new(pausable),
+            bound: AtomicU64::new(bound),
+            memory: AtomicU64::new(bound),
             waiting: AtomicUsize::new(0),
             ending: AtomicBool::new(false),
             running: Mutex::new(None),
@@ -937,7 +1037,7 @@ impl SessionManager {
     }
 
     /// Takes a slot for an open of `client`, or says which limit is reached.
-    fn reserve(&self, client: &ClientId) -> Result<InFlight<'_>> {
+    fn reserve(&self, client: &ClientId, memory: u64) -> Result<InFlight<'_>> {
         let sessions = self
             .inner
             .sessions
@@ -960,13 +1060,16 @@ impl SessionManager {
                 limit: settings.max_sessions,
             });
         }
+        self.inner.within_budget(&sessions, &pending, memory)?;
         // A client that opens again is back.
         pending.gone.retain(|c| c != client);
         *pending.opening.entry(client.clone()).or_default() += 1;
         pending.in_flight += 1;
+        pending.memory = pending.memory.saturating_add(memory);
         Ok(InFlight {
             inner: &self.inner,
             opening: Some(client.clone()),
+            memory,
         })
     }
 
@@ -1053,6 +1156,14 @@ impl SessionManager {
                 None => "no session of this client has this id".into(),
             },
         })
+    }
+
+    /// What masks the secrets of session `id` of `client` (the server's and the
+    /// session's own) in what a front end builds for the client from its results:
+    /// events, JSON decoded from the output. At once, whether a run is under way or
+    /// the session is paused.
+    pub fn masker(&self, client: &ClientId, id: &SessionId) -> Result<Masker> {
+        Ok(self.entry(client, id)?.masker.clone())
     }
 
     /// Runs `f` on session `id` of `client`, one call at a time per session.
@@ -1364,7 +1475,7 @@ impl SessionManager {
         let restored = (|| {
             self.check_open()?;
             self.check_allowed(&request)?;
-            let slot = self.reserve(client)?;
+            let slot = self.reserve(client, bound_of(&request))?;
             let session = {
                 let service = self.inner.service.read().unwrap_or_else(|e| e.into_inner());
                 let snapshot = service.sandlot().open_snapshot(&path)?;
@@ -1415,7 +1526,7 @@ impl SessionManager {
         self.check_open()?;
         let entry = self.entry(client, id)?;
         let slots = (0..count)
-            .map(|_| self.reserve(client))
+            .map(|_| self.reserve(client, entry.bound.load(Ordering::Relaxed)))
             .collect::<Result<Vec<_>>>()?;
         let started = Instant::now();
         let forks = self.in_session(client, id, |session| session.fork(count))?;
@@ -1441,9 +1552,10 @@ impl SessionManager {
     /// ([`Incoming::take`]) and given back when dropped: uploads under way share the
     /// store's room with what it holds, so together they cannot put more than it
     /// takes on the disk.
-    pub fn incoming(&self) -> Incoming {
+    pub fn incoming(&self, client: &ClientId) -> Incoming {
         Incoming {
             inner: self.inner.clone(),
+            client: client.clone(),
             bytes: 0,
         }
     }
@@ -1560,8 +1672,17 @@ impl SessionManager {
     /// Counters since the manager started.
     pub fn stats(&self) -> ManagerStats {
         let c = &self.inner.counters;
+        let (open, memory_held) = {
+            let sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+            (sessions.len(), memory_held(&sessions, &pending))
+        };
         ManagerStats {
-            open: self.inner.sessions.lock().map(|s| s.len()).unwrap_or(0),
+            open,
             opened: c.opened.load(Ordering::Relaxed),
             open_failures: c.open_failures.load(Ordering::Relaxed),
             closed: c.closed.load(Ordering::Relaxed),
@@ -1571,6 +1692,8 @@ impl SessionManager {
             run_seconds: c.run_micros.load(Ordering::Relaxed) as f64 / 1e6,
             tool_calls: c.tool_calls.load(Ordering::Relaxed),
             tool_call_failures: c.tool_call_failures.load(Ordering::Relaxed),
+            memory_held,
+            memory_budget: self.inner.settings.budget(),
         }
     }
 
@@ -1587,8 +1710,51 @@ impl SessionManager {
 }
 
 impl Inner {
-    /// Takes the state of a paused session back into a sandbox.
+    /// Whether `memory` more bytes fit the memory budget beside what the open
+    /// sessions (`sessions`) and the opens in progress (`pending`) hold.
+    fn within_budget(
+        &self,
+        sessions: &HashMap<SessionId, Arc<Entry>>,
+        pending: &Pending,
+        memory: u64,
+    ) -> Result<()> {
+        let budget = self.settings.budget();
+        let held = memory_held(sessions, pending);
+        if held.saturating_add(memory) > budget {
+            return Err(Error::MemoryBudget {
+                needed: memory,
+                held,
+                budget,
+            });
+        }
+        Ok(())
+    }
+
+    /// Takes the state of a paused session back into a sandbox, if what it may hold
+    /// fits the memory budget.
     fn resume(&self, entry: &Entry) -> Result<Session> {
+        let bound = entry.bound.load(Ordering::Relaxed);
+        let _held = {
+            let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            self.within_budget(&sessions, &pending, bound)?;
+            pending.in_flight += 1;
+            pending.memory = pending.memory.saturating_add(bound);
+            InFlight {
+                inner: self,
+                opening: None,
+                memory: bound,
+            }
+        };
+        let session = self.restore_paused(entry)?;
+        let bound = session.memory_bound();
+        entry.bound.store(bound, Ordering::Relaxed);
+        entry.memory.store(bound, Ordering::Relaxed);
+        Ok(session)
+    }
+
+    /// Takes the state of a paused session back into a sandbox.
+    fn restore_paused(&self, entry: &Entry) -> Result<Session> {
         let started = Instant::now();
         let path = self.store.paused_file(&entry.id);
         let session = {
@@ -1625,19 +1791,23 @@ impl Inner {
             return Ok(false);
         };
         let started = Instant::now();
-        let paused = session.snapshot().and_then(|snapshot| {
+        // The snapshot stays in the server's store and restores this session: its
+        // secrets stay in it, as they are in the live session.
+        let paused = session.snapshot_keeping_secrets().and_then(|snapshot| {
             let record = if self.store.lasting() {
                 entry.record()
             } else {
                 None
             };
-            self.store.pause(&entry.id, &snapshot, record.as_ref())?;
+            self.store
+                .pause(&entry.id, &entry.client, &snapshot, record.as_ref())?;
             Ok(snapshot.len())
         });
         match paused {
             Ok(bytes) => {
-                // The sandbox goes with the session.
+                // The sandbox goes with the session, and what it held of the memory.
                 *slot = Slot::Paused;
+                entry.memory.store(0, Ordering::Relaxed);
                 tracing::info!(session = %entry.id, client = %entry.client, bytes, ms = started.elapsed().as_millis() as u64, "session paused");
                 Ok(true)
             }
@@ -1698,6 +1868,7 @@ impl Inner {
                 InFlight {
                     inner: self,
                     opening: None,
+                    memory: 0,
                 },
             )
         };

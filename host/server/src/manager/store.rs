@@ -250,6 +250,8 @@ pub(super) struct Store {
     /// Whether it outlives the process.
     lasting: bool,
     limit: u64,
+    /// Most bytes one client's snapshots, paused sessions and uploads may take.
+    share: u64,
     held: Mutex<Held>,
 }
 
@@ -259,6 +261,7 @@ impl fmt::Debug for Store {
             .field("root", &self.root)
             .field("lasting", &self.lasting)
             .field("limit", &self.limit)
+            .field("share", &self.share)
             .finish_non_exhaustive()
     }
 }
@@ -268,9 +271,24 @@ impl fmt::Debug for Store {
 struct Held {
     /// Bytes of every snapshot file, and of those being written.
     bytes: u64,
+    /// The same, per client.
+    by_client: HashMap<String, u64>,
     snapshots: HashMap<SnapshotId, SnapshotRecord>,
-    /// Paused sessions and the size of their snapshot.
-    paused: HashMap<SessionId, u64>,
+    /// Paused sessions, whose they are and the size of their snapshot.
+    paused: HashMap<SessionId, (String, u64)>,
+}
+
+impl Held {
+    /// Takes `bytes` off what `client` holds.
+    fn free(&mut self, client: &str, bytes: u64) {
+        self.bytes = self.bytes.saturating_sub(bytes);
+        if let Some(held) = self.by_client.get_mut(client) {
+            *held = held.saturating_sub(bytes);
+            if *held == 0 {
+                self.by_client.remove(client);
+            }
+        }
+    }
 }
 
 fn io(what: String, e: std::io::Error) -> Error {
@@ -343,6 +361,7 @@ fn save_private(snapshot: &Snapshot, path: &Path) -> Result<()> {
 /// kept.
 struct Reservation<'a> {
     store: &'a Store,
+    client: &'a str,
     bytes: u64,
 }
 
@@ -355,16 +374,20 @@ impl Reservation<'_> {
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if self.bytes > 0 {
-            self.store.release(self.bytes);
+            self.store.release(self.client, self.bytes);
         }
     }
 }
 
 impl Store {
     /// The store in `state` (made if missing), or in a private temporary directory;
-    /// at most `limit` bytes. Returns the paused sessions found in `state`; records
-    /// that cannot be read are removed, with a warning.
-    pub(super) fn open(state: Option<&Path>, limit: u64) -> Result<(Store, Vec<PausedRecord>)> {
+    /// at most `limit` bytes, `share` of them per client. Returns the paused sessions
+    /// found in `state`; records that cannot be read are removed, with a warning.
+    pub(super) fn open(
+        state: Option<&Path>,
+        limit: u64,
+        share: u64,
+    ) -> Result<(Store, Vec<PausedRecord>)> {
         let (root, temporary) = match state {
             Some(dir) => (dir.to_path_buf(), None),
             None => {
@@ -383,6 +406,7 @@ impl Store {
             lasting: temporary.is_none(),
             _temporary: temporary,
             limit,
+            share,
             held: Mutex::new(Held::default()),
         };
         let paused = store.load()?;
@@ -481,6 +505,7 @@ impl Store {
                             if record.version != RECORD_VERSION || record.info.id.as_str() != stem {
                                 return Err("a record of another version or name".into());
                             }
+                            *held.by_client.entry(record.client.clone()).or_default() += *size;
                             held.snapshots.insert(record.info.id.clone(), record);
                         } else {
                             let record: PausedRecord =
@@ -488,7 +513,9 @@ impl Store {
                             if record.version != RECORD_VERSION || record.id != stem {
                                 return Err("a record of another version or name".into());
                             }
-                            held.paused.insert(SessionId::from(stem), *size);
+                            *held.by_client.entry(record.client.clone()).or_default() += *size;
+                            held.paused
+                                .insert(SessionId::from(stem), (record.client.clone(), *size));
                             paused.push(record);
                         }
                         Ok(*size)
@@ -506,21 +533,36 @@ impl Store {
         Ok(paused)
     }
 
-    /// Takes `bytes` more of the store's room, or says it is full; given back with
-    /// [`Store::release`].
-    pub(super) fn take_room(&self, bytes: u64) -> Result<()> {
-        self.reserve(bytes).map(Reservation::keep)
+    /// Takes `bytes` more of the store's room for `client`, or says it is full;
+    /// given back with [`Store::release`].
+    pub(super) fn take_room(&self, client: &str, bytes: u64) -> Result<()> {
+        self.reserve(client, bytes).map(Reservation::keep)
     }
 
-    /// Gives back `bytes` taken with [`Store::take_room`].
-    pub(super) fn release(&self, bytes: u64) {
-        let mut held = self.held();
-        held.bytes = held.bytes.saturating_sub(bytes);
+    /// Gives back `bytes` of `client` taken with [`Store::take_room`].
+    pub(super) fn release(&self, client: &str, bytes: u64) {
+        self.held().free(client, bytes);
     }
 
-    /// Takes `bytes` of the store's room, or says it is full.
-    fn reserve(&self, bytes: u64) -> Result<Reservation<'_>> {
+    /// Bytes `client` holds now.
+    #[cfg(test)]
+    fn used_by(&self, client: &str) -> u64 {
+        self.held().by_client.get(client).copied().unwrap_or(0)
+    }
+
+    /// Takes `bytes` of the store's room for `client`, or says it is full: the
+    /// store's, or the client's share of it. One client that fills its share leaves
+    /// the rest to the others.
+    fn reserve<'a>(&'a self, client: &'a str, bytes: u64) -> Result<Reservation<'a>> {
         let mut held = self.held();
+        let mine = held.by_client.get(client).copied().unwrap_or(0);
+        if mine.saturating_add(bytes) > self.share {
+            return Err(Error::StoreShareFull {
+                needed: bytes,
+                used: mine,
+                share: self.share,
+            });
+        }
         if held.bytes.saturating_add(bytes) > self.limit {
             return Err(Error::StoreFull {
                 needed: bytes,
@@ -529,7 +571,12 @@ impl Store {
             });
         }
         held.bytes += bytes;
-        Ok(Reservation { store: self, bytes })
+        *held.by_client.entry(client.to_string()).or_default() += bytes;
+        Ok(Reservation {
+            store: self,
+            client,
+            bytes,
+        })
     }
 
     fn snapshot_path(&self, id: &SnapshotId, extension: &str) -> PathBuf {
@@ -546,7 +593,7 @@ impl Store {
 
     /// Keeps `snapshot` for `client`.
     pub(super) fn keep(&self, client: &ClientId, snapshot: &Snapshot) -> Result<SnapshotInfo> {
-        let reservation = self.reserve(snapshot.len())?;
+        let reservation = self.reserve(client.as_str(), snapshot.len())?;
         let info = SnapshotInfo {
             id: SnapshotId::fresh(),
             language: snapshot.language().to_string(),
@@ -615,22 +662,23 @@ impl Store {
         self.find(client, id)?;
         let mut held = self.held();
         if let Some(record) = held.snapshots.remove(id) {
-            held.bytes = held.bytes.saturating_sub(record.info.bytes);
+            held.free(&record.client, record.info.bytes);
             let _ = fs::remove_file(self.snapshot_path(id, "json"));
             let _ = fs::remove_file(self.snapshot_path(id, "snap"));
         }
         Ok(())
     }
 
-    /// Keeps the snapshot of paused session `id`, with `record` when the session
-    /// can be resumed by another process.
+    /// Keeps the snapshot of paused session `id` of `client`, with `record` when the
+    /// session can be resumed by another process.
     pub(super) fn pause(
         &self,
         id: &SessionId,
+        client: &ClientId,
         snapshot: &Snapshot,
         record: Option<&PausedRecord>,
     ) -> Result<()> {
-        let reservation = self.reserve(snapshot.len())?;
+        let reservation = self.reserve(client.as_str(), snapshot.len())?;
         let (snap, json) = (self.paused_path(id, "snap"), self.paused_path(id, "json"));
         save_private(snapshot, &snap)?;
         if let Some(record) = record {
@@ -643,7 +691,9 @@ impl Store {
             }
         }
         reservation.keep();
-        self.held().paused.insert(id.clone(), snapshot.len());
+        self.held()
+            .paused
+            .insert(id.clone(), (client.as_str().to_string(), snapshot.len()));
         Ok(())
     }
 
@@ -656,8 +706,8 @@ impl Store {
     /// paused.
     pub(super) fn unpause(&self, id: &SessionId) {
         let mut held = self.held();
-        if let Some(bytes) = held.paused.remove(id) {
-            held.bytes = held.bytes.saturating_sub(bytes);
+        if let Some((client, bytes)) = held.paused.remove(id) {
+            held.free(&client, bytes);
             let _ = fs::remove_file(self.paused_path(id, "json"));
             let _ = fs::remove_file(self.paused_path(id, "snap"));
         }
@@ -686,10 +736,10 @@ mod tests {
     #[test]
     fn a_full_store_refuses_and_gives_back_what_it_did_not_keep() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, paused) = Store::open(Some(dir.path()), 100).unwrap();
+        let (store, paused) = Store::open(Some(dir.path()), 100, 100).unwrap();
         assert!(paused.is_empty());
-        let held = store.reserve(60).unwrap();
-        let full = store.reserve(60).err().unwrap();
+        let held = store.reserve("a", 60).unwrap();
+        let full = store.reserve("b", 60).err().unwrap();
         assert!(matches!(
             full,
             Error::StoreFull {
@@ -701,14 +751,34 @@ mod tests {
         assert_eq!(full.kind(), sandlot_core::error::ErrorKind::Exhausted);
         drop(held);
         assert_eq!(store.used(), 0);
-        store.reserve(100).unwrap().keep();
+        store.reserve("a", 100).unwrap().keep();
         assert_eq!(store.used(), 100);
+    }
+
+    #[test]
+    fn one_client_fills_its_share_and_leaves_the_rest_to_the_others() {
+        let (store, _) = Store::open(None, 100, 40).unwrap();
+        store.take_room("greedy", 40).unwrap();
+        let refused = store.take_room("greedy", 1).unwrap_err();
+        assert!(matches!(
+            refused,
+            Error::StoreShareFull {
+                needed: 1,
+                used: 40,
+                share: 40
+            }
+        ));
+        assert_eq!(refused.kind(), sandlot_core::error::ErrorKind::Exhausted);
+        store.take_room("other", 40).unwrap();
+        assert_eq!((store.used_by("greedy"), store.used_by("other")), (40, 40));
+        store.release("greedy", 40);
+        assert_eq!((store.used(), store.used_by("greedy")), (40, 0));
     }
 
     #[test]
     fn leftovers_and_unreadable_records_are_cleared_at_open() {
         let dir = tempfile::tempdir().unwrap();
-        drop(Store::open(Some(dir.path()), 1 << 20).unwrap());
+        drop(Store::open(Some(dir.path()), 1 << 20, 1 << 20).unwrap());
         let paused = dir.path().join("paused");
         let orphan = paused.join("s-0123456789abcdef0123456789abcdef.snap");
         let partial = paused.join("s-0123456789abcdef0123456789abcdef.partial");
@@ -716,7 +786,7 @@ mod tests {
         fs::write(&orphan, b"x").unwrap();
         fs::write(&partial, b"x").unwrap();
         fs::write(&garbled, b"{not json").unwrap();
-        let (store, records) = Store::open(Some(dir.path()), 1 << 20).unwrap();
+        let (store, records) = Store::open(Some(dir.path()), 1 << 20, 1 << 20).unwrap();
         assert!(records.is_empty());
         assert_eq!(store.used(), 0);
         assert_eq!(fs::read_dir(&paused).unwrap().count(), 0);

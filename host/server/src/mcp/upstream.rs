@@ -11,7 +11,10 @@
 //! The upstream servers run with the server's rights, outside any sandbox: they are
 //! the operator's choice, as any tool's handler is. Sandboxed code reaches them only
 //! through tool calls, checked against each tool's schema and held to the session's
-//! tool limits.
+//! tool limits. What a tool gives back reaches the code, so a server started here
+//! sees none of sandlot's own environment (its clients' API tokens, the operator's
+//! secrets, whatever the shell held): only [`BASELINE_ENV`] and what the operator
+//! hands it by name ([`Upstream::env`]).
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
@@ -20,17 +23,49 @@ use rmcp::{RoleClient, ServiceExt};
 use sandlot_core::error::Error;
 use sandlot_core::tool::{Tool, ToolError, ToolSet};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+/// The variables of sandlot's environment a command upstream server starts with,
+/// where sandlot has them: what finds programs, names the user's home, the locale,
+/// the time zone, the temporary directory and the system's certificates. None of
+/// them carries a credential; anything else it needs, the operator gives it by name
+/// ([`Upstream::env`]).
+pub const BASELINE_ENV: [&str; 9] = [
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
+
 /// One upstream MCP server: a name (the prefix of its tools' names) and where it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Upstream {
     /// An identifier: its tools are called `NAME_TOOL` in the sandbox.
     pub name: String,
     /// How to reach it.
     pub endpoint: UpstreamEndpoint,
+    /// Environment variables a command server gets on top of [`BASELINE_ENV`]; it
+    /// gets nothing else of sandlot's environment. Its `Debug` form shows the names
+    /// only: a value may be a key.
+    pub env: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Upstream")
+            .field("name", &self.name)
+            .field("endpoint", &self.endpoint)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 /// Where an upstream server is.
@@ -110,7 +145,51 @@ impl Upstream {
         Ok(Upstream {
             name: name.to_string(),
             endpoint,
+            env: BTreeMap::new(),
         })
+    }
+
+    /// The same server, started with `env` on top of [`BASELINE_ENV`]. Errors: a
+    /// variable of a URL server (it is not started here), a name that is no
+    /// variable's.
+    ///
+    /// ```
+    /// use sandlot::server::mcp::upstream::Upstream;
+    /// let github: Upstream = "github=github-mcp-server stdio".parse().unwrap();
+    /// let github = github
+    ///     .with_env([("GITHUB_TOKEN".to_string(), "ghp_example".to_string())].into())
+    ///     .unwrap();
+    /// assert_eq!(github.env["GITHUB_TOKEN"], "ghp_example");
+    /// assert!(format!("{github:?}").contains("GITHUB_TOKEN"));
+    /// assert!(!format!("{github:?}").contains("ghp_example"));
+    /// ```
+    pub fn with_env(mut self, env: BTreeMap<String, String>) -> Result<Upstream, Error> {
+        let invalid = |reason: String| Error::InvalidRequest {
+            reason: format!("upstream {}: {reason}", self.name),
+        };
+        if !env.is_empty() && matches!(self.endpoint, UpstreamEndpoint::Url(_)) {
+            return Err(invalid(
+                "a server reached by URL is not started by sandlot, so it takes no \
+                 environment: set it where that server starts"
+                    .into(),
+            ));
+        }
+        for (name, value) in &env {
+            let variable = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !variable {
+                return Err(invalid(format!(
+                    "`{name}` is not an environment variable's name: letters, digits and \
+                     _, not starting with a digit"
+                )));
+            }
+            if value.contains('\0') {
+                return Err(invalid(format!("the value of {name} holds a NUL byte")));
+            }
+        }
+        self.env = env;
+        Ok(self)
     }
 }
 
@@ -176,7 +255,13 @@ impl Upstreams {
             let client = match &upstream.endpoint {
                 UpstreamEndpoint::Command(argv) => {
                     let mut command = tokio::process::Command::new(&argv[0]);
-                    command.args(&argv[1..]);
+                    command.args(&argv[1..]).env_clear();
+                    for name in BASELINE_ENV {
+                        if let Some(value) = std::env::var_os(name) {
+                            command.env(name, value);
+                        }
+                    }
+                    command.envs(&upstream.env);
                     let transport = TokioChildProcess::new(command)
                         .map_err(|e| failed("cannot start it", &e))?;
                     ().serve(transport)

@@ -9,6 +9,7 @@
 use crate::manager::{ClientId, SessionId};
 use axum::response::sse::Event;
 use sandlot_core::error::Error;
+use sandlot_core::secret::Masker;
 use sandlot_core::tool::{Tool, ToolError, ToolSet};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -23,8 +24,9 @@ type Answer = Result<Value, ToolError>;
 /// The client tools of one session: where its calls go out, and their answers wait.
 pub(super) struct ToolHub {
     owner: ClientId,
-    /// The event stream of the run under way, while one is streamed.
-    events: Mutex<Option<mpsc::UnboundedSender<Event>>>,
+    /// The event stream of the run under way, while one is streamed, and what masks
+    /// the session's secrets in the calls sent on it.
+    events: Mutex<Option<(mpsc::UnboundedSender<Event>, Masker)>>,
     waiting: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
     next: AtomicU64,
 }
@@ -68,10 +70,14 @@ impl ToolHub {
         &self.owner == client
     }
 
-    /// Sends calls to `events` until the returned guard is dropped (the run ends);
-    /// then every call still waiting fails.
-    pub(super) fn listen(self: &Arc<Self>, events: mpsc::UnboundedSender<Event>) -> Listening {
-        *lock(&self.events) = Some(events);
+    /// Sends calls to `events`, masked with `masker`, until the returned guard is
+    /// dropped (the run ends); then every call still waiting fails.
+    pub(super) fn listen(
+        self: &Arc<Self>,
+        events: mpsc::UnboundedSender<Event>,
+        masker: Masker,
+    ) -> Listening {
+        *lock(&self.events) = Some((events, masker));
         Listening(self.clone())
     }
 
@@ -87,7 +93,7 @@ impl ToolHub {
         let (tx, rx) = oneshot::channel();
         let id = {
             let events = lock(&self.events);
-            let Some(events) = events.as_ref() else {
+            let Some((events, masker)) = events.as_ref() else {
                 return Err(ToolError::new(
                     "this session's tools are answered by its client, through the run's \
                      event stream: run with `Accept: text/event-stream`",
@@ -95,9 +101,10 @@ impl ToolHub {
             };
             // Numbered as they go out: call_1 is a session's first.
             let id = format!("call_{}", self.next.fetch_add(1, Ordering::Relaxed));
-            let event = Event::default()
-                .event("tool_call")
-                .json_data(json!({ "id": id, "name": name, "arguments": arguments }))
+            // The arguments are the code's, and may carry the session's secrets
+            // (the operator's among them) to a client they were kept from.
+            let call = json!({ "id": id, "name": name, "arguments": arguments });
+            let event = super::events::masked_event(masker, "tool_call", call)
                 .map_err(|e| ToolError::new(format!("the call could not be sent: {e}")))?;
             lock(&self.waiting).insert(id.clone(), tx);
             if events.send(event).is_err() {
@@ -180,7 +187,7 @@ mod tests {
         assert!(unheard.message().contains("text/event-stream"), "{unheard}");
 
         let (events, mut sent) = mpsc::unbounded_channel();
-        let listening = hub.listen(events);
+        let listening = hub.listen(events, Masker::default());
         let calling = {
             let hub = hub.clone();
             tokio::spawn(async move { hub.call("look".into(), json!({"k": 1})).await })

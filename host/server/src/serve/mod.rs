@@ -21,6 +21,7 @@
 //! Runs answer with the `sandlot.execution/1` JSON of [`sandlot_core::execution`].
 
 mod client_tools;
+mod events;
 mod openapi;
 mod requests;
 mod routes;

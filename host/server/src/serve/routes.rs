@@ -1,6 +1,7 @@
 //! The routes of the HTTP API, its authentication and its errors.
 
 use super::client_tools::{Hubs, ToolHub};
+use super::events::masked_event;
 use super::requests::{
     Fork, OpenSession, Restore, RunOnce, SessionRun, Shell, TakeSnapshot, ToolResult,
 };
@@ -17,6 +18,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use sandlot_core::error::{Error, ErrorKind};
 use sandlot_core::execution::Execution;
+use sandlot_core::secret::Masker;
 use sandlot_core::session::RunOptions;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -454,6 +456,18 @@ async fn metrics(State(api): State<Api>) -> Response {
         "Tool calls that failed: the tool's error, a limit, a timeout, a bad request.",
         stats.tool_call_failures as f64,
     );
+    metric(
+        "memory_held_bytes",
+        "gauge",
+        "Bytes of the host's memory the open sessions may hold: memory limits, and wasm workspaces.",
+        stats.memory_held as f64,
+    );
+    metric(
+        "memory_budget_bytes",
+        "gauge",
+        "The memory budget the open sessions are admitted within.",
+        stats.memory_budget as f64,
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
@@ -473,10 +487,11 @@ async fn run_once(
     let RunOnce { ask, code } = body(parsed)?;
     let mut request = api.manager.request_for(&ask)?;
     request.one_shot = true;
+    let masker = Masker::new(request.secrets.clone());
     let manager = api.manager.clone();
     let run =
         blocking(move || manager.run_once(&client, request, &code, RunOptions::default())).await?;
-    Ok(Json(run.to_json()))
+    Ok(Json(masker.json(run.to_json())))
 }
 
 async fn open(
@@ -591,9 +606,11 @@ async fn run(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
     let manager = api.manager.clone();
+    // What the client gets is masked as it leaves, whatever built it.
+    let masker = manager.masker(&client, &id)?;
     if !streams {
         let run = blocking(move || manager.run(&client, &id, &code, options)).await?;
-        return Ok(Json(run.to_json()).into_response());
+        return Ok(Json(masker.json(run.to_json())).into_response());
     }
     // Only the session's own client hears its tool calls.
     let hub = api.hubs.get(&id).filter(|hub| hub.owned_by(&client));
@@ -601,6 +618,7 @@ async fn run(
         move |options| manager.run(&client, &id, &code, options),
         options,
         hub,
+        masker,
     )
     .into_response())
 }
@@ -610,21 +628,19 @@ async fn run(
 /// client's tools (see [`super::client_tools`]), a `tool_call_end` event as each tool
 /// call of the run ends, whoever answered it (the record the result's `tool_calls`
 /// will hold), then one `result` (the execution's JSON) or `error` (as the API's
-/// errors).
+/// errors). Every event's data is masked with `masker` as it goes out.
 fn streamed(
     work: impl FnOnce(RunOptions) -> Result<Execution, Error> + Send + 'static,
     mut options: RunOptions,
     hub: Option<Arc<ToolHub>>,
+    masker: Masker,
 ) -> impl IntoResponse {
     let (events, received) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let sink = |name: &'static str| {
-        let events = events.clone();
+        let (events, masker) = (events.clone(), masker.clone());
         Box::new(move |bytes: &[u8]| {
             let text = String::from_utf8_lossy(bytes);
-            if let Ok(event) = Event::default()
-                .event(name)
-                .json_data(json!({ "text": text }))
-            {
+            if let Ok(event) = masked_event(&masker, name, json!({ "text": text })) {
                 let _ = events.send(event);
             }
         }) as sandlot_core::backend::Sink
@@ -635,30 +651,32 @@ fn streamed(
     // run's deadline) must not hold the stream open.
     let ends = Arc::new(std::sync::Mutex::new(Some(events.clone())));
     let ended = ends.clone();
+    let ending = masker.clone();
     options.on_tool_call = Some(Arc::new(move |call: &sandlot_core::tool::ToolCall| {
         let ends = ended.lock().unwrap_or_else(|e| e.into_inner());
-        if let (Some(events), Ok(event)) = (
-            ends.as_ref(),
-            Event::default().event("tool_call_end").json_data(call),
-        ) {
+        let call = serde_json::to_value(call).unwrap_or_default();
+        if let (Some(events), Ok(event)) =
+            (ends.as_ref(), masked_event(&ending, "tool_call_end", call))
+        {
             let _ = events.send(event);
         }
     }));
-    let listening = hub.map(|hub| hub.listen(events.clone()));
+    let listening = hub.map(|hub| hub.listen(events.clone(), masker.clone()));
     tokio::task::spawn_blocking(move || {
         let ran = work(options);
         // No call of the client's tools goes out after the run, nor word of one.
         drop(listening);
         ends.lock().unwrap_or_else(|e| e.into_inner()).take();
         let last = match ran {
-            Ok(run) => Event::default().event("result").json_data(run.to_json()),
+            Ok(run) => masked_event(&masker, "result", run.to_json()),
             Err(e) => {
                 let e = ApiError::from(e);
-                Event::default().event("error").json_data(json!({ "error": {
-                        "kind": e.kind,
-                        "message": e.message,
-                        "retryable": e.retry_after.is_some(),
-                    } }))
+                let error = json!({ "error": {
+                    "kind": e.kind,
+                    "message": e.message,
+                    "retryable": e.retry_after.is_some(),
+                } });
+                masked_event(&masker, "error", error)
             }
         };
         if let Ok(last) = last {
@@ -769,7 +787,7 @@ async fn upload_snapshot(
     // Taken as the bytes arrive, so uploads under way and what the store holds
     // together stay within its room; given back before the snapshot is kept, which
     // takes its own.
-    let mut room = api.manager.incoming();
+    let mut room = api.manager.incoming(&client);
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| unreadable(StatusCode::BAD_REQUEST, e.to_string()))?;
         received += chunk.len() as u64;
@@ -866,8 +884,9 @@ async fn shell(
     let Shell { command } = body(parsed)?;
     let manager = api.manager.clone();
     let id = SessionId::from(id);
+    let masker = manager.masker(&client, &id)?;
     let run = blocking(move || manager.run_command(&client, &id, &command)).await?;
-    Ok(Json(run.to_json()))
+    Ok(Json(masker.json(run.to_json())))
 }
 
 async fn upload(
