@@ -1259,6 +1259,53 @@ fn snapshots_restore_the_session(backend: &str) {
     }
 }
 
+/// A snapshot leaves the session, so its secrets are nowhere in it: not in the
+/// interpreter's memory, not in a kernel's pickled variables, not in the files, in any
+/// form an interpreter keeps text in. Restored with its secret, the session has it in
+/// its environment again; a file, and a variable, that held it hold stars.
+fn snapshots_hold_no_secret(backend: &str) {
+    let secret = "sk-é\"snap\"-4f1c9e77d2";
+    let open = || {
+        let mut builder = sandlot().session("python");
+        builder.backend(backend).secret("API_KEY", secret).unwrap();
+        builder
+    };
+    let mut session = open().open().unwrap();
+    let setup = session
+        .run("import os\nheld = os.environ['API_KEY']\nwritten = open('key.txt', 'w').write(held)")
+        .unwrap();
+    assert_eq!(setup.exit_code, 0, "{}", setup.stderr_text());
+    let capabilities = session.capabilities().clone();
+    let keeps_variables = capabilities.has(Capability::SnapshotMemory)
+        || capabilities.has(Capability::PersistentState);
+    let snapshot = match keeps_variables {
+        true => session.snapshot().unwrap(),
+        false => session.snapshot_files().unwrap(),
+    };
+    let bytes = snapshot.to_bytes().unwrap();
+    let latin1: Vec<u8> = secret.chars().map(|c| c as u8).collect();
+    let utf16: Vec<u8> = secret.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    for (form, needle) in [
+        ("UTF-8", secret.as_bytes()),
+        ("Latin-1", &latin1),
+        ("UTF-16", &utf16),
+    ] {
+        assert!(
+            !bytes.windows(needle.len()).any(|w| w == needle),
+            "the snapshot holds the secret in {form}"
+        );
+    }
+    let mut restored = open().restore(&snapshot).unwrap();
+    let check = "import os\nkept = open('key.txt', encoding='utf-8').read()\n\
+                 print(set(kept) == {'*'}, '*' in os.environ['API_KEY'])";
+    let seen = restored.run(check).unwrap();
+    assert_eq!(seen.stdout_text(), "True False\n", "{}", seen.stderr_text());
+    if keeps_variables {
+        let seen = restored.run("print(set(held) == {'*'})").unwrap();
+        assert_eq!(seen.stdout_text(), "True\n", "{}", seen.stderr_text());
+    }
+}
+
 /// Forks start from their parent's state and go their own ways: what one changes,
 /// in its variables or its files, no other sees.
 fn forks_go_their_own_ways(backend: &str) {
@@ -2037,6 +2084,7 @@ macro_rules! conformance {
             #[test] fn capabilities_are_what_they_say() { super::capabilities_are_what_they_say($backend) }
             #[test] fn state_lives_across_runs() { super::state_lives_across_runs($backend) }
             #[test] fn snapshots_restore_the_session() { super::snapshots_restore_the_session($backend) }
+            #[test] fn snapshots_hold_no_secret() { super::snapshots_hold_no_secret($backend) }
             #[test] fn forks_go_their_own_ways() { super::forks_go_their_own_ways($backend) }
             #[test] fn a_one_shot_run_is_a_program() { super::a_one_shot_run_is_a_program($backend) }
             #[test] fn a_timeout_keeps_the_state_where_it_can() { super::a_timeout_keeps_the_state_where_it_can($backend) }
