@@ -55,6 +55,7 @@ pub mod sandbox_path;
 pub mod secret;
 pub mod session;
 pub mod snapshot;
+pub mod sync;
 pub mod tool;
 pub mod toolchain;
 #[doc(hidden)]

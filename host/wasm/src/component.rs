@@ -4,8 +4,10 @@
 //! `tools`: its calls go through the sandbox's [`Door`], open only while a run that
 //! offers tools is under way.
 
-use super::{arm, call, disarm, exited, CapturedState, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
 use crate::door::Door;
+use crate::interpreter::{
+    arm, call, disarm, exited, CapturedState, Interpreter, Ran, Stdio, SETUP_TIMEOUT,
+};
 use crate::snapshot;
 use crate::state_access::{self, State};
 use sandlot_core::error::{Error, Result};

@@ -4,7 +4,9 @@
 
 use super::door::{self, Door};
 use super::module::{Protocol, RuntimeManifest};
-use super::{arm, call, disarm, exited, CapturedState, Interpreter, Ran, Stdio, SETUP_TIMEOUT};
+use crate::interpreter::{
+    arm, call, disarm, exited, CapturedState, Interpreter, Ran, Stdio, SETUP_TIMEOUT,
+};
 use crate::{prefault, snapshot};
 use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;

@@ -2,7 +2,7 @@
 //! is in-process and cannot fail to start), and made again once a runtime it lacked
 //! is installed.
 
-use crate::WasmBackend;
+use crate::backend::WasmBackend;
 use sandlot_core::backend::{Backend, BackendName, Capability, Needs};
 use sandlot_core::error::Result;
 use sandlot_core::provider::{Asked, BackendProvider, Prepared, Progress, ProviderContext};
@@ -62,7 +62,7 @@ fn discover(context: &ProviderContext) -> WasmBackend {
     if wasm.workers == 0 {
         return backend;
     }
-    let mut options = crate::WorkerOptions::new(wasm.workers);
+    let mut options = crate::worker::WorkerOptions::new(wasm.workers);
     options.program = wasm.worker_program.clone();
     options.pin = wasm.pin_workers.unwrap_or(true);
     backend.in_workers(options)

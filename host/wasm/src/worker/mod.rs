@@ -23,6 +23,7 @@ mod wire;
 
 pub use serve::serve_if_asked;
 
+use crate::backend::{Remote, WasmBackend};
 use crate::door;
 use sandlot_core::artifact::FileScan;
 use sandlot_core::backend::{
@@ -31,7 +32,7 @@ use sandlot_core::backend::{
 };
 use sandlot_core::error::{Error, Result};
 use sandlot_core::snapshot::{InterpreterState, StateReader};
-use serve::WorkerConfig;
+use sandlot_core::sync::lock;
 use std::collections::HashMap;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
@@ -41,7 +42,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use wire::{Call, FileOp, FromWorker, Reply, ToWorker};
+use wire::{Call, FileOp, FromWorker, Reply, ToWorker, WorkerConfig};
 
 /// How long a worker may take to say it is ready.
 const STARTUP: Duration = Duration::from_secs(30);
@@ -145,15 +146,6 @@ pub(crate) mod fuzzing {
     }
 }
 
-/// This build, as a worker's handshake names it: parent and worker must match.
-fn build() -> String {
-    format!(
-        "sandlot-wasm {} wire {}",
-        env!("CARGO_PKG_VERSION"),
-        wire::VERSION
-    )
-}
-
 /// The backend's workers: started on first use, each placed sandbox on the one with
 /// the fewest, and started again when one has ended.
 pub(crate) struct Workers {
@@ -173,8 +165,42 @@ impl std::fmt::Debug for Workers {
     }
 }
 
+impl WasmBackend {
+    /// The same backend with its sandboxes in worker processes (see
+    /// [`crate::worker`]): sessions on several threads then scale with the cores
+    /// instead of waiting for each other in this process's address space.
+    pub fn in_workers(mut self, options: WorkerOptions) -> WasmBackend {
+        let (runtimes_dir, components, cache_dir) = self.found_in.clone();
+        self.remote = Some(Box::new(Workers::new(
+            options,
+            runtimes_dir,
+            components,
+            cache_dir,
+        )));
+        self
+    }
+}
+
+impl Remote for Workers {
+    fn open(
+        &self,
+        spec: &SandboxSpec<'_>,
+        restore: Option<(&InterpreterState, &mut StateReader<'_>)>,
+    ) -> Result<Box<dyn Sandbox>> {
+        Ok(Box::new(Workers::open(self, spec, restore)?))
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        Workers::pids(self)
+    }
+
+    fn check(&self) -> sandlot_core::backend::Check {
+        Workers::check(self)
+    }
+}
+
 impl Workers {
-    pub(crate) fn new(
+    fn new(
         options: WorkerOptions,
         runtimes_dir: PathBuf,
         components: Vec<PathBuf>,
@@ -400,15 +426,15 @@ impl Process {
             .map_err(|e| failed("its configuration", std::io::Error::other(e)))?;
         let mut command = Command::new(&program);
         command
-            .arg(serve::FLAG)
+            .arg(wire::FLAG)
             // Nothing of this process's environment (its keys, its secrets) but where
             // temporary files go and how to report a crash.
             .env_clear()
             .env(
-                serve::FD_VARIABLE,
+                wire::FD_VARIABLE,
                 std::os::fd::AsRawFd::as_raw_fd(&theirs).to_string(),
             )
-            .env(serve::CONFIG_VARIABLE, config_json)
+            .env(wire::CONFIG_VARIABLE, config_json)
             .stdin(Stdio::null())
             // A front end may speak a protocol on its own standard output.
             .stdout(Stdio::null())
@@ -420,7 +446,7 @@ impl Process {
         }
         if options.pin {
             if let Some(cpu) = pinning::cpu_for(slot) {
-                command.env(serve::CPU_VARIABLE, cpu.to_string());
+                command.env(wire::CPU_VARIABLE, cpu.to_string());
             }
         }
         inherit(&mut command, &theirs);
@@ -469,7 +495,7 @@ impl Process {
             source: std::io::Error::other("no handshake"),
         };
         match greeted.recv_timeout(STARTUP) {
-            Ok((version, build)) if version == wire::VERSION && build == self::build() => {
+            Ok((version, build)) if version == wire::VERSION && build == wire::build() => {
                 Ok(process)
             }
             Ok((_, build)) => Err(refused(format!("it is another build ({build})"))),
@@ -593,12 +619,6 @@ impl Drop for Process {
         drop(out);
         reap(&self.child, false);
     }
-}
-
-/// `mutex`'s guard, poisoned or not: one thread's panic must not turn every later open
-/// and run of the backend into a panic too.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Waits for the worker to exit, five seconds at most, then kills it (at once with
@@ -766,7 +786,7 @@ impl RemoteSandbox {
             + 'static,
     ) {
         let process = self.process.clone();
-        crate::io_runtime().spawn(async move {
+        crate::interpreter::io_runtime().spawn(async move {
             let frame = match tools {
                 Some(tools) => ask(tools).await,
                 None => Vec::new(),

@@ -6,46 +6,31 @@
 //! answer reaches a run while it goes on. When the parent goes (the socket ends),
 //! every run is interrupted, every sandbox closed, and the process exits.
 
-use super::lock;
-use super::wire::{self, Call, FileOp, FromWorker, Reply, Run, Spec, ToWorker, WireError};
+use super::wire::{
+    self, Call, FileOp, FromWorker, Reply, Run, Spec, ToWorker, WireError, WorkerConfig,
+    CONFIG_VARIABLE, CPU_VARIABLE, FD_VARIABLE, FLAG,
+};
+use crate::backend::WasmBackend;
 use crate::door::{Answer, Pending};
-use crate::{WasmBackend, WasmSandbox};
+use crate::sandbox::WasmSandbox;
 use sandlot_core::backend::{LastValue, RunRequest, Sandbox, SandboxFiles, SandboxSpec, Workload};
 use sandlot_core::error::{Error, Result};
 use sandlot_core::interrupt::Interrupt;
 use sandlot_core::policy::Policy;
 use sandlot_core::snapshot::{InterpreterState, SnapshotId, StateReader};
-use serde::{Deserialize, Serialize};
+use sandlot_core::sync::lock;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The first argument a worker is started with.
-pub(crate) const FLAG: &str = "--sandlot-wasm-worker";
-/// The variable that names the worker's end of the socket.
-pub(crate) const FD_VARIABLE: &str = "SANDLOT_WASM_WORKER_FD";
-/// The variable that names the core the worker keeps to, if any.
-pub(crate) const CPU_VARIABLE: &str = "SANDLOT_WASM_WORKER_CPU";
-/// The variable that holds the worker's [`WorkerConfig`], as JSON.
-pub(crate) const CONFIG_VARIABLE: &str = "SANDLOT_WASM_WORKER_CONFIG";
-
 /// How long the sandboxes get to close once the parent is gone.
 const CLOSING: Duration = Duration::from_secs(5);
-
-/// What the worker's backend is made of: the parent's own.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct WorkerConfig {
-    pub runtimes_dir: PathBuf,
-    pub components: Vec<PathBuf>,
-    pub cache_dir: Option<PathBuf>,
-}
 
 /// Serves as a wasm worker if this process was started as one, then exits; returns
 /// at once otherwise. A program that a [`crate::WasmBackend`] starts as its worker
@@ -110,7 +95,7 @@ fn serve() -> io::Result<()> {
     });
     worker.send(&FromWorker::Hello {
         version: wire::VERSION,
-        build: super::build(),
+        build: wire::build(),
     })?;
     // A restore's snapshot comes with its call; the parent sends no more than that.
     let mut receiver = wire::Receiver::new(stream, 8);
