@@ -2,7 +2,9 @@
 //! whether seccomp, user namespaces and the cgroup controllers sandlot's limits rely
 //! on are in force.
 
-use super::{ContainerBackend, Engine, Recipe};
+use crate::backend::ContainerBackend;
+use crate::engine::Engine;
+use crate::images::Recipe;
 use sandlot_core::backend::{Backend, Check, SandboxSpec};
 
 impl ContainerBackend {
@@ -141,7 +143,7 @@ impl ContainerBackend {
         let spec = SandboxSpec::new("python", &image, &policy, 256 << 20);
         match Backend::open(self, &spec) {
             Ok(mut sandbox) => {
-                sandlot_container::probe_system_calls(&mut *sandbox, super::sandbox::AGENT_PATH)
+                sandlot_container::probe_system_calls(&mut *sandbox, crate::container::AGENT_PATH)
             }
             Err(e) => Check::gap(
                 "system calls",

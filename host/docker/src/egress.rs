@@ -4,7 +4,7 @@
 //! agent's relay. Its installs go out through the agent's install proxy, with the
 //! install's token ([`sandlot_agent::InstallProxy`]).
 
-use super::socket::open_to_container;
+use crate::socket::open_to_container;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use sandlot_container::proxy::{sandbox_environment, Access, EgressProxy, SANDBOX_ADDRESS};
 use sandlot_core::backend::owner;

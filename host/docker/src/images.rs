@@ -11,14 +11,14 @@
 //! packages = ["python3", "python3-pip", "python3-venv"]
 //! ```
 
-use super::wait;
-use super::ContainerBackend;
+use crate::backend::ContainerBackend;
 use bollard::models::{ContainerConfig, ContainerCreateBody};
 use bollard::query_parameters::{
     CommitContainerOptions, CreateImageOptions, ListImagesOptions, RemoveImageOptions,
 };
 use futures_util::StreamExt;
 pub use sandlot_container::recipe::{Recipe, RECIPE_VARIABLE};
+use sandlot_core::backend::wait;
 use sandlot_core::error::{Error, Result};
 use sha2::Digest;
 use std::io::Read;
@@ -228,7 +228,7 @@ impl ContainerBackend {
             "sandlot-variant-{}",
             &hex::encode(sha2::Sha256::digest(reference.as_bytes()))[..16]
         );
-        super::sandbox::remove(&self.docker, self.runtime.handle(), name.clone())
+        crate::container::remove(&self.docker, self.runtime.handle(), name.clone())
             .ok_or_else(|| self.engine_error("removing a container", "the engine runtime stopped"))?
             .map_err(|e| self.engine_error(format!("removing container {name}"), e))?;
         self.create_named(
@@ -240,7 +240,7 @@ impl ContainerBackend {
             },
         )?;
         let made = self.fill_and_commit(&name, &reference, &marker);
-        let removed = super::sandbox::remove(&self.docker, self.runtime.handle(), name.clone())
+        let removed = crate::container::remove(&self.docker, self.runtime.handle(), name.clone())
             .ok_or_else(|| self.engine_error("removing a container", "the engine runtime stopped"))?
             .map_err(|e| self.engine_error(format!("removing container {name}"), e));
         made.and(removed)?;

@@ -2,7 +2,8 @@
 //! session first needs it, at the endpoint sandlot.toml names or where the engine
 //! usually listens, and the connection is shared from then on.
 
-use crate::{ContainerBackend, Engine};
+use crate::backend::ContainerBackend;
+use crate::engine::Engine;
 use sandlot_core::backend::{Backend, BackendName};
 use sandlot_core::error::Result;
 use sandlot_core::provider::{BackendProvider, ProviderContext};

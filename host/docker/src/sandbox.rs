@@ -1,16 +1,19 @@
 //! One container: created from the policy with the agent as process 1, removed at once.
 
-use super::egress::Egress;
-use super::socket::open_to_container;
-use super::{wait, AgentDelivery, ContainerBackend, Engine};
+use crate::backend::ContainerBackend;
+use crate::container::{remove, AGENT_PATH, IPC_PREFIX};
+use crate::egress::Egress;
+use crate::engine::{AgentDelivery, Engine};
+use crate::socket::open_to_container;
 use bollard::container::LogOutput;
 use bollard::models::{
     ContainerCreateBody, HostConfig, NetworkConnectRequest, NetworkDisconnectRequest,
 };
-use bollard::query_parameters::{AttachContainerOptions, RemoveContainerOptions};
+use bollard::query_parameters::AttachContainerOptions;
 use bollard::Docker;
 use sandlot_container::proxy::{Access, EgressProxy};
 use sandlot_container::{accept_unix, AgentClient, AgentSandbox, SandboxHandle, Transport};
+use sandlot_core::backend::wait;
 use sandlot_core::backend::{owner, SandboxSpec};
 use sandlot_core::error::{Error, Result};
 use sandlot_core::layout::Layout;
@@ -21,12 +24,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Names of agent socket directories in the host's temp dir.
-const IPC_PREFIX: &str = "sandlot-ipc-";
-
 /// Where the agent lives in every container.
 const AGENT_DIR: &str = "/.sandlot";
-pub(super) const AGENT_PATH: &str = "/.sandlot/agent";
 /// The socket directory, for bind-mount delivery.
 const IPC_DIR: &str = "/.sandlot/ipc";
 
@@ -108,45 +107,15 @@ impl Drop for Container {
     }
 }
 
-/// Kills and deletes a container in one request; `None` if the runtime is gone. A
-/// container that is already gone, or going (it removes itself when its agent exits),
-/// counts as removed. Podman, busy with other containers, sometimes fails a removal it
-/// then does at the second try, so failures are retried a few times.
-pub(super) fn remove(
-    docker: &Docker,
-    runtime: &tokio::runtime::Handle,
-    id: String,
-) -> Option<std::result::Result<(), bollard::errors::Error>> {
-    let docker = docker.clone();
-    wait(runtime, async move {
-        let mut attempt = 0;
-        loop {
-            let result = docker
-                .remove_container(
-                    &id,
-                    Some(RemoveContainerOptions {
-                        force: true,
-                        v: true,
-                        ..Default::default()
-                    }),
-                )
-                .await;
-            attempt += 1;
-            match result {
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404, ..
-                }) => return Ok(()),
-                Err(_) if attempt < 6 => {
-                    tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
-                }
-                other => return other,
-            }
-        }
-    })
+/// Makes, starts and connects to one container for `spec`.
+impl ContainerBackend {
+    /// Makes, starts and connects to one container for `spec`.
+    pub(crate) fn open_container(&self, spec: &SandboxSpec<'_>) -> Result<AgentSandbox> {
+        open(self, spec)
+    }
 }
 
-/// Makes, starts and connects to one container for `spec`.
-pub(super) fn open(backend: &ContainerBackend, spec: &SandboxSpec<'_>) -> Result<AgentSandbox> {
+fn open(backend: &ContainerBackend, spec: &SandboxSpec<'_>) -> Result<AgentSandbox> {
     let engine = backend.engine;
     let handle = backend.runtime.handle().clone();
     let docker = backend.docker.clone();
@@ -406,12 +375,6 @@ fn egress_access(
         Network::InstallOnly if local => Ok(Some(Access::Closed)),
         _ => Ok(None),
     }
-}
-
-/// Removes agent socket directories that processes killed while starting a sandbox
-/// left in the temp dir.
-pub(super) fn sweep_ipc_dirs() {
-    owner::sweep_temp_dirs(IPC_PREFIX);
 }
 
 fn set_network(

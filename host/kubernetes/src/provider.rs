@@ -2,7 +2,7 @@
 //! section (or the environment's kubeconfig), connected when a session first needs
 //! it; `auto` tries it only when that section exists.
 
-use crate::KubernetesBackend;
+use crate::backend::KubernetesBackend;
 use sandlot_core::backend::{Backend, BackendName};
 use sandlot_core::config::{Config, KubernetesConfig};
 use sandlot_core::error::Result;

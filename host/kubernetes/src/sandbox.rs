@@ -1,8 +1,9 @@
 //! One pod: made, waited for within its deadline, attached to, cut off the network and
 //! deleted.
 
-use super::pod::{self, PodPlan, SANDBOX_CONTAINER};
-use super::{delete_at_once, resend_on_transport, KubernetesBackend, API_DEADLINE};
+use crate::api::{delete_at_once, resend_on_transport, API_DEADLINE};
+use crate::backend::KubernetesBackend;
+use crate::pod::{self, PodPlan, SANDBOX_CONTAINER};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::{Api, AttachParams, AttachedProcess, Patch, PatchParams, PostParams};
 use sandlot_container::{AgentClient, AgentSandbox, SandboxHandle, Transport};
@@ -130,7 +131,14 @@ impl Drop for PodHandle {
 }
 
 /// Makes, starts and attaches to one pod for `spec`.
-pub(super) fn open(backend: &KubernetesBackend, spec: &SandboxSpec<'_>) -> Result<AgentSandbox> {
+impl KubernetesBackend {
+    /// Makes one pod for `spec`, waits for it to run and connects to its agent.
+    pub(crate) fn open_pod(&self, spec: &SandboxSpec<'_>) -> Result<AgentSandbox> {
+        open(self, spec)
+    }
+}
+
+fn open(backend: &KubernetesBackend, spec: &SandboxSpec<'_>) -> Result<AgentSandbox> {
     let id = owner::sandbox_id();
     let name = format!("sandlot-{id}");
     // Pods of sandlot's own images start from their variant with the agent inside

@@ -1,7 +1,7 @@
 //! The provider of the native backend: bubblewrap is found when a session first needs
 //! the backend, and the backend is shared from then on.
 
-use crate::NativeBackend;
+use crate::backend::NativeBackend;
 use sandlot_core::backend::{Backend, BackendName};
 use sandlot_core::config::Config;
 use sandlot_core::error::Result;
@@ -16,13 +16,13 @@ pub struct NativeProvider {
 
 impl NativeProvider {
     /// The backend, connected now if it was not yet, with root filesystems in
-    /// [`crate::default_dir`]. A failure is not remembered.
+    /// [`crate::dir::default_dir`]. A failure is not remembered.
     pub fn backend(&self, _context: &ProviderContext) -> Result<Arc<NativeBackend>> {
         let mut connected = self.connected.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(backend) = &*connected {
             return Ok(backend.clone());
         }
-        let backend = Arc::new(NativeBackend::connect(&crate::default_dir())?);
+        let backend = Arc::new(NativeBackend::connect(&crate::dir::default_dir())?);
         *connected = Some(backend.clone());
         Ok(backend)
     }
@@ -39,7 +39,7 @@ impl BackendProvider for NativeProvider {
     /// `doctor` says what is missing), so that `auto` never trades a limit for speed
     /// behind the caller's back.
     fn in_auto(&self, _config: &Config) -> bool {
-        crate::Bwrap::on_path()
+        crate::jail::Bwrap::on_path()
             && if crate::spawn::is_root() {
                 crate::cgroup::Cgroups::mounted()
             } else {

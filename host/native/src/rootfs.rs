@@ -76,7 +76,7 @@ impl RootfsStore {
         for sub in ["objects", "images", "staging"] {
             let dir = self.dir.join(sub);
             std::fs::create_dir_all(&dir).map_err(|e| {
-                crate::data_dir_error(format!("cannot create {}", dir.display()), e)
+                crate::dir::data_dir_error(format!("cannot create {}", dir.display()), e)
             })?;
         }
         // Every sandbox's user must get to the trees, whatever uid it runs as.
@@ -98,7 +98,7 @@ impl RootfsStore {
         let staging = tempfile::Builder::new()
             .prefix(&format!("{}-", sandlot_core::backend::owner::owner_stamp()))
             .tempdir_in(self.dir.join("staging"))
-            .map_err(|e| crate::data_dir_error("cannot make a staging directory".into(), e))?;
+            .map_err(|e| crate::dir::data_dir_error("cannot make a staging directory".into(), e))?;
         progress(&format!(
             "unpacking {} into {}",
             tar.display(),
@@ -165,7 +165,7 @@ impl RootfsStore {
 fn set_mode(path: &Path, mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|source| {
-        crate::data_dir_error(format!("cannot set the mode of {}", path.display()), source)
+        crate::dir::data_dir_error(format!("cannot set the mode of {}", path.display()), source)
     })
 }
 

@@ -1,10 +1,11 @@
 //! One sandbox: a jail with the agent as its process 1, reached over a socket pair
 //! that is its standard input and output.
 
+use crate::backend::NativeBackend;
 use crate::cgroup::{Limits, Slot};
+use crate::dir::STATE_PREFIX;
 use crate::jail::{self, JailSpec};
 use crate::spawn::{Jailed, Launch};
-use crate::NativeBackend;
 use sandlot_container::proxy::{Access, EgressProxy, SANDBOX_ADDRESS};
 use sandlot_container::{AgentClient, AgentSandbox, SandboxHandle, Transport};
 use sandlot_core::backend::{owner, SandboxSpec};
@@ -16,10 +17,6 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// Names of the sandboxes' host directories in the temp dir:
-/// `sandlot-native-<owner stamp>-<sandbox id>`.
-pub(crate) const STATE_PREFIX: &str = "sandlot-native-";
 
 /// How long a new jail has to start its agent.
 const START_DEADLINE: Duration = Duration::from_secs(30);
@@ -87,7 +84,14 @@ impl Drop for Jail {
 }
 
 /// Makes, starts and connects to one jail for `spec`.
-pub(crate) fn open(backend: &NativeBackend, spec: &SandboxSpec<'_>) -> Result<AgentSandbox> {
+impl NativeBackend {
+    /// Makes one jail for `spec` and connects to the agent in it.
+    pub(crate) fn open_jail(&self, spec: &SandboxSpec<'_>) -> Result<AgentSandbox> {
+        open(self, spec)
+    }
+}
+
+fn open(backend: &NativeBackend, spec: &SandboxSpec<'_>) -> Result<AgentSandbox> {
     let rootfs = backend.rootfs_of(spec)?;
     let agent = backend.agent_file()?;
     let policy = spec.policy.clone();
