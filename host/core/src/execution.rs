@@ -141,8 +141,8 @@ impl Execution {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn write_artifacts(&self, dir: &std::path::Path) -> crate::Result<()> {
-        let io = |context: String| move |source| crate::Error::Io { context, source };
+    pub fn write_artifacts(&self, dir: &std::path::Path) -> crate::error::Result<()> {
+        let io = |context: String| move |source| crate::error::Error::Io { context, source };
         std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
         let root = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())
             .map_err(io(format!("cannot open {}", dir.display())))?;
@@ -246,7 +246,7 @@ mod tests {
             artifacts_refused: 1,
             duration: Duration::from_millis(2100),
             artifacts: vec![Artifact::new(
-                crate::SandboxPath::new("a.png").unwrap(),
+                crate::sandbox_path::SandboxPath::new("a.png").unwrap(),
                 vec![1, 2],
             )],
             findings: Vec::new(),

@@ -65,6 +65,7 @@ pub mod wasmtime_engine;
 
 pub use artifact::{Artifact, EarlierOutput};
 pub use backend::{BackendName, Capability, EndReason, Outcome, SessionState};
+pub use backend::{ListEntry, Listing};
 pub use config::Config;
 pub use entry::{Chosen, Sandlot, SandlotBuilder, SessionBuilder};
 pub use error::{Error, ErrorKind, PluginSource, Result};
@@ -78,7 +79,7 @@ pub use plugin::{HandlerLimits, LanguageHandler, PluginHost, PluginHostBuilder};
 pub use policy::{Network, Policy, PolicyField, Seccomp};
 pub use provider::{BackendProvider, ProviderContext};
 pub use request::{BackendChoice, OpenRequest};
-pub use sandbox_path::{ListEntry, Listing, SandboxPath};
+pub use sandbox_path::SandboxPath;
 pub use session::{AsyncSession, Limits, RunOptions, Session};
 pub use snapshot::{Snapshot, SnapshotId, SnapshotKey, SnapshotTrust};
 pub use tool::{Tool, ToolError, ToolSet};

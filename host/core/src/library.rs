@@ -606,6 +606,6 @@ mod tests {
         assert!(message.contains("`./evil`"), "{message}");
         assert!(message.contains("npm"), "{message}");
         assert!(message.contains("a path"), "{message}");
-        assert_eq!(error.kind(), crate::ErrorKind::InvalidInput);
+        assert_eq!(error.kind(), crate::error::ErrorKind::InvalidInput);
     }
 }

@@ -290,46 +290,6 @@ impl<'de> serde::Deserialize<'de> for SandboxPath {
     }
 }
 
-/// A directory's entries, as [`crate::Session::list_files`] gives them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Listing {
-    /// The entries, sorted by name.
-    pub entries: Vec<ListEntry>,
-    /// Entries left out because their names cannot be shown safely (not UTF-8, a
-    /// control character), or, once a secret was masked in them, stood for an entry
-    /// already listed.
-    pub refused: usize,
-}
-
-impl Listing {
-    /// The names, a directory's with a `/` after it: `["data/", "notes.txt"]`.
-    pub fn names(&self) -> Vec<String> {
-        self.entries
-            .iter()
-            .map(|e| {
-                if e.is_dir {
-                    format!("{}/", e.name.as_str())
-                } else {
-                    e.name.as_str().to_string()
-                }
-            })
-            .collect()
-    }
-}
-
-/// One entry of a [`Listing`].
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-#[non_exhaustive]
-pub struct ListEntry {
-    /// Its name: one component.
-    pub name: SandboxPath,
-    /// Whether it is a directory (a link never is).
-    pub is_dir: bool,
-    /// What the file system says of it: kind, size, permissions, time.
-    pub info: crate::backend::FileInfo,
-}
-
 /// `text` with every control and text-direction character shown as an escape
 /// (`\n`, `\u{1b}`), for sandlot's own notes on a terminal: a name or a host name a
 /// sandbox chose cannot then start a line of its own or colour the screen.

@@ -1,9 +1,9 @@
 //! `sandlot config show`: the configuration in force and where each value came from;
 //! `sandlot completions SHELL`: a completion script.
 
-use super::{Cli, Global};
+use super::global::Global;
 use anyhow::Result;
-use clap::{CommandFactory, Subcommand};
+use clap::Subcommand;
 use sandlot::dirs::Origin;
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -147,13 +147,11 @@ fn as_text(shown: &Value) -> String {
     text
 }
 
-/// Prints the completion script for `shell`.
-pub(super) fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
-    clap_complete::generate(
-        shell,
-        &mut Cli::command(),
-        "sandlot",
-        &mut std::io::stdout(),
-    );
+/// Prints the completion script of `command` (the whole command line) for `shell`.
+pub(super) fn completions(
+    shell: clap_complete::Shell,
+    mut command: clap::Command,
+) -> Result<ExitCode> {
+    clap_complete::generate(shell, &mut command, "sandlot", &mut std::io::stdout());
     Ok(ExitCode::SUCCESS)
 }

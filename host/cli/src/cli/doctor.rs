@@ -2,7 +2,7 @@
 //! versions, seccomp, user namespaces, cgroup limits, NetworkPolicy, which policy
 //! fields each backend can apply, and what to do about each gap.
 
-use super::Global;
+use super::global::Global;
 use anyhow::Result;
 use sandlot::backend::{Check, CheckState};
 use sandlot::policy::{Policy, PolicyField, Preset};

@@ -1,8 +1,8 @@
 //! `sandlot images` and `sandlot gc`: the container engines', the native backend's
 //! and the cluster's side of sandlot.
 
+use super::global::Global;
 use super::output::Table;
-use super::Global;
 use anyhow::Result;
 use clap::Subcommand;
 use std::process::ExitCode;

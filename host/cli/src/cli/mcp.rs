@@ -1,8 +1,8 @@
 //! `sandlot mcp`: the MCP server, over stdio (what an assistant's configuration
 //! starts) or streamable HTTP on a loopback address.
 
+use super::global::Global;
 use super::server::{finish, init_logging, runtime, stop_signal, SessionArgs};
-use super::Global;
 use anyhow::Result;
 use clap::Args;
 use std::net::SocketAddr;

@@ -6,6 +6,7 @@ mod output;
 mod config;
 mod doctor;
 mod exit;
+mod global;
 mod images;
 mod mcp;
 mod plan;
@@ -18,10 +19,8 @@ mod server;
 mod snapshot;
 
 use anyhow::Result;
-use clap::{Args, Parser, Subcommand};
-use sandlot::plugin::{PluginHost, PluginStatus};
-use sandlot::Config;
-use std::path::PathBuf;
+use clap::{CommandFactory, Parser, Subcommand};
+use global::Global;
 use std::process::ExitCode;
 
 /// Run untrusted code in WebAssembly or container sandboxes.
@@ -32,84 +31,6 @@ struct Cli {
     global: Global,
     #[command(subcommand)]
     command: Commands,
-}
-
-#[derive(Args)]
-struct Global {
-    /// Configuration file (default: $SANDLOT_CONFIG, ./sandlot.toml, then
-    /// $XDG_CONFIG_HOME/sandlot/sandlot.toml).
-    #[arg(long, global = true, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Also load plugins from DIR; takes precedence over every other plugin source.
-    /// Repeatable.
-    #[arg(long = "plugin-dir", global = true, value_name = "DIR")]
-    plugin_dirs: Vec<PathBuf>,
-    /// Cache compiled components in DIR (default: $SANDLOT_CACHE_DIR, the config's
-    /// cache_dir, then $XDG_CACHE_HOME/sandlot/components).
-    #[arg(long, global = true, value_name = "DIR", conflicts_with = "no_cache")]
-    cache_dir: Option<PathBuf>,
-    /// Compile plugins in memory; read and write no cache.
-    #[arg(long, global = true)]
-    no_cache: bool,
-    /// Say nothing on stderr but errors and warnings: no progress, no notes.
-    #[arg(short, long, global = true)]
-    quiet: bool,
-    /// Look for WebAssembly runtimes in DIR (default: $SANDLOT_RUNTIMES_DIR, the
-    /// config's runtimes_dir, then $XDG_DATA_HOME/sandlot/runtimes).
-    #[arg(long, global = true, value_name = "DIR")]
-    runtimes_dir: Option<PathBuf>,
-}
-
-impl Global {
-    /// The configuration file in force.
-    fn config(&self) -> Result<Config> {
-        Ok(Config::discover(self.config.as_deref())?)
-    }
-
-    /// What the flags say, ahead of the environment and the configuration file.
-    fn overrides(&self) -> sandlot::dirs::Overrides {
-        sandlot::dirs::Overrides {
-            cache_dir: self.cache_dir.clone(),
-            no_cache: self.no_cache,
-            runtimes_dir: self.runtimes_dir.clone(),
-            plugin_dirs: self.plugin_dirs.clone(),
-        }
-    }
-
-    /// Every directory, resolved as the library resolves them.
-    fn dirs(&self) -> Result<sandlot::dirs::Dirs> {
-        Ok(sandlot::dirs::Dirs::resolve(
-            &self.config()?,
-            &self.overrides(),
-        ))
-    }
-
-    /// The plugins; with `notes`, tells on stderr which failed and which replaced a
-    /// built-in.
-    fn plugins(&self, notes: bool) -> Result<PluginHost> {
-        let host = sandlot::PluginHostBuilder::from_dirs(&self.dirs()?).load()?;
-        if notes {
-            plugin_notes(&host);
-        }
-        Ok(host)
-    }
-}
-
-/// Tells on stderr which plugins failed and which replaced a built-in.
-fn plugin_notes(host: &PluginHost) {
-    for report in host.reports() {
-        match &report.status {
-            PluginStatus::Active {
-                replaces: Some(old),
-            } => note!(
-                "note: {} replaces {old} for language `{}`",
-                report.source,
-                report.language.as_deref().unwrap_or("?")
-            ),
-            PluginStatus::Failed(error) => eprintln!("warning: {error} (skipped)"),
-            _ => {}
-        }
-    }
 }
 
 #[derive(Subcommand)]
@@ -217,7 +138,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Commands::Run(args) => run::command(global, args),
         Commands::Repl(args) => repl::command(global, args),
         Commands::Config(command) => config::command(global, command),
-        Commands::Completions { shell } => config::completions(shell),
+        Commands::Completions { shell } => config::completions(shell, Cli::command()),
         Commands::Mcp(args) => mcp::command(global, args),
         Commands::Serve(args) => serve::command(global, args),
         Commands::Runtimes(command) => runtimes::command(global, command),

@@ -1,8 +1,9 @@
 //! `sandlot plan`: what running code would do, without running anything; and where
 //! code comes from, for `plan` and `run` alike.
 
+use super::exit;
+use super::output;
 use super::plugins::source_label;
-use super::{exit, output};
 use anyhow::{Context, Result};
 use clap::Args;
 use sandlot::{LanguageCapability, PlanOptions, PluginHost, Policy};

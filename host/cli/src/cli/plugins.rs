@@ -1,7 +1,7 @@
 //! `sandlot languages` and `sandlot plugins`: what the loaded plugins declare.
 
+use super::global::Global;
 use super::output::{list_or_none, yes_no, Table};
-use super::Global;
 use anyhow::Result;
 use clap::Subcommand;
 use sandlot::plugin::{PluginReport, PluginStatus};

@@ -3,8 +3,8 @@
 //! scripts can drive it.
 
 use super::exit;
+use super::global::{plugin_notes, Global};
 use super::run::{ctrl_c, notes, say_where, streaming, write_artifacts, SandboxArgs};
-use super::{plugin_notes, Global};
 use anyhow::{Context, Result};
 use clap::Args;
 use rustyline::completion::Completer;

@@ -1,7 +1,8 @@
 //! `sandlot run`: runs code in a fresh sandbox, streaming its output.
 
+use super::exit;
+use super::global::{plugin_notes, Global};
 use super::plan::CodeSource;
-use super::{exit, plugin_notes, Global};
 use anyhow::{Context, Result};
 use clap::builder::TypedValueParser;
 use clap::Args;

@@ -1,7 +1,7 @@
 //! `sandlot runtimes`: the WebAssembly runtimes of the embedded backend.
 
+use super::global::Global;
 use super::output::{yes_no, Table};
-use super::Global;
 use anyhow::Result;
 use clap::Subcommand;
 use sandlot::wasm::WasmBackend;

@@ -1,7 +1,7 @@
 //! `sandlot serve`: the HTTP/JSON API (see `sandlot::server::serve`).
 
+use super::global::Global;
 use super::server::{finish, init_logging, runtime, stop_signal, SessionArgs};
-use super::Global;
 use anyhow::{Context, Result};
 use clap::Args;
 use sandlot::server::e2b::{E2bApi, E2bOptions};

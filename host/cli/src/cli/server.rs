@@ -1,7 +1,7 @@
 //! What the long-lived servers (`sandlot mcp`, `sandlot serve`) share: the session
 //! settings they take, their logs, their runtime, how they stop.
 
-use super::Global;
+use super::global::Global;
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use sandlot::policy::Policy;

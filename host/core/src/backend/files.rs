@@ -2,6 +2,7 @@
 
 use crate::artifact::{FileScan, FileStat};
 use crate::error::{Error, Result};
+use crate::sandbox_path::SandboxPath;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
@@ -136,6 +137,46 @@ impl FileInfo {
         }
         text
     }
+}
+
+/// A directory's entries, as [`Session::list_files`](crate::session::Session::list_files) gives them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Listing {
+    /// The entries, sorted by name.
+    pub entries: Vec<ListEntry>,
+    /// Entries left out because their names cannot be shown safely (not UTF-8, a
+    /// control character), or, once a secret was masked in them, stood for an entry
+    /// already listed.
+    pub refused: usize,
+}
+
+impl Listing {
+    /// The names, a directory's with a `/` after it: `["data/", "notes.txt"]`.
+    pub fn names(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .map(|e| {
+                if e.is_dir {
+                    format!("{}/", e.name.as_str())
+                } else {
+                    e.name.as_str().to_string()
+                }
+            })
+            .collect()
+    }
+}
+
+/// One entry of a [`Listing`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub struct ListEntry {
+    /// Its name: one component.
+    pub name: SandboxPath,
+    /// Whether it is a directory (a link never is).
+    pub is_dir: bool,
+    /// What the file system says of it: kind, size, permissions, time.
+    pub info: FileInfo,
 }
 
 /// One entry of a directory, as [`SandboxFiles::list`] reports it.

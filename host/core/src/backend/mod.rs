@@ -75,7 +75,7 @@ use std::time::Duration;
 
 pub use crate::artifact::{FileScan, FileStat};
 pub use crate::capability::{Capabilities, Capability};
-pub use files::{DirEntry, FileInfo, FileKind, MemoryFiles, SandboxFiles};
+pub use files::{DirEntry, FileInfo, FileKind, ListEntry, Listing, MemoryFiles, SandboxFiles};
 
 /// Runs `future` on `runtime` and waits for it: how the container backends call their
 /// async clients from the synchronous contract. Unlike `block_on`, this works from any

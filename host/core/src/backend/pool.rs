@@ -937,7 +937,11 @@ impl Backend for Pool {
         self.shared.inner.checks()
     }
 
-    fn toolchain(&self, language: &str, image: &str) -> Result<Option<crate::Toolchain>> {
+    fn toolchain(
+        &self,
+        language: &str,
+        image: &str,
+    ) -> Result<Option<crate::toolchain::Toolchain>> {
         self.shared.inner.toolchain(language, image)
     }
 }

@@ -24,13 +24,14 @@ use crate::backend::{
     Backend, BackendName, Capabilities, Capability, FileInfo, LastValue, Needs, Outcome,
     RunRequest, Sandbox, SessionState, Sink, Workload,
 };
+use crate::backend::{ListEntry, Listing};
 use crate::error::{Error, Result};
 use crate::execution::Execution;
 use crate::language::{Finding, PlanOptions, Restriction};
 use crate::layout::Layout;
 use crate::plugin::LanguageHandler;
 use crate::policy::Policy;
-use crate::sandbox_path::{ListEntry, Listing, SandboxPath};
+use crate::sandbox_path::SandboxPath;
 use crate::secret::Secrets;
 use crate::tool::{ToolCall, ToolCalls, ToolLimits, ToolSet};
 use crate::toolchain::Toolchain;
@@ -164,7 +165,7 @@ pub struct RunOptions {
     pub on_stderr: Option<Sink>,
     /// Stops the run when set from elsewhere (Ctrl-C, a caller that gave up): see
     /// [`Interrupt`](crate::Interrupt) for what each backend keeps.
-    pub interrupt: Option<crate::Interrupt>,
+    pub interrupt: Option<crate::interrupt::Interrupt>,
     /// Sees each tool call as it ends, while the run goes on, as
     /// [`Execution::tool_calls`] will hold it (secrets masked).
     pub on_tool_call: Option<crate::tool::ToolCallSink>,

@@ -500,7 +500,7 @@ mod tests {
             &"x".repeat(65),
         ] {
             let error = ToolName::new(bad).unwrap_err();
-            assert_eq!(error.kind(), crate::ErrorKind::InvalidInput, "{bad}");
+            assert_eq!(error.kind(), crate::error::ErrorKind::InvalidInput, "{bad}");
         }
     }
 

@@ -61,21 +61,12 @@ _builtin("wasm", BackendCapabilities(interactive=True, platforms=("linux", "darw
 for _name in ("native", "bubblewrap", "nsjail"):
     _builtin(_name, BackendCapabilities(**_container))
 
-# The sandlot backend each built-in llm-sandbox name runs on.
-_SANDLOT = {"bubblewrap": "native", "nsjail": "native"}
-
 # llm-sandbox backends sandlot does not run, and what to use instead.
 _ELSEWHERE = {
     "micromamba": "use image= with a conda image on docker",
     "windows-mxc": "use backend='wasm'",
     "wsl2-bubblewrap": "use backend='native' (bubblewrap on Linux) or 'wasm'",
 }
-
-
-def sandlot_backend(name: str) -> str:
-    """The sandlot backend a built-in llm-sandbox backend name runs on (``bubblewrap``
-    and ``nsjail`` run on ``native``; the others are sandlot's own names)."""
-    return _SANDLOT.get(name, name)
 
 
 def _normal(name: Any) -> str:

@@ -67,4 +67,16 @@ class DefaultImage(StrEnum):
 # The plot-capturing languages of llm-sandbox's ArtifactSandboxSession.
 PLOT_LANGUAGES = frozenset({SupportedLanguage.PYTHON.value, SupportedLanguage.R.value})
 
+# The sandlot backend each built-in llm-sandbox name runs on: the session reads it,
+# the backend registry (whose factories make sessions) need not.
+_SANDLOT_BACKEND = {"bubblewrap": "native", "nsjail": "native"}
+
+
+def sandlot_backend(name: str) -> str:
+    """The sandlot backend a built-in llm-sandbox backend name runs on (``bubblewrap``
+    and ``nsjail`` run on ``native``; the others are sandlot's own names)."""
+    return _SANDLOT_BACKEND.get(name, name)
+
+
 __all__ = ["DefaultImage", "SandboxBackend", "StrEnum", "SupportedLanguage"]
+

@@ -22,8 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ... import errors as _errors
-from ..backends import sandlot_backend
-from ..const import DefaultImage, SandboxBackend
+from ..const import DefaultImage, SandboxBackend, sandlot_backend
 from ..data import ConsoleOutput, StreamCallback, with_execution
 from ..exceptions import (
     CommandEmptyError,
