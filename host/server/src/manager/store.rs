@@ -13,7 +13,8 @@
 //! STATE/paused/s-….json         the session: its client, its ask, its times
 //! ```
 
-use super::{Ask, ClientId, SessionId};
+use super::ask::Ask;
+use super::ids::{ClientId, SessionId};
 use sandlot_core::error::{Error, Result};
 use sandlot_core::snapshot::Snapshot;
 use serde::{Deserialize, Serialize};
