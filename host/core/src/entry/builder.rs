@@ -1,8 +1,8 @@
 //! [`SandlotBuilder`]: the providers, pools, configuration and directories a
 //! [`Sandlot`] is made with.
 
+use super::sandlot::Sandlot;
 use super::slot::Slot;
-use super::Sandlot;
 use crate::backend::pool::PoolOptions;
 use crate::backend::Backend;
 use crate::config::Config;

@@ -1,8 +1,8 @@
 //! The choice of a session's backend: the one named, or for `auto` the first that
 //! answers and can serve; and having its provider prepare it first.
 
+use super::sandlot::Sandlot;
 use super::slot::Slot;
-use super::Sandlot;
 use crate::backend::{Backend, BackendName, Needs};
 use crate::error::{Error, Result};
 use crate::provider::{Asked, Prepared, Progress};

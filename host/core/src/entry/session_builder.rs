@@ -2,7 +2,7 @@
 //! image, kernel) and opened; or restored from a snapshot.
 
 use super::choice::Chosen;
-use super::Sandlot;
+use super::sandlot::Sandlot;
 use crate::artifact::EarlierOutput;
 use crate::backend::pool::Preinstall;
 use crate::backend::{Capability, SandboxSpec};
