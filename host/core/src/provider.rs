@@ -6,7 +6,7 @@
 //! provider says the name, whether `auto` tries it, and makes the backend when a
 //! session first needs it (a container engine is connected then, not before). The
 //! built-in providers (the `sandlot` crate's `providers()`, by its features) are
-//! `wasm`, `docker`, `podman` and `kubernetes`;
+//! `wasm`, `native`, `docker`, `podman` and `kubernetes`;
 //! an application registers its own the same way, or hands over a ready backend with
 //! [`SandlotBuilder::backend`](crate::SandlotBuilder::backend).
 //!

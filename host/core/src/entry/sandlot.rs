@@ -22,8 +22,9 @@ use std::time::Duration;
 ///
 /// Backends are held by name, each made by a [`BackendProvider`] (see
 /// [`crate::provider`]). The built-in ones come first, in the order `auto` tries
-/// them: `wasm`, `docker`, `podman`, `kubernetes` (engines and the cluster are
-/// connected on first use); more can be added, from this crate or any other, with
+/// them: `wasm`, `native` (in `auto` only where it enforces every limit the engines
+/// do), `docker`, `podman`, `kubernetes` (engines and the cluster are connected on
+/// first use); more can be added, from this crate or any other, with
 /// [`SandlotBuilder::provider`](crate::SandlotBuilder::provider) or, ready made, [`SandlotBuilder::backend`](crate::SandlotBuilder::backend).
 #[derive(Clone)]
 pub struct Sandlot {
@@ -108,6 +109,27 @@ impl Sandlot {
             .find(|s| s.name == name)
             .map(|slot| slot.as_ref())
             .ok_or_else(|| self.unknown_backend(name))
+    }
+
+    /// How long [`Sandlot::close`] lets sessions still using a pooled sandbox run
+    /// before the pool destroys it anyway.
+    pub const POOL_CLOSE_DEADLINE: Duration = Duration::from_secs(10);
+
+    /// Closes every pool this `Sandlot` made, giving sessions in use
+    /// [`Sandlot::POOL_CLOSE_DEADLINE`]: what a front end does as it ends (the CLI,
+    /// the server, the Python package's `Sandlot.close` and its exit hook). Sessions
+    /// opened later open unpooled.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), sandlot::Error> {
+    /// let sandlot = sandlot::from_environment()?;
+    /// // ... sessions from pooled backends ...
+    /// sandlot.close();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn close(&self) {
+        self.close_pools(Self::POOL_CLOSE_DEADLINE);
     }
 
     /// Closes every pool this `Sandlot` made (see [`Pool::close`]): sessions in use

@@ -102,7 +102,8 @@ impl SessionBuilder {
     }
 
     /// Which backend runs the code: `"auto"` (the default), or a backend's name
-    /// (`"wasm"`, `"docker"`, `"podman"`, or one registered by the application).
+    /// (`"wasm"`, `"native"`, `"docker"`, `"podman"`, `"kubernetes"`, or one
+    /// registered by the application).
     pub fn backend(&mut self, backend: impl Into<BackendChoice>) -> &mut Self {
         self.request.backend = backend.into();
         self

@@ -7,11 +7,7 @@
 //! is not followed: that is a route no static reading takes (the policy's limits say
 //! so, and the sandbox, not the reading, holds the line).
 
-use super::Session;
-use crate::error::{Error, Result};
-use crate::language::Finding;
 use crate::plugin::{LanguageHandler, PluginHost};
-use crate::policy::Gate;
 
 /// Programs whose inline code the gate reads, the language that reads it, and the
 /// flags after which their code follows.
@@ -39,7 +35,7 @@ const MAX_DEPTH: usize = 4;
 #[derive(Default)]
 pub(crate) struct Readers {
     /// The shell's (bash).
-    shell: Option<LanguageHandler>,
+    pub(super) shell: Option<LanguageHandler>,
     /// By language id: those of [`INTERPRETERS`] that are loaded.
     languages: Vec<(&'static str, LanguageHandler)>,
 }
@@ -60,69 +56,11 @@ impl Readers {
         }
     }
 
-    fn handler(&self, language: &str) -> Option<&LanguageHandler> {
+    pub(super) fn handler(&self, language: &str) -> Option<&LanguageHandler> {
         self.languages
             .iter()
             .find(|(id, _)| *id == language)
             .map(|(_, handler)| handler)
-    }
-}
-
-impl Session {
-    /// Reads `code` with the analysis gate, as a run of it would be read: the
-    /// findings the policy reports (empty when [`Policy::analyze`](crate::Policy) is
-    /// off), or [`Error::Blocked`] with those it blocks. For a front end that runs
-    /// code of the session's language by a way of its own (a command's program it
-    /// wraps in code of its own), so that the gate reads what the client sent.
-    pub fn check(&self, code: &str) -> Result<Vec<Finding>> {
-        if !self.policy.analyze {
-            return Ok(Vec::new());
-        }
-        let findings = self.handler.analyze(code, &self.restricted)?;
-        self.gate(findings)
-    }
-
-    /// Reads a shell command line with the analysis gate, as
-    /// [`Session::execute_command`] does: as shell code, and each piece of code it
-    /// hands an interpreter inline as code of that interpreter's language.
-    pub fn check_command(&self, line: &str) -> Result<Vec<Finding>> {
-        if !self.policy.analyze {
-            return Ok(Vec::new());
-        }
-        let mut findings = Vec::new();
-        let mut pieces = vec![("bash", line.to_string())];
-        pieces.extend(inline_code(line, 0));
-        for (language, code) in pieces {
-            let handler = match language {
-                "bash" => self.readers.shell.as_ref(),
-                other => self.readers.handler(other),
-            };
-            // A language not loaded here reads nothing; the shell's reading stands.
-            let Some(handler) = handler else { continue };
-            let restricted = self.policy.restricted.for_language(handler.info());
-            findings.extend(handler.analyze(&code, &restricted)?);
-        }
-        self.gate(findings)
-    }
-
-    /// `findings` as the policy treats them: those it ignores dropped, an error with
-    /// those it blocks.
-    pub(super) fn gate(&self, mut findings: Vec<Finding>) -> Result<Vec<Finding>> {
-        findings.retain(|f| self.policy.gate(f.severity) != Gate::Ignore);
-        if let Some(threshold) = self.policy.block_at {
-            let blocking: Vec<Finding> = findings
-                .iter()
-                .filter(|f| self.policy.gate(f.severity) == Gate::Block)
-                .cloned()
-                .collect();
-            if !blocking.is_empty() {
-                return Err(Error::Blocked {
-                    findings: blocking,
-                    threshold,
-                });
-            }
-        }
-        Ok(findings)
     }
 }
 
@@ -140,7 +78,7 @@ enum Token {
 
 /// The code `line` hands interpreters inline, by language, `bash -c` followed to
 /// [`MAX_DEPTH`].
-fn inline_code(line: &str, depth: usize) -> Vec<(&'static str, String)> {
+pub(super) fn inline_code(line: &str, depth: usize) -> Vec<(&'static str, String)> {
     let mut found = Vec::new();
     let mut piped: Option<String> = None;
     for (words, input, pipes_on) in commands(&tokens(line)) {

@@ -10,7 +10,7 @@
 //! the analysis gate, as the plot prelude): the pickle is made and read by the
 //! sandboxed interpreter, never by the host.
 
-use super::Session;
+use super::state::Session;
 use crate::error::{Error, Result};
 use std::time::Duration;
 

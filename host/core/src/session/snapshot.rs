@@ -1,6 +1,7 @@
 //! A session's snapshots, and the sessions restored and forked from them.
 
-use super::{Session, Settings};
+use super::settings::Settings;
+use super::state::Session;
 use crate::backend::{Backend, BackendName, Capability, SandboxSpec};
 use crate::error::{Error, Result};
 use crate::plugin::LanguageHandler;
