@@ -440,7 +440,7 @@ fn artifacts_come_back_through_the_backends_files_and_the_shell_needs_its_capabi
     assert_eq!(plots, ["plot.png"]);
     assert_eq!(run.backend, "fake");
     let json = run.to_json();
-    assert_eq!(json["schema"], sandlot::server::service::EXECUTION_SCHEMA);
+    assert_eq!(json["schema"], sandlot::execution::EXECUTION_SCHEMA);
     assert_eq!(json["end"]["reason"], "completed");
 
     let error = session.execute_command("ls").unwrap_err();

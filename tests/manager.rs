@@ -8,7 +8,8 @@
 
 use sandlot::backend::Backend;
 use sandlot::server::manager::{ClientId, ManagerSettings, SessionId, SessionManager};
-use sandlot::server::service::{OpenRequest, Service};
+use sandlot::service::Service;
+use sandlot::OpenRequest;
 use sandlot::{BackendChoice, Error, Network, Policy, RunOptions};
 use std::time::{Duration, Instant};
 

@@ -307,7 +307,7 @@ async fn a_session_lives_across_requests_and_belongs_to_its_token() {
     assert_eq!(doubled["stdout"], "10\n");
     assert_eq!(
         doubled["schema"],
-        sandlot::server::service::EXECUTION_SCHEMA
+        sandlot::execution::EXECUTION_SCHEMA
     );
 
     let (status, stolen) = run("print(x)", BOB).await;

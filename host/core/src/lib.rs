@@ -53,6 +53,7 @@ pub mod provider;
 pub mod request;
 pub mod sandbox_path;
 pub mod secret;
+pub mod service;
 pub mod session;
 pub mod snapshot;
 pub mod sync;

@@ -14,10 +14,6 @@ use sandlot::{BackendChoice, Config, OpenRequest};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
-
-/// How long closing a `Sandlot` waits for pooled sessions still in use.
-const POOL_CLOSE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Every `Sandlot` with pools that is not closed yet, so that the interpreter's
 /// exit closes them (`_close_all`, registered with `atexit`): a warmed container
@@ -46,7 +42,7 @@ impl Drop for Sandlot {
     fn drop(&mut self) {
         if let Some(id) = self.pooled {
             forget(id);
-            self.inner.close_pools(POOL_CLOSE_DEADLINE);
+            self.inner.close();
         }
     }
 }
@@ -64,7 +60,7 @@ pub(crate) fn _close_all(py: Python<'_>) {
     let all: Vec<_> = std::mem::take(&mut *POOLED.lock().unwrap_or_else(|e| e.into_inner()));
     py.detach(|| {
         for (_, sandlot) in all {
-            sandlot.close_pools(POOL_CLOSE_DEADLINE);
+            sandlot.close();
         }
     });
 }
@@ -347,7 +343,7 @@ impl Sandlot {
         if let Some(id) = self.pooled {
             forget(id);
             let inner = self.inner.clone();
-            py.detach(move || inner.close_pools(POOL_CLOSE_DEADLINE));
+            py.detach(move || inner.close());
         }
     }
 

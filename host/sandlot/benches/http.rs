@@ -113,12 +113,9 @@ async fn bench(backend: &str, window: Duration) {
             },
         );
     }
-    let service = sandlot::server::service::Service::from_config(
-        config,
-        &Default::default(),
-        sandlot::providers(),
-    )
-    .unwrap();
+    let service =
+        sandlot::service::Service::from_config(config, &Default::default(), sandlot::providers())
+            .unwrap();
     let manager = SessionManager::new(
         service,
         ManagerSettings::default()

@@ -11,7 +11,7 @@ use axum::routing::get;
 use axum::Router;
 use sandlot::server::manager::{ManagerSettings, SessionManager};
 use sandlot::server::serve::Token;
-use sandlot::server::service::Service;
+use sandlot::service::Service;
 use serde_json::{json, Value};
 
 #[tokio::main]

@@ -13,4 +13,3 @@ pub mod manager;
 pub mod mcp;
 #[cfg(feature = "http")]
 pub mod serve;
-pub mod service;

@@ -6,7 +6,7 @@ use super::global::Global;
 use anyhow::Result;
 use sandlot::backend::{Check, CheckState};
 use sandlot::policy::{Policy, PolicyField, Preset};
-use sandlot::server::service::Service;
+use sandlot::service::Service;
 use serde::Serialize;
 use std::process::ExitCode;
 

@@ -14,7 +14,7 @@ use rustyline::hint::Hinter;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::Helper;
 use sandlot::sandbox_path::escape_controls;
-use sandlot::server::service::Service;
+use sandlot::service::Service;
 use sandlot::{
     EarlierOutput, EndReason, Execution, Interrupt, OpenRequest, RunOptions, Session, SessionState,
 };

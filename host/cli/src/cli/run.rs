@@ -10,9 +10,10 @@ use sandlot::backend::Needs;
 use sandlot::policy::BlockAt;
 use sandlot::sandbox_path::escape_controls;
 use sandlot::secret::Secret;
-use sandlot::server::service::{OpenRequest, Service};
+use sandlot::service::Service;
 use sandlot::{
-    BackendChoice, EndReason, Execution, Interrupt, Network, Policy, RunOptions, Session,
+    BackendChoice, EndReason, Execution, Interrupt, Network, OpenRequest, Policy, RunOptions,
+    Session,
 };
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -125,8 +126,8 @@ pub(super) struct SandboxArgs {
     /// any other.
     #[arg(long = "lib", value_name = "NAME")]
     libraries: Vec<String>,
-    /// Where to run it: `auto` (the first backend that can: wasm, docker, podman),
-    /// or a backend's name.
+    /// Where to run it: `auto` (the first backend that can, in the order `sandlot
+    /// doctor` lists them), or a backend's name.
     #[arg(long, default_value = "auto", value_name = "BACKEND")]
     backend: String,
     /// The container image to run in, instead of the configured or default one.

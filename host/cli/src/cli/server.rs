@@ -7,7 +7,7 @@ use clap::Args;
 use sandlot::policy::Policy;
 use sandlot::server::manager::{ManagerSettings, SessionManager};
 use sandlot::server::mcp::upstream::{Upstream, UpstreamEndpoint, Upstreams};
-use sandlot::server::service::Service;
+use sandlot::service::Service;
 use std::time::Duration;
 
 /// How a server treats its clients' sessions.

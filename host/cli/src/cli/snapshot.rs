@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use sandlot::request::BackendChoice;
-use sandlot::server::service::Service;
+use sandlot::service::Service;
 use sandlot::{ErrorKind, OpenRequest, Session};
 use std::path::Path;
 

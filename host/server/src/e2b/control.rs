@@ -1,6 +1,6 @@
 //! E2B's control API: create, list, inspect, connect to, time and kill sandboxes.
 
-use super::sandboxes::{Context, Opening, Sandbox};
+use super::sandboxes::{Context, E2bSandbox, Opening};
 use super::{blocking, client_of, end_sandbox, to_the_end, E2b, E2bError};
 use crate::manager::{ClientId, SessionInfo};
 use axum::extract::rejection::JsonRejection;
@@ -224,7 +224,7 @@ async fn register(
         executions: 0,
         displays: false,
     };
-    let mut sandbox = Sandbox::new(client, new.template_id.clone(), opening, first, timeout);
+    let mut sandbox = E2bSandbox::new(client, new.template_id.clone(), opening, first, timeout);
     if sandbox.template.is_empty() {
         sandbox.template = "base".into();
     }
@@ -240,7 +240,7 @@ async fn register(
 
 /// Sandbox `id` of `client` whose sessions are still open; one whose sessions the
 /// manager ended (idle, lifetime) is forgotten here.
-fn live(e2b: &E2b, client: &ClientId, id: &str) -> Result<Arc<Sandbox>, E2bError> {
+fn live(e2b: &E2b, client: &ClientId, id: &str) -> Result<Arc<E2bSandbox>, E2bError> {
     let sandbox = e2b
         .sandboxes
         .of(client, id)
@@ -262,14 +262,14 @@ fn live(e2b: &E2b, client: &ClientId, id: &str) -> Result<Arc<Sandbox>, E2bError
 }
 
 /// Whether `sandbox` is paused: its default context's session is, of those `open`.
-fn paused(sandbox: &Sandbox, open: &[SessionInfo]) -> bool {
+fn paused(sandbox: &E2bSandbox, open: &[SessionInfo]) -> bool {
     sandbox
         .main_session()
         .and_then(|main| open.iter().find(|s| s.id == main))
         .is_some_and(|s| s.paused)
 }
 
-fn info_of(e2b: &E2b, sandbox: &Sandbox, open: &[SessionInfo]) -> Value {
+fn info_of(e2b: &E2b, sandbox: &E2bSandbox, open: &[SessionInfo]) -> Value {
     let policy = e2b.manager.policy();
     let cpus = policy.cpu_millis.div_ceil(1000).max(1);
     let memory_mb = (e2b.manager.settings().limits.memory >> 20) as u64;
@@ -498,7 +498,7 @@ async fn pause(
 /// cannot be (then nothing is paused); other contexts that cannot be keep running.
 pub(super) fn pause_sandbox(
     manager: &crate::manager::SessionManager,
-    sandbox: &Sandbox,
+    sandbox: &E2bSandbox,
 ) -> Result<(), Error> {
     let sessions = sandbox.sessions();
     let Some((main, others)) = sessions.split_first() else {

@@ -3,7 +3,7 @@
 //! file operation shares: E2B's home directory `/home/user` is the workspace.
 
 use super::connect::{Code, ConnectError};
-use super::sandboxes::Sandbox;
+use super::sandboxes::E2bSandbox;
 use super::{blocking, E2b, E2bError};
 use axum::body::Bytes;
 use axum::extract::{Multipart, Query, Request, State};
@@ -139,7 +139,7 @@ fn refused(error: ConnectError) -> E2bError {
 
 async fn download(
     State(e2b): State<E2b>,
-    Extension(sandbox): Extension<Arc<Sandbox>>,
+    Extension(sandbox): Extension<Arc<E2bSandbox>>,
     Query(query): Query<FileQuery>,
 ) -> Result<Response, E2bError> {
     let path = query
@@ -157,7 +157,7 @@ async fn download(
     Ok(([(header::CONTENT_TYPE, mime)], bytes).into_response())
 }
 
-fn main_session(sandbox: &Sandbox) -> Result<crate::manager::SessionId, E2bError> {
+fn main_session(sandbox: &E2bSandbox) -> Result<crate::manager::SessionId, E2bError> {
     sandbox
         .main_session()
         .ok_or_else(|| E2bError::new(StatusCode::BAD_GATEWAY, "the sandbox has ended"))
@@ -168,7 +168,7 @@ fn main_session(sandbox: &Sandbox) -> Result<crate::manager::SessionId, E2bError
 /// when there is one part and a path).
 async fn upload(
     State(e2b): State<E2b>,
-    Extension(sandbox): Extension<Arc<Sandbox>>,
+    Extension(sandbox): Extension<Arc<E2bSandbox>>,
     Query(query): Query<FileQuery>,
     headers: HeaderMap,
     request: Request,

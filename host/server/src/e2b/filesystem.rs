@@ -5,7 +5,7 @@
 
 use super::connect::{self, Code, ConnectError};
 use super::files::Place;
-use super::sandboxes::{rfc3339, Sandbox};
+use super::sandboxes::{rfc3339, E2bSandbox};
 use super::E2b;
 use crate::manager::{SessionId, SessionManager};
 use axum::body::Bytes;
@@ -67,7 +67,7 @@ type Work<T> = fn(T, &mut Session) -> Result<Value, ConnectError>;
 fn call<T: DeserializeOwned + Send + 'static>(work: Work<T>) -> MethodRouter<E2b> {
     post(
         move |State(e2b): State<E2b>,
-              Extension(sandbox): Extension<Arc<Sandbox>>,
+              Extension(sandbox): Extension<Arc<E2bSandbox>>,
               headers: HeaderMap,
               body: Bytes| async move {
             on_session(&e2b, &sandbox, &headers, &body, work).await
@@ -79,7 +79,7 @@ fn call<T: DeserializeOwned + Send + 'static>(work: Work<T>) -> MethodRouter<E2b
 /// workers, and answers its message or its error.
 async fn on_session<T: DeserializeOwned + Send + 'static>(
     e2b: &E2b,
-    sandbox: &Sandbox,
+    sandbox: &E2bSandbox,
     headers: &HeaderMap,
     body: &[u8],
     work: Work<T>,
@@ -108,7 +108,7 @@ async fn on_session<T: DeserializeOwned + Send + 'static>(
 }
 
 /// The session of the sandbox's files and commands, while it has one.
-pub(super) fn main_session(sandbox: &Sandbox) -> Result<SessionId, ConnectError> {
+pub(super) fn main_session(sandbox: &E2bSandbox) -> Result<SessionId, ConnectError> {
     sandbox
         .main_session()
         .ok_or_else(|| ConnectError::new(Code::Unavailable, "the sandbox has ended"))

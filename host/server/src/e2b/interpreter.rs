@@ -3,7 +3,7 @@
 //! and the contexts each with its own interpreter state (`/contexts`).
 
 use super::display;
-use super::sandboxes::{lock, Context, Sandbox};
+use super::sandboxes::{lock, Context, E2bSandbox};
 use super::{blocking, to_the_end, E2b, E2bError};
 use crate::manager::SessionId;
 use axum::body::{Body, Bytes};
@@ -71,7 +71,7 @@ fn language_of(e2b_language: &str) -> String {
 }
 
 /// Whether `sandbox` is still one of the server's: not killed or reaped.
-fn registered(e2b: &E2b, sandbox: &Arc<Sandbox>) -> bool {
+fn registered(e2b: &E2b, sandbox: &Arc<E2bSandbox>) -> bool {
     e2b.sandboxes
         .get(&sandbox.id)
         .is_some_and(|s| Arc::ptr_eq(&s, sandbox))
@@ -79,7 +79,7 @@ fn registered(e2b: &E2b, sandbox: &Arc<Sandbox>) -> bool {
 
 /// Closes `session`, opened for `sandbox` while it was killed or reaped (whose end
 /// closed the sessions it had then), and says the sandbox is gone.
-async fn orphaned(e2b: &E2b, sandbox: &Sandbox, session: SessionId) -> E2bError {
+async fn orphaned(e2b: &E2b, sandbox: &E2bSandbox, session: SessionId) -> E2bError {
     let manager = e2b.manager.clone();
     let client = sandbox.client.clone();
     let _ = blocking(move || manager.close(&client, &session)).await;
@@ -90,7 +90,7 @@ async fn orphaned(e2b: &E2b, sandbox: &Sandbox, session: SessionId) -> E2bError 
 }
 
 /// Adds `context` to `sandbox`, unless the sandbox ended meanwhile.
-async fn adopt(e2b: &E2b, sandbox: &Arc<Sandbox>, context: Context) -> Result<(), E2bError> {
+async fn adopt(e2b: &E2b, sandbox: &Arc<E2bSandbox>, context: Context) -> Result<(), E2bError> {
     lock(&sandbox.contexts).push(context.clone());
     if registered(e2b, sandbox) {
         return Ok(());
@@ -101,7 +101,7 @@ async fn adopt(e2b: &E2b, sandbox: &Arc<Sandbox>, context: Context) -> Result<()
 /// Opens a context of `language` in `sandbox` on the sandbox's backend.
 async fn open_context(
     e2b: &E2b,
-    sandbox: &Sandbox,
+    sandbox: &E2bSandbox,
     language: &str,
     cwd: Option<String>,
 ) -> Result<Context, E2bError> {
@@ -135,7 +135,7 @@ fn context_json(context: &Context) -> Value {
 
 async fn create_context(
     State(e2b): State<E2b>,
-    Extension(sandbox): Extension<Arc<Sandbox>>,
+    Extension(sandbox): Extension<Arc<E2bSandbox>>,
     parsed: Result<Json<NewContext>, JsonRejection>,
 ) -> Result<Json<Value>, E2bError> {
     let new = body(parsed)?;
@@ -154,7 +154,7 @@ async fn create_context(
     .await
 }
 
-async fn list_contexts(Extension(sandbox): Extension<Arc<Sandbox>>) -> Json<Value> {
+async fn list_contexts(Extension(sandbox): Extension<Arc<E2bSandbox>>) -> Json<Value> {
     Json(Value::Array(
         lock(&sandbox.contexts).iter().map(context_json).collect(),
     ))
@@ -169,7 +169,7 @@ fn no_context(id: &str) -> E2bError {
 
 async fn remove_context(
     State(e2b): State<E2b>,
-    Extension(sandbox): Extension<Arc<Sandbox>>,
+    Extension(sandbox): Extension<Arc<E2bSandbox>>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, E2bError> {
     let removed = {
@@ -198,7 +198,7 @@ async fn remove_context(
 /// have, so it is not restarted.
 async fn restart_context(
     State(e2b): State<E2b>,
-    Extension(sandbox): Extension<Arc<Sandbox>>,
+    Extension(sandbox): Extension<Arc<E2bSandbox>>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, E2bError> {
     let (at, language, cwd) = {
@@ -226,7 +226,7 @@ async fn restart_context(
 /// Puts `fresh` in context `id`'s place and closes the session it had.
 async fn replace(
     e2b: &E2b,
-    sandbox: &Arc<Sandbox>,
+    sandbox: &Arc<E2bSandbox>,
     id: &str,
     fresh: Context,
 ) -> Result<StatusCode, E2bError> {
@@ -259,7 +259,7 @@ async fn replace(
 /// when there is none), else the default one.
 async fn context_for(
     e2b: &E2b,
-    sandbox: &Arc<Sandbox>,
+    sandbox: &Arc<E2bSandbox>,
     context_id: Option<&str>,
     language: Option<&str>,
 ) -> Result<Context, E2bError> {
@@ -303,7 +303,7 @@ async fn context_for(
 
 async fn execute(
     State(e2b): State<E2b>,
-    Extension(sandbox): Extension<Arc<Sandbox>>,
+    Extension(sandbox): Extension<Arc<E2bSandbox>>,
     parsed: Result<Json<Execute>, JsonRejection>,
 ) -> Result<Response, E2bError> {
     let run = body(parsed)?;

@@ -37,7 +37,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use sandboxes::{Sandbox, Sandboxes};
+use sandboxes::{E2bSandbox, Sandboxes};
 use sandlot_core::error::Error;
 use serde_json::json;
 use std::net::SocketAddr;
@@ -175,7 +175,7 @@ const KEPT: &str = "e2b";
 
 /// Keeps `sandbox` for the next server, its commands stopped; `false` where nothing
 /// outlives the process (or it could not be written: then it ends).
-fn keep_sandbox(manager: &SessionManager, sandbox: &Sandbox) -> bool {
+fn keep_sandbox(manager: &SessionManager, sandbox: &E2bSandbox) -> bool {
     if !manager.keeps_state() {
         return false;
     }
@@ -205,7 +205,7 @@ fn take_kept(manager: &SessionManager, sandboxes: &Sandboxes) -> usize {
             tracing::warn!(sandbox = %key, "a kept E2B sandbox could not be read: dropped");
             continue;
         };
-        let sandbox = Sandbox::from_kept(kept);
+        let sandbox = E2bSandbox::from_kept(kept);
         let held: Vec<SessionId> = manager
             .list(&sandbox.client)
             .into_iter()
@@ -225,7 +225,7 @@ fn take_kept(manager: &SessionManager, sandboxes: &Sandboxes) -> usize {
 }
 
 /// Stops the commands running in `sandbox`.
-fn stop_commands(sandbox: &Sandbox) {
+fn stop_commands(sandbox: &E2bSandbox) {
     for process in sandbox
         .processes
         .lock()
@@ -237,7 +237,7 @@ fn stop_commands(sandbox: &Sandbox) {
 }
 
 /// Closes the sessions of `sandbox` and stops its commands.
-fn end_sandbox(manager: &SessionManager, sandbox: &Sandbox) {
+fn end_sandbox(manager: &SessionManager, sandbox: &E2bSandbox) {
     stop_commands(sandbox);
     for session in sandbox.sessions() {
         let _ = manager.close(&sandbox.client, &session);

@@ -6,7 +6,7 @@
 
 use super::connect::{self, Code, ConnectError};
 use super::program;
-use super::sandboxes::{Process, Sandbox};
+use super::sandboxes::{E2bSandbox, Process};
 use super::E2b;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -143,7 +143,7 @@ impl Frames {
 
 async fn start(
     State(e2b): State<E2b>,
-    Extension(sandbox): Extension<Arc<Sandbox>>,
+    Extension(sandbox): Extension<Arc<E2bSandbox>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -155,7 +155,7 @@ async fn start(
 
 fn started(
     e2b: E2b,
-    sandbox: Arc<Sandbox>,
+    sandbox: Arc<E2bSandbox>,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response, ConnectError> {
@@ -304,7 +304,7 @@ fn workdir_of(file: &str, cwd: &Option<String>) -> String {
 /// the interpreter would say.
 fn read_program(
     manager: &crate::manager::SessionManager,
-    sandbox: &Sandbox,
+    sandbox: &E2bSandbox,
     session: &crate::manager::SessionId,
     path: &str,
 ) -> Result<(String, String), sandlot_core::error::Error> {
@@ -351,7 +351,7 @@ fn ended(end: &EndReason, exit_code: i32, killed: bool) -> (Option<Value>, Optio
 
 /// `Connect`: the output of a running command from now on.
 async fn reconnect(
-    Extension(sandbox): Extension<Arc<Sandbox>>,
+    Extension(sandbox): Extension<Arc<E2bSandbox>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -397,7 +397,7 @@ fn keepalive(headers: &HeaderMap) -> Option<(std::time::Duration, Value)> {
         .map(|every| (every, json!({ "event": { "keepalive": {} } })))
 }
 
-fn find(sandbox: &Sandbox, selector: &Selector) -> Result<(u32, Process), ConnectError> {
+fn find(sandbox: &E2bSandbox, selector: &Selector) -> Result<(u32, Process), ConnectError> {
     let processes = sandbox.processes.lock().unwrap_or_else(|e| e.into_inner());
     let found = match (selector.pid, &selector.tag) {
         (Some(pid), _) => processes.get(&pid).map(|p| (pid, p.clone())),
@@ -421,7 +421,7 @@ fn find(sandbox: &Sandbox, selector: &Selector) -> Result<(u32, Process), Connec
 }
 
 async fn list(
-    Extension(sandbox): Extension<Arc<Sandbox>>,
+    Extension(sandbox): Extension<Arc<E2bSandbox>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -445,7 +445,7 @@ async fn list(
 }
 
 async fn signal(
-    Extension(sandbox): Extension<Arc<Sandbox>>,
+    Extension(sandbox): Extension<Arc<E2bSandbox>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {

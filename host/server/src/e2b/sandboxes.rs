@@ -83,9 +83,11 @@ impl Opening {
     }
 }
 
-/// One sandbox.
+/// One sandbox as E2B's API knows it: the sessions, contexts and commands behind an
+/// E2B sandbox id. Not a [`sandlot_core::backend::Sandbox`]: each of its sessions
+/// has one of those.
 #[derive(Debug)]
-pub struct Sandbox {
+pub struct E2bSandbox {
     /// Its E2B id.
     pub id: String,
     /// Who made it: only this client sees it.
@@ -115,7 +117,7 @@ pub struct Sandbox {
     next_pid: AtomicU32,
 }
 
-impl Sandbox {
+impl E2bSandbox {
     /// A sandbox of `client` whose default context is `first`, ending `timeout` from
     /// now.
     pub fn new(
@@ -124,9 +126,9 @@ impl Sandbox {
         opening: Opening,
         first: Context,
         timeout: Duration,
-    ) -> Sandbox {
+    ) -> E2bSandbox {
         let started = SystemTime::now();
-        Sandbox {
+        E2bSandbox {
             id: format!("i{}", &unguessable()[..20]),
             client,
             template,
@@ -266,7 +268,7 @@ fn from_unix_ms(ms: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
 }
 
-impl Sandbox {
+impl E2bSandbox {
     /// What a restart keeps of it.
     pub fn kept(&self) -> Kept {
         Kept {
@@ -297,8 +299,8 @@ impl Sandbox {
     }
 
     /// The sandbox a restart kept, as it was, with no command running.
-    pub fn from_kept(kept: Kept) -> Sandbox {
-        Sandbox {
+    pub fn from_kept(kept: Kept) -> E2bSandbox {
+        E2bSandbox {
             id: kept.id,
             client: ClientId::new(kept.client),
             template: kept.template,
@@ -335,18 +337,18 @@ impl Sandbox {
 /// Every sandbox of the server.
 #[derive(Debug, Default)]
 pub struct Sandboxes {
-    by_id: Mutex<HashMap<String, Arc<Sandbox>>>,
+    by_id: Mutex<HashMap<String, Arc<E2bSandbox>>>,
 }
 
 impl Sandboxes {
     /// Keeps `sandbox`.
-    pub fn insert(&self, sandbox: Arc<Sandbox>) {
+    pub fn insert(&self, sandbox: Arc<E2bSandbox>) {
         lock(&self.by_id).insert(sandbox.id.clone(), sandbox);
     }
 
     /// Sandbox `id` if `client` made it: another client's is as missing as one that
     /// never was.
-    pub fn of(&self, client: &ClientId, id: &str) -> Option<Arc<Sandbox>> {
+    pub fn of(&self, client: &ClientId, id: &str) -> Option<Arc<E2bSandbox>> {
         lock(&self.by_id)
             .get(id)
             .filter(|s| s.client == *client)
@@ -354,13 +356,13 @@ impl Sandboxes {
     }
 
     /// Sandbox `id`, whoever made it (a request that carries its access token).
-    pub fn get(&self, id: &str) -> Option<Arc<Sandbox>> {
+    pub fn get(&self, id: &str) -> Option<Arc<E2bSandbox>> {
         lock(&self.by_id).get(id).cloned()
     }
 
     /// The sandboxes of `client`, oldest first.
-    pub fn of_client(&self, client: &ClientId) -> Vec<Arc<Sandbox>> {
-        let mut list: Vec<Arc<Sandbox>> = lock(&self.by_id)
+    pub fn of_client(&self, client: &ClientId) -> Vec<Arc<E2bSandbox>> {
+        let mut list: Vec<Arc<E2bSandbox>> = lock(&self.by_id)
             .values()
             .filter(|s| s.client == *client)
             .cloned()
@@ -370,12 +372,12 @@ impl Sandboxes {
     }
 
     /// Forgets sandbox `id`; returns it if it was there.
-    pub fn remove(&self, id: &str) -> Option<Arc<Sandbox>> {
+    pub fn remove(&self, id: &str) -> Option<Arc<E2bSandbox>> {
         lock(&self.by_id).remove(id)
     }
 
     /// Takes out the sandboxes whose end has come.
-    pub fn take_expired(&self, now: SystemTime) -> Vec<Arc<Sandbox>> {
+    pub fn take_expired(&self, now: SystemTime) -> Vec<Arc<E2bSandbox>> {
         let mut by_id = lock(&self.by_id);
         let ids: Vec<String> = by_id
             .values()
@@ -386,7 +388,7 @@ impl Sandboxes {
     }
 
     /// Takes out every sandbox.
-    pub fn take_all(&self) -> Vec<Arc<Sandbox>> {
+    pub fn take_all(&self) -> Vec<Arc<E2bSandbox>> {
         lock(&self.by_id).drain().map(|(_, s)| s).collect()
     }
 }
@@ -446,7 +448,7 @@ mod tests {
     fn a_sandbox_is_seen_by_its_client_only() {
         let sandboxes = Sandboxes::default();
         let owner = ClientId::new("a");
-        let sandbox = Arc::new(Sandbox::new(
+        let sandbox = Arc::new(E2bSandbox::new(
             owner.clone(),
             "base".into(),
             Opening::default(),

@@ -3,8 +3,8 @@
 
 use super::entry::Entry;
 use super::ids::{ClientId, SessionId};
-use crate::service::OpenRequest;
 use sandlot_core::error::{Error, Result};
+use sandlot_core::request::OpenRequest;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};

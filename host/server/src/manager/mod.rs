@@ -6,7 +6,8 @@
 //!
 //! ```no_run
 //! use sandlot::server::manager::{ClientId, ManagerSettings, SessionManager};
-//! use sandlot::server::service::{OpenRequest, Service};
+//! use sandlot::service::Service;
+//! use sandlot::OpenRequest;
 //! # fn main() -> Result<(), sandlot::Error> {
 //! let manager = SessionManager::new(Service::from_environment(sandlot::providers())?, ManagerSettings::default())?;
 //! let client = ClientId::new("agent-7");
@@ -38,13 +39,14 @@ pub use ids::{ClientId, SessionId};
 pub use info::{Ended, SessionInfo};
 pub use settings::ManagerSettings;
 pub use stats::ManagerStats;
-pub use store::{SnapshotId, SnapshotInfo};
+pub use store::{SnapshotInfo, StoredSnapshotId};
 
-use crate::service::{OpenRequest, Service};
 use sandlot_core::error::Result;
 use sandlot_core::execution::Execution;
 use sandlot_core::policy::Policy;
+use sandlot_core::request::OpenRequest;
 use sandlot_core::secret::Masker;
+use sandlot_core::service::Service;
 use sandlot_core::session::{RunOptions, Session};
 use std::fmt;
 use std::path::PathBuf;
@@ -217,7 +219,7 @@ impl SessionManager {
     pub fn restore(
         &self,
         client: &ClientId,
-        snapshot: &SnapshotId,
+        snapshot: &StoredSnapshotId,
         ask: Option<Ask>,
     ) -> Result<SessionInfo> {
         self.inner.restore(client, snapshot, ask)
@@ -262,7 +264,7 @@ impl SessionManager {
     pub fn snapshot_file(
         &self,
         client: &ClientId,
-        id: &SnapshotId,
+        id: &StoredSnapshotId,
     ) -> Result<(PathBuf, SnapshotInfo)> {
         self.inner.store.find(client, id)
     }
@@ -273,7 +275,7 @@ impl SessionManager {
     }
 
     /// Deletes snapshot `id` of `client`.
-    pub fn delete_snapshot(&self, client: &ClientId, id: &SnapshotId) -> Result<()> {
+    pub fn delete_snapshot(&self, client: &ClientId, id: &StoredSnapshotId) -> Result<()> {
         self.inner.store.delete(client, id)
     }
 

@@ -5,9 +5,9 @@ use super::entry::{Entry, Slot};
 use super::ids::{session_span, ClientId, SessionId};
 use super::info::Ended;
 use super::table::Inner;
-use crate::service::OpenRequest;
 use sandlot_core::error::{Error, Result};
 use sandlot_core::execution::Execution;
+use sandlot_core::request::OpenRequest;
 use sandlot_core::session::{Limits, RunOptions, Session};
 use std::sync::atomic::Ordering;
 

@@ -6,7 +6,7 @@ use super::ask::Ask;
 use super::entry::{Entry, Slot};
 use super::ids::{session_span, ClientId, SessionId};
 use super::info::SessionInfo;
-use super::store::{SnapshotId, SnapshotInfo};
+use super::store::{SnapshotInfo, StoredSnapshotId};
 use super::table::Inner;
 use sandlot_core::error::{Error, Result};
 use sandlot_core::session::Session;
@@ -38,7 +38,7 @@ impl Inner {
     pub(super) fn restore(
         &self,
         client: &ClientId,
-        snapshot: &SnapshotId,
+        snapshot: &StoredSnapshotId,
         ask: Option<Ask>,
     ) -> Result<SessionInfo> {
         let (path, info) = self.store.find(client, snapshot)?;

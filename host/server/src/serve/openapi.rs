@@ -353,7 +353,7 @@ fn execution_schema() -> Value {
         "description": "One run: what it printed, how it ended, what it made (sandlot.execution/1)",
         "required": ["schema", "language", "stdout", "stderr", "exit_code", "end", "duration_ms", "artifacts", "backend"],
         "properties": {
-            "schema": { "const": crate::service::EXECUTION_SCHEMA },
+            "schema": { "const": sandlot_core::execution::EXECUTION_SCHEMA },
             "language": text,
             "stdout": text,
             "stderr": text,

@@ -31,17 +31,19 @@ const RECORD_VERSION: u32 = 1;
 
 /// A stored snapshot's name as clients pass it back: `snap-` and 32 hexadecimal
 /// digits, from randomly keyed hashes, so that one client cannot guess another's.
+/// Not core's [`SnapshotId`](sandlot_core::snapshot::SnapshotId), which tells apart
+/// the snapshot values of one process.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(transparent)]
-pub struct SnapshotId(String);
+pub struct StoredSnapshotId(String);
 
-impl SnapshotId {
-    fn fresh() -> SnapshotId {
+impl StoredSnapshotId {
+    fn fresh() -> StoredSnapshotId {
         let (a, b) = (
             sandlot_core::backend::owner::sandbox_id(),
             sandlot_core::backend::owner::sandbox_id(),
         );
-        SnapshotId(format!("snap-{a}{b}"))
+        StoredSnapshotId(format!("snap-{a}{b}"))
     }
 
     /// The id as text.
@@ -55,21 +57,21 @@ impl SnapshotId {
     }
 }
 
-impl fmt::Display for SnapshotId {
+impl fmt::Display for StoredSnapshotId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-impl From<&str> for SnapshotId {
-    fn from(id: &str) -> SnapshotId {
-        SnapshotId(id.to_string())
+impl From<&str> for StoredSnapshotId {
+    fn from(id: &str) -> StoredSnapshotId {
+        StoredSnapshotId(id.to_string())
     }
 }
 
-impl From<String> for SnapshotId {
-    fn from(id: String) -> SnapshotId {
-        SnapshotId(id)
+impl From<String> for StoredSnapshotId {
+    fn from(id: String) -> StoredSnapshotId {
+        StoredSnapshotId(id)
     }
 }
 
@@ -89,7 +91,7 @@ fn well_formed(text: &str, prefix: &str) -> bool {
 pub struct SnapshotInfo {
     /// The name to pass back.
     #[schemars(with = "String")]
-    pub id: SnapshotId,
+    pub id: StoredSnapshotId,
     /// The language id of the session it was taken of.
     pub language: String,
     /// The backend that session ran on.
@@ -110,11 +112,11 @@ pub struct SnapshotInfo {
     pub created_unix: f64,
 }
 
-impl<'de> Deserialize<'de> for SnapshotId {
+impl<'de> Deserialize<'de> for StoredSnapshotId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        if SnapshotId::well_formed(&text) {
-            Ok(SnapshotId(text))
+        if StoredSnapshotId::well_formed(&text) {
+            Ok(StoredSnapshotId(text))
         } else {
             Err(serde::de::Error::custom(format!(
                 "`{text}` is not a snapshot id"
@@ -274,7 +276,7 @@ struct Held {
     bytes: u64,
     /// The same, per client.
     by_client: HashMap<String, u64>,
-    snapshots: HashMap<SnapshotId, SnapshotRecord>,
+    snapshots: HashMap<StoredSnapshotId, SnapshotRecord>,
     /// Paused sessions, whose they are and the size of their snapshot.
     paused: HashMap<SessionId, (String, u64)>,
 }
@@ -580,7 +582,7 @@ impl Store {
         })
     }
 
-    fn snapshot_path(&self, id: &SnapshotId, extension: &str) -> PathBuf {
+    fn snapshot_path(&self, id: &StoredSnapshotId, extension: &str) -> PathBuf {
         self.root
             .join("snapshots")
             .join(format!("{}.{extension}", id.as_str()))
@@ -596,7 +598,7 @@ impl Store {
     pub(super) fn keep(&self, client: &ClientId, snapshot: &Snapshot) -> Result<SnapshotInfo> {
         let reservation = self.reserve(client.as_str(), snapshot.len())?;
         let info = SnapshotInfo {
-            id: SnapshotId::fresh(),
+            id: StoredSnapshotId::fresh(),
             language: snapshot.language().to_string(),
             backend: snapshot.backend().to_string(),
             memory: snapshot.holds_memory(),
@@ -631,7 +633,7 @@ impl Store {
     pub(super) fn find(
         &self,
         client: &ClientId,
-        id: &SnapshotId,
+        id: &StoredSnapshotId,
     ) -> Result<(PathBuf, SnapshotInfo)> {
         let held = self.held();
         let record = held
@@ -659,7 +661,7 @@ impl Store {
     }
 
     /// Deletes snapshot `id` of `client`.
-    pub(super) fn delete(&self, client: &ClientId, id: &SnapshotId) -> Result<()> {
+    pub(super) fn delete(&self, client: &ClientId, id: &StoredSnapshotId) -> Result<()> {
         self.find(client, id)?;
         let mut held = self.held();
         if let Some(record) = held.snapshots.remove(id) {
@@ -716,83 +718,4 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_stores_own_names_become_paths() {
-        assert!(SnapshotId::well_formed(SnapshotId::fresh().as_str()));
-        for bad in [
-            "snap-../../etc/passwd",
-            "snap-0123456789ABCDEF0123456789abcdef",
-            "snap-0123",
-            "s-0123456789abcdef0123456789abcdef",
-            "",
-        ] {
-            assert!(!SnapshotId::well_formed(bad), "{bad}");
-            assert!(serde_json::from_value::<SnapshotId>(bad.into()).is_err());
-        }
-    }
-
-    #[test]
-    fn a_full_store_refuses_and_gives_back_what_it_did_not_keep() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, paused) = Store::open(Some(dir.path()), 100, 100).unwrap();
-        assert!(paused.is_empty());
-        let held = store.reserve("a", 60).unwrap();
-        let full = store.reserve("b", 60).err().unwrap();
-        assert!(matches!(
-            full,
-            Error::StoreFull {
-                needed: 60,
-                used: 60,
-                limit: 100
-            }
-        ));
-        assert_eq!(full.kind(), sandlot_core::error::ErrorKind::Exhausted);
-        drop(held);
-        assert_eq!(store.used(), 0);
-        store.reserve("a", 100).unwrap().keep();
-        assert_eq!(store.used(), 100);
-    }
-
-    #[test]
-    fn one_client_fills_its_share_and_leaves_the_rest_to_the_others() {
-        let (store, _) = Store::open(None, 100, 40).unwrap();
-        store.take_room("greedy", 40).unwrap();
-        let refused = store.take_room("greedy", 1).unwrap_err();
-        assert!(matches!(
-            refused,
-            Error::StoreShareFull {
-                needed: 1,
-                used: 40,
-                share: 40
-            }
-        ));
-        assert_eq!(refused.kind(), sandlot_core::error::ErrorKind::Exhausted);
-        store.take_room("other", 40).unwrap();
-        assert_eq!((store.used_by("greedy"), store.used_by("other")), (40, 40));
-        store.release("greedy", 40);
-        assert_eq!((store.used(), store.used_by("greedy")), (40, 0));
-    }
-
-    #[test]
-    fn leftovers_and_unreadable_records_are_cleared_at_open() {
-        let dir = tempfile::tempdir().unwrap();
-        drop(Store::open(Some(dir.path()), 1 << 20, 1 << 20).unwrap());
-        let paused = dir.path().join("paused");
-        let orphan = paused.join("s-0123456789abcdef0123456789abcdef.snap");
-        let partial = paused.join("s-0123456789abcdef0123456789abcdef.partial");
-        let garbled = paused.join("s-fedcba9876543210fedcba9876543210.json");
-        fs::write(&orphan, b"x").unwrap();
-        fs::write(&partial, b"x").unwrap();
-        fs::write(&garbled, b"{not json").unwrap();
-        let (store, records) = Store::open(Some(dir.path()), 1 << 20, 1 << 20).unwrap();
-        assert!(records.is_empty());
-        assert_eq!(store.used(), 0);
-        assert_eq!(fs::read_dir(&paused).unwrap().count(), 0);
-        use std::os::unix::fs::PermissionsExt;
-        let mode = fs::metadata(dir.path()).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o700);
-    }
-}
+mod tests;

@@ -1,10 +1,13 @@
 //! What every front end of sandlot shares — the CLI, the MCP server, the HTTP API:
 //! opening sessions from names (a language, a backend) as a user or a client gives
 //! them, installing the wasm runtime a session needs on first use, and the JSON form
-//! of an [`Execution`](sandlot_core::Execution) (see [`sandlot_core::execution`]).
+//! of an [`Execution`](crate::Execution) (see [`crate::execution`]). It lives beside
+//! [`Sandlot`] because everything it decides (which backend, what to prepare, what a
+//! client can ask for) is the library's, whichever front end asks.
 //!
 //! ```no_run
-//! use sandlot::server::service::{OpenRequest, Service};
+//! use sandlot::service::Service;
+//! use sandlot::OpenRequest;
 //! # fn main() -> Result<(), sandlot::Error> {
 //! let mut service = Service::from_environment(sandlot::providers())?;
 //! let mut session = service.open(&OpenRequest::new("python"), |step| eprintln!("{step}"))?;
@@ -14,25 +17,17 @@
 //! # }
 //! ```
 
-use sandlot_core::backend::{Backend, Needs};
-use sandlot_core::config::Config;
-use sandlot_core::dirs::{Dirs, Overrides};
-use sandlot_core::entry::{Sandlot, SandlotBuilder, SessionBuilder};
-use sandlot_core::error::{Error, ErrorKind, Result};
-use sandlot_core::language::LanguageInfo;
-use sandlot_core::provider::BackendProvider;
-use sandlot_core::session::Session;
-use sandlot_core::toolchain::Toolchain;
+use crate::backend::{Backend, Needs};
+use crate::config::Config;
+use crate::dirs::{Dirs, Overrides};
+use crate::entry::{Sandlot, SandlotBuilder, SessionBuilder};
+use crate::error::{Error, ErrorKind, Result};
+use crate::language::LanguageInfo;
+use crate::provider::{BackendProvider, Progress};
+use crate::request::OpenRequest;
+use crate::session::Session;
+use crate::toolchain::Toolchain;
 use std::sync::Arc;
-
-pub use sandlot_core::execution::EXECUTION_SCHEMA;
-
-/// A session to open, as every front end describes it.
-pub use sandlot_core::OpenRequest;
-
-/// What [`Service::open`] is doing, for a front end to show: what the provider of
-/// the session's backend reports while it prepares it.
-pub use sandlot_core::provider::Progress;
 
 /// Why a backend cannot serve now, in words for a client, not for the operator: what
 /// to start or install is `sandlot doctor`'s to say.
@@ -68,12 +63,9 @@ impl Drop for Service {
     /// Closes the pools `sandlot.toml` asked for, so that nothing they warmed outlives
     /// the front end (a process that exits does not wait for background threads).
     fn drop(&mut self) {
-        self.sandlot.close_pools(POOL_CLOSE_DEADLINE);
+        self.sandlot.close();
     }
 }
-
-/// How long a closing front end waits for pooled sessions still in use.
-const POOL_CLOSE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Service {
     /// From the user's configuration file and environment, with `providers` (the
