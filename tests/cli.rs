@@ -1,10 +1,16 @@
 //! The `sandlot` command line, run as a user would, isolated from the machine's own
 //! configuration, plugins and cache.
+//!
+//! What runs code needs the machine's wasm runtimes installed, and Docker, Podman or
+//! the native backend where a test names them (`tests/run.sh` provides all); without
+//! them, those tests pass without running and the suite says so (`support::needs`);
+//! CI fails them instead.
 
 mod support;
 
 use std::path::Path;
 use std::process::{Command, Output};
+use support::needs::{needs, Need};
 use support::plugin_dir;
 
 /// `sandlot ARGS` with HOME, XDG dirs and the cache inside `home`.
@@ -451,6 +457,9 @@ fn sandlot_run(home: &Path, args: &[&str]) -> Command {
 
 #[test]
 fn run_prints_the_programs_output() {
+    if !needs(&[Need::Runtime("python")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let (output, stdout, _) = run(&mut sandlot_run(
         home.path(),
@@ -464,6 +473,13 @@ fn run_prints_the_programs_output() {
 /// but what it prints (not the value of its last line, as a notebook cell would show).
 #[test]
 fn run_hands_the_program_its_arguments_and_prints_only_what_it_prints() {
+    if !needs(&[
+        Need::Runtime("python"),
+        Need::Runtime("javascript"),
+        Need::Backend("docker"),
+    ]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     // Both end on an expression a cell would show (write's count, push's new length).
     let programs = [
@@ -500,6 +516,9 @@ fn run_hands_the_program_its_arguments_and_prints_only_what_it_prints() {
 /// with `python3 FILE` (unless `--no-stdin`); `--max-output` moves the output cap.
 #[test]
 fn run_hands_piped_input_to_the_program_and_takes_an_output_cap() {
+    if !needs(&[Need::Runtime("python")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let script = home.path().join("shout.py");
     std::fs::write(
@@ -549,6 +568,9 @@ fn run_hands_piped_input_to_the_program_and_takes_an_output_cap() {
 /// tests of the binary's `exit` module.)
 #[test]
 fn every_row_of_the_exit_status_table_is_what_the_binary_does() {
+    if !needs(&[Need::Runtime("python")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let badplan = plugin_dir(&[("fixtures/badplan", "badplan.wasm")]);
     let config = home.path().join("broken.toml");
@@ -703,6 +725,9 @@ fn every_row_of_the_exit_status_table_is_what_the_binary_does() {
 
 #[test]
 fn run_takes_a_script_or_stdin_and_returns_plots() {
+    if !needs(&[Need::Runtime("python"), Need::Runtime("javascript")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let script = home.path().join("analysis.py");
     std::fs::write(
@@ -744,6 +769,9 @@ fn run_takes_a_script_or_stdin_and_returns_plots() {
 
 #[test]
 fn run_refuses_code_the_policy_blocks_and_runs_it_unread_without_analysis() {
+    if !needs(&[Need::Runtime("python")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let code = "import os\nprint('ran')\nif False:\n    os.system('id')";
     let (output, _, stderr) = run(&mut sandlot_run(
@@ -783,6 +811,9 @@ fn run_refuses_code_the_policy_blocks_and_runs_it_unread_without_analysis() {
 
 #[test]
 fn run_passes_secrets_from_the_environment_and_masks_them() {
+    if !needs(&[Need::Runtime("python")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let code = "import os\nprint(os.environ['SANDLOT_TEST_KEY'][::-1][::-1])";
     let (json, _) = ok(sandlot_run(
@@ -820,6 +851,13 @@ fn run_passes_secrets_from_the_environment_and_masks_them() {
 
 #[test]
 fn doctor_reports_engines_isolation_and_what_each_backend_cannot_enforce() {
+    if !needs(&[
+        Need::Runtime("python"),
+        Need::Backend("docker"),
+        Need::Backend("podman"),
+    ]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let doctor = |args: &[&str]| {
         let mut command = with_runtimes(sandlot(home.path(), args));
@@ -948,6 +986,9 @@ fn doctor_reports_engines_isolation_and_what_each_backend_cannot_enforce() {
 /// says so (never "this happens once") with the fix, and so does `doctor`.
 #[test]
 fn an_unwritable_cache_is_reported_by_the_run_and_by_doctor() {
+    if !needs(&[Need::Runtime("javascript")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     std::fs::write(home.path().join("a-file"), b"").unwrap();
     let blocked = home.path().join("a-file/cache");
@@ -1058,6 +1099,9 @@ fn one_cache_dir_holds_handlers_and_runtimes_from_the_environment_or_the_config(
 
 #[test]
 fn run_stops_a_sleeping_or_flooding_program_on_time() {
+    if !needs(&[Need::Runtime("python")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let started = std::time::Instant::now();
     let (output, _, stderr) = run(&mut sandlot_run(
@@ -1109,6 +1153,9 @@ fn run_stops_a_sleeping_or_flooding_program_on_time() {
 /// bubblewrap (CI), `auto` prefers the native backend to Docker.
 #[test]
 fn auto_runs_a_library_the_wasm_runtime_lacks_in_a_container_and_says_so() {
+    if !needs(&[Need::Runtime("python"), Need::Backend("native")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let (output, stdout, stderr) = run(&mut sandlot_run(
         home.path(),
@@ -1175,6 +1222,9 @@ fn auto_runs_a_library_the_wasm_runtime_lacks_in_a_container_and_says_so() {
 /// the session and says why; `auto` passes it over for a container and says so.
 #[test]
 fn a_network_wasm_cannot_give_refuses_wasm_and_moves_auto_to_a_container() {
+    if !needs(&[Need::Runtime("python"), Need::Backend("native")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let (output, _, stderr) = run(&mut sandlot_run(
         home.path(),
@@ -1224,6 +1274,9 @@ fn a_network_wasm_cannot_give_refuses_wasm_and_moves_auto_to_a_container() {
 /// and the exit status is the last cell's.
 #[test]
 fn repl_runs_piped_cells_in_one_session() {
+    if !needs(&[Need::Runtime("python"), Need::Backend("docker")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let repl = |args: &[&str], input: &str| {
         let mut command = with_runtimes(sandlot(home.path(), &[&["repl"], args].concat()));
@@ -1282,6 +1335,9 @@ fn repl_runs_piped_cells_in_one_session() {
 /// serialisation, naming those that cannot.
 #[test]
 fn a_session_saved_by_one_command_is_restored_by_the_next() {
+    if !needs(&[Need::Runtime("python"), Need::Backend("docker")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let saved = "import json\nrows = [1, 2, 3]\nopen('kept.txt', 'w').write('kept')";
     let on = |backend: &str, args: &[&str]| {
@@ -1350,6 +1406,9 @@ fn a_session_saved_by_one_command_is_restored_by_the_next() {
 fn ctrl_c_interrupts_the_run_and_sandlot_exits_130() {
     use std::io::{BufRead, Read, Write};
     use std::process::Stdio;
+    if !needs(&[Need::Runtime("python"), Need::Backend("docker")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let sleeper = "import time; print('sleeping', flush=True); time.sleep(200)";
     for backend in ["wasm", "docker"] {
@@ -1401,6 +1460,9 @@ fn ctrl_c_interrupts_the_run_and_sandlot_exits_130() {
 /// (tests/repl_terminal.py), where the terminal, not a test, turns Ctrl-C into SIGINT.
 #[test]
 fn ctrl_c_at_a_terminal_interrupts_the_cell_and_the_repl_goes_on() {
+    if !needs(&[Need::Runtime("python"), Need::Backend("docker")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let template = with_runtimes(sandlot(home.path(), &[]));
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/repl_terminal.py");
@@ -1434,6 +1496,9 @@ fn ctrl_c_at_a_terminal_interrupts_the_cell_and_the_repl_goes_on() {
 
 #[test]
 fn a_pool_from_the_config_serves_the_run_and_leaves_nothing_behind() {
+    if !needs(&[Need::Runtime("python")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("sandlot.toml"),
@@ -1476,6 +1541,10 @@ fn a_pool_from_the_config_serves_the_run_and_leaves_nothing_behind() {
 
 #[test]
 fn a_killed_owner_of_a_wasm_pool_leaves_nothing_behind() {
+    // `sandlot gc` cleans Docker too, which it must reach.
+    if !needs(&[Need::Runtime("python"), Need::Backend("docker")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("sandlot.toml"),
@@ -1546,6 +1615,9 @@ fn a_killed_owner_of_a_wasm_pool_leaves_nothing_behind() {
 
 #[test]
 fn the_policy_comes_from_a_preset_a_file_or_the_config_and_flags_override_it() {
+    if !needs(&[Need::Runtime("python")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let hostile = "import os\nos.system('id')";
     let blocked = |stderr: &str| stderr.contains("blocked by the security policy");
@@ -1622,6 +1694,9 @@ fn the_policy_comes_from_a_preset_a_file_or_the_config_and_flags_override_it() {
 
 #[test]
 fn an_execution_says_which_policy_fields_its_backend_could_not_apply() {
+    if !needs(&[Need::Runtime("python")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let (output, stdout, stderr) = run(&mut sandlot_run(
         home.path(),
@@ -1653,6 +1728,9 @@ fn an_execution_says_which_policy_fields_its_backend_could_not_apply() {
 /// terminal are refused and counted, and nothing the code chose reaches stderr raw.
 #[test]
 fn run_writes_files_inside_out_whatever_their_names_and_notes_show_no_control_characters() {
+    if !needs(&[Need::Runtime("python"), Need::Backend("docker")]) {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let out = home.path().join("work/out");
     std::fs::create_dir_all(&out).unwrap();

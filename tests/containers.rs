@@ -3,7 +3,8 @@
 //! out, and cleanup. The same tests run once per backend (`docker::…`, `podman::…`,
 //! `native::…`); what only an engine has (its containers, `gc`) runs on the engines.
 //! They need both engines running and the images built and unpacked;
-//! `tests/services.sh` does both. `tests/run.sh` runs `native::…` again with no engine
+//! `tests/services.sh` does both (a backend that does not answer is skipped, and said
+//! so: `support::needs`). `tests/run.sh` runs `native::…` again with no engine
 //! reachable.
 
 mod support;
@@ -12,6 +13,7 @@ use sandlot::docker::Engine;
 use sandlot::{EndReason, Error, Execution, Network, Policy, RunOptions, Sandlot, Session};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::needs::{self, needs, Need};
 
 /// Opening a session reaps the containers of dead owners: the test of `sandlot gc`
 /// holds this exclusively, so that no session opened meanwhile takes its orphan first.
@@ -48,6 +50,12 @@ impl Target {
             Target::Podman => "podman",
             Target::Native => "native",
         }
+    }
+
+    /// Whether it runs here (see `support::needs`): its tests pass without running
+    /// on a machine without it, and fail in CI.
+    fn here(self) -> bool {
+        needs(&[Need::Backend(self.name())])
     }
 
     /// The engine, for the tests of what only an engine has.
@@ -1542,6 +1550,9 @@ fn gc_reaps_containers_whose_owner_is_gone(engine: Target) {
 
 #[test]
 fn images_list_says_each_recipe_and_its_state_as_json() {
+    if !needs(&[Need::Backend("docker")]) {
+        return;
+    }
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
         .args(["images", "list", "--engine", "docker", "--json"])
         .output()
@@ -1681,142 +1692,247 @@ macro_rules! engine_tests {
 
             #[test]
             fn python() {
+                if !ENGINE.here() {
+                    return;
+                }
                 every_program_of(ENGINE, "python");
             }
             #[test]
             fn javascript() {
+                if !ENGINE.here() {
+                    return;
+                }
                 every_program_of(ENGINE, "javascript");
             }
             #[test]
             fn typescript() {
+                if !ENGINE.here() {
+                    return;
+                }
                 every_program_of(ENGINE, "typescript");
             }
             #[test]
             fn java() {
+                if !ENGINE.here() {
+                    return;
+                }
                 every_program_of(ENGINE, "java");
             }
             #[test]
             fn cpp() {
+                if !ENGINE.here() {
+                    return;
+                }
                 every_program_of(ENGINE, "cpp");
             }
             #[test]
             fn go() {
+                if !ENGINE.here() {
+                    return;
+                }
                 every_program_of(ENGINE, "go");
             }
             #[test]
             fn r() {
+                if !ENGINE.here() {
+                    return;
+                }
                 every_program_of(ENGINE, "r");
             }
             #[test]
             fn ruby() {
+                if !ENGINE.here() {
+                    return;
+                }
                 every_program_of(ENGINE, "ruby");
             }
             #[test]
             fn bash() {
+                if !ENGINE.here() {
+                    return;
+                }
                 every_program_of(ENGINE, "bash");
             }
             #[test]
             fn timeout_leaves_no_process_behind() {
+                if !ENGINE.here() {
+                    return;
+                }
                 timeout_kills_the_whole_tree(ENGINE);
             }
             #[test]
             fn timeout_survives_a_change_of_process_group() {
+                if !ENGINE.here() {
+                    return;
+                }
                 changing_process_group_does_not_escape_the_time_limit(ENGINE);
             }
             #[test]
             fn fifo_does_not_wedge_the_agent() {
+                if !ENGINE.here() {
+                    return;
+                }
                 a_fifo_cannot_wedge_the_sandbox(ENGINE);
             }
             #[test]
             fn processes_stop_at_the_limit() {
+                if !ENGINE.here() {
+                    return;
+                }
                 super::processes_stop_at_the_limit(ENGINE);
             }
             #[test]
             fn a_run_with_tools_at_the_process_limit_fails_alone() {
+                if !ENGINE.here() {
+                    return;
+                }
                 super::a_run_with_tools_at_the_process_limit_fails_alone(ENGINE);
             }
             #[test]
             fn out_of_memory_is_reported() {
+                if !ENGINE.here() {
+                    return;
+                }
                 memory_cap_is_reported(ENGINE);
             }
             #[test]
             fn network_is_off_unless_allowed() {
+                if !ENGINE.here() {
+                    return;
+                }
                 network_only_when_the_policy_allows_it(ENGINE);
             }
             #[test]
             fn code_is_offline_while_libraries_install() {
+                if !ENGINE.here() {
+                    return;
+                }
                 super::code_is_offline_while_libraries_install(ENGINE);
             }
             #[test]
             fn planted_configuration_does_not_steer_an_install() {
+                if !ENGINE.here() {
+                    return;
+                }
                 super::planted_configuration_does_not_steer_an_install(ENGINE);
             }
             #[test]
             fn read_only_root_no_root_user_no_capabilities() {
+                if !ENGINE.here() {
+                    return;
+                }
                 hardening_is_in_force(ENGINE);
             }
             #[test]
             fn file_round_trip_and_escape_refused() {
+                if !ENGINE.here() {
+                    return;
+                }
                 files_round_trip_and_escapes_are_refused(ENGINE);
             }
             #[test]
             fn numpy_installs_for_python() {
+                if !ENGINE.here() {
+                    return;
+                }
                 libraries_are_installed_then_the_network_is_cut(ENGINE, "python");
             }
             #[test]
             fn python_sessions_are_interactive() {
+                if !ENGINE.here() {
+                    return;
+                }
                 super::python_sessions_are_interactive(ENGINE);
             }
             #[test]
             fn javascript_sessions_keep_state() {
+                if !ENGINE.here() {
+                    return;
+                }
                 sessions_keep_state_in(ENGINE, "javascript");
             }
             #[test]
             fn r_sessions_keep_state() {
+                if !ENGINE.here() {
+                    return;
+                }
                 sessions_keep_state_in(ENGINE, "r");
             }
             #[test]
             fn ruby_sessions_keep_state() {
+                if !ENGINE.here() {
+                    return;
+                }
                 sessions_keep_state_in(ENGINE, "ruby");
             }
             #[test]
             fn bash_sessions_keep_state() {
+                if !ENGINE.here() {
+                    return;
+                }
                 sessions_keep_state_in(ENGINE, "bash");
             }
             #[test]
             fn an_out_of_tree_language_keeps_state_too() {
+                if !ENGINE.here() {
+                    return;
+                }
                 super::an_out_of_tree_language_keeps_state_too(ENGINE);
             }
             #[test]
             fn the_data_stack_plots_offline() {
+                if !ENGINE.here() {
+                    return;
+                }
                 super::the_data_stack_plots_offline(ENGINE);
             }
             #[test]
             fn a_kernel_that_cannot_start_is_a_clear_error() {
+                if !ENGINE.here() {
+                    return;
+                }
                 super::a_kernel_that_cannot_start_is_a_clear_error(ENGINE);
             }
             #[test]
             fn planted_module_does_not_hijack_pip() {
+                if !ENGINE.here() {
+                    return;
+                }
                 code_cannot_hijack_a_later_install(ENGINE);
             }
             #[test]
             fn npm_package_installs_for_node() {
+                if !ENGINE.here() {
+                    return;
+                }
                 libraries_are_installed_then_the_network_is_cut(ENGINE, "javascript");
             }
             #[test]
             fn go_module_installs() {
+                if !ENGINE.here() {
+                    return;
+                }
                 go_module_is_installed(ENGINE);
             }
             #[test]
             fn shell_commands_use_sh() {
+                if !ENGINE.here() {
+                    return;
+                }
                 shell_commands_run_through_sh(ENGINE);
             }
             #[test]
             fn output_is_capped_and_the_rest_drained() {
+                if !ENGINE.here() {
+                    return;
+                }
                 output_is_capped(ENGINE);
             }
             #[test]
             fn missing_image_is_a_clear_error() {
+                if !ENGINE.here() {
+                    return;
+                }
                 a_missing_image_says_how_to_get_it(ENGINE);
             }
             $($extra!();)?
@@ -1830,22 +1946,37 @@ macro_rules! engine_only_tests {
     () => {
         #[test]
         fn no_container_after_close() {
+            if !ENGINE.here() {
+                return;
+            }
             nothing_is_left_after_close(ENGINE);
         }
         #[test]
         fn a_killed_host_leaves_nothing() {
+            if !ENGINE.here() {
+                return;
+            }
             super::a_killed_host_leaves_nothing(ENGINE, &[]);
         }
         #[test]
         fn gc_reaps_containers_whose_owner_is_gone() {
+            if !ENGINE.here() {
+                return;
+            }
             super::gc_reaps_containers_whose_owner_is_gone(ENGINE);
         }
         #[test]
         fn an_unhealthy_pooled_sandbox_is_replaced() {
+            if !ENGINE.here() {
+                return;
+            }
             super::an_unhealthy_pooled_sandbox_is_replaced(ENGINE);
         }
         #[test]
         fn a_killed_pool_owner_leaves_nothing_after_gc() {
+            if !ENGINE.here() {
+                return;
+            }
             super::a_killed_pool_owner_leaves_nothing_after_gc(ENGINE);
         }
     };
@@ -1857,14 +1988,23 @@ macro_rules! native_only_tests {
     () => {
         #[test]
         fn a_killed_host_takes_its_jail_along_and_gc_the_rest() {
+            if !ENGINE.here() {
+                return;
+            }
             super::a_killed_native_host_leaves_nothing();
         }
         #[test]
         fn a_directory_it_cannot_write_says_what_to_do() {
+            if !ENGINE.here() {
+                return;
+            }
             super::a_native_directory_it_cannot_write_says_what_to_do();
         }
         #[test]
         fn memory_is_capped_per_process_without_cgroups() {
+            if !ENGINE.here() {
+                return;
+            }
             super::memory_is_capped_per_process_without_cgroups();
         }
     };
@@ -1878,10 +2018,11 @@ engine_tests!(native, Target::Native, native_only_tests);
 /// the agent is copied in and talks over the container's attached streams.
 #[test]
 fn a_killed_host_of_a_remote_engine_leaves_nothing() {
-    let certs = std::env::var("SANDLOT_TEST_DOCKER_TLS_CERTS")
-        .unwrap_or_else(|_| "/var/lib/sandlot-tests/docker-tls/client".into());
-    let endpoint = std::env::var("SANDLOT_TEST_DOCKER_TLS_ENDPOINT")
-        .unwrap_or_else(|_| "tcp://127.0.0.1:2376".into());
+    if !needs(&[Need::DockerTls]) {
+        return;
+    }
+    let (endpoint, certs) = needs::docker_tls();
+    let certs = certs.to_string_lossy().into_owned();
     a_killed_host_leaves_nothing(
         Target::Docker,
         &[
@@ -1894,6 +2035,9 @@ fn a_killed_host_of_a_remote_engine_leaves_nothing() {
 
 #[test]
 fn a_pull_that_cannot_reach_its_registry_says_why() {
+    if !needs(&[Need::Backend("docker"), Need::Backend("podman")]) {
+        return;
+    }
     for engine in ["docker", "podman"] {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_sandlot"))
             .args([

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
+use support::needs::{needs, Need};
 
 const BACKENDS: [&str; 5] = ["wasm", "docker", "podman", "kubernetes", "native"];
 
@@ -588,6 +589,11 @@ fn every_attack_of_the_corpus_is_contained_on_every_backend_it_applies_to() {
                 backends
                     .as_ref()
                     .is_none_or(|b| b.split(',').any(|n| n == *backend))
+            })
+            // A backend this machine lacks is left out and said so (and fails in CI).
+            .filter(|(_, rules)| match *rules {
+                "wasm" => needs(&[Need::Runtime("python")]),
+                backend => needs(&[Need::Backend(backend)]),
             })
             .map(|(backend, rules)| {
                 let (cases, canary) = (&cases, &canary);

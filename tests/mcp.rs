@@ -6,7 +6,9 @@
 //! (`tests/mcp_client.py`).
 //!
 //! Needs the Python runtime installed, Docker with sandlot's images and the Python
-//! SDK in its virtual environment (`tests/run.sh` does all three).
+//! SDK in its virtual environment (`tests/run.sh` does all three); without one, the
+//! tests that need it pass without running and the suite says so (`support::needs`);
+//! CI fails them instead.
 
 mod support;
 
@@ -21,6 +23,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use std::io::BufRead;
 use std::time::{Duration, Instant};
+use support::needs::{needs, Need};
 
 type Client = RunningService<RoleClient, ()>;
 
@@ -305,6 +308,9 @@ fn assert_gone(before: &[String]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_over_stdio_runs_code_keeps_sessions_and_is_refused_more() {
+    if !needs(&[Need::Runtime("python"), Need::Backend("docker")]) {
+        return;
+    }
     let before = containers_named("sandlot-");
     let mut command = sandlot();
     command.arg("mcp");
@@ -344,6 +350,9 @@ async fn an_mcp_client_over_stdio_runs_code_keeps_sessions_and_is_refused_more()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_over_streamable_http_does_the_same() {
+    if !needs(&[Need::Runtime("python"), Need::Backend("docker")]) {
+        return;
+    }
     let before = containers_named("sandlot-");
     let (mut server, url) = start_http_server();
 
@@ -379,6 +388,13 @@ async fn an_mcp_client_over_streamable_http_does_the_same() {
 /// HTTP (code on wasm), then over stdio (code in Docker).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn code_mode_calls_upstream_servers_from_one_program() {
+    if !needs(&[
+        Need::UpstreamMcpServers,
+        Need::Runtime("python"),
+        Need::Backend("docker"),
+    ]) {
+        return;
+    }
     let (time, everything) = support::upstream_mcp_servers();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -459,6 +475,9 @@ print(total, tokyo["target"]["datetime"][11:16], everything_echo(message="done")
 /// environment, as a tool of any upstream could.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_servers_get_none_of_the_servers_environment() {
+    if !needs(&[Need::UpstreamMcpServers, Need::Runtime("python")]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let config = support::config_with_everything(
         dir.path(),
@@ -579,6 +598,9 @@ fn python_client(args: &[&str]) {
 
 #[test]
 fn the_python_sdk_as_a_client_over_stdio_and_streamable_http() {
+    if !needs(&[Need::McpClient, Need::Runtime("python")]) {
+        return;
+    }
     python_client(&["stdio", env!("CARGO_BIN_EXE_sandlot")]);
     let (mut server, url) = start_http_server();
     python_client(&["http", &url]);
@@ -606,6 +628,9 @@ impl rmcp::ClientHandler for Listener {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_reports_what_it_prints_as_progress() {
+    if !needs(&[Need::Backend("docker")]) {
+        return;
+    }
     let listener = Listener::default();
     let mut command = sandlot();
     command.arg("mcp");
@@ -718,6 +743,9 @@ fn over_stdio_an_oversized_or_broken_request_gets_an_error_and_the_server_goes_o
 /// with its stable kind first, as the HTTP API answers them with their own status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_are_tool_errors_with_their_kind() {
+    if !needs(&[Need::Runtime("python")]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("sandlot.toml");
     std::fs::write(
@@ -817,6 +845,9 @@ async fn runs(client: &Client, id: &str, code: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_restores_and_forks_through_mcp_outlive_a_restart() {
     use support::python_state as state;
+    if !needs(&[Need::Runtime("python"), Need::Runtime("javascript")]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let client = stdio_client_keeping(dir.path()).await;
     let opened = json_of(

@@ -78,7 +78,7 @@ as_user() {
   (cd host/cli && runuser -u "$user" -- env -i PATH="/usr/local/bin:/usr/bin:/bin" \
     HOME="$(getent passwd "$user" | cut -d: -f6)" RUST_BACKTRACE=1 \
     SANDLOT_NATIVE_DIR="${SANDLOT_NATIVE_DIR:-/var/lib/sandlot/native}" \
-    SANDLOT_TEST_NO_ENGINE=1 DOCKER_HOST=unix:///nonexistent/docker.sock \
+    SANDLOT_TEST_EXPECT_ALL=1 DOCKER_HOST=unix:///nonexistent/docker.sock \
     CONTAINER_HOST=unix:///nonexistent/podman.sock "$@")
 }
 

@@ -3,7 +3,8 @@
 //! leave no container, 50 concurrent clients.
 //!
 //! Needs the Python runtime installed and Docker with sandlot's images
-//! (`tests/run.sh` does both).
+//! (`tests/run.sh` does both); without them, the tests that need them pass without
+//! running and the suite says so (`support::needs`); CI fails them instead.
 
 mod support;
 
@@ -12,6 +13,18 @@ use serde_json::{json, Value};
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::needs::{needs, Need};
+
+/// Whether the Python runtime of the wasm backend is here (see `support::needs`): a
+/// test of sessions on wasm passes without running where it is not, and fails in CI.
+fn wasm() -> bool {
+    needs(&[Need::Runtime("python")])
+}
+
+/// Whether Docker with sandlot's images is here, as [`wasm`] asks of the runtime.
+fn docker() -> bool {
+    needs(&[Need::Backend("docker")])
+}
 
 const ALICE: &str = "alice-0123456789abcdef0123456789";
 const BOB: &str = "bob-fedcba9876543210fedcba98765";
@@ -174,6 +187,10 @@ fn wait_gone(container: &str) {
 
 #[tokio::test]
 async fn health_is_open_and_every_other_route_needs_a_valid_token() {
+    // The languages listed are those a backend here runs: Python, on wasm.
+    if !wasm() {
+        return;
+    }
     let server = Server::start(&[]);
     let health = client().get(server.at("/health")).send().await.unwrap();
     assert_eq!(health.status(), 200);
@@ -234,6 +251,9 @@ async fn health_is_open_and_every_other_route_needs_a_valid_token() {
 
 #[tokio::test]
 async fn secrets_reach_the_code_and_come_back_masked() {
+    if !wasm() {
+        return;
+    }
     // The operator's secret, which clients never see, and one a client sends.
     let server = Server::spawn(
         &["--secret", "SANDLOT_TEST_OPERATOR_KEY"],
@@ -288,6 +308,9 @@ async fn secrets_reach_the_code_and_come_back_masked() {
 
 #[tokio::test]
 async fn a_session_lives_across_requests_and_belongs_to_its_token() {
+    if !wasm() {
+        return;
+    }
     let server = Server::start(&[]);
     let (status, opened) = post(
         &server.at("/v1/sessions"),
@@ -305,10 +328,7 @@ async fn a_session_lives_across_requests_and_belongs_to_its_token() {
     let (status, doubled) = run("print(x * 2)", ALICE).await;
     assert_eq!(status, 200);
     assert_eq!(doubled["stdout"], "10\n");
-    assert_eq!(
-        doubled["schema"],
-        sandlot::execution::EXECUTION_SCHEMA
-    );
+    assert_eq!(doubled["schema"], sandlot::execution::EXECUTION_SCHEMA);
 
     let (status, stolen) = run("print(x)", BOB).await;
     assert_eq!(status, 404, "{stolen}");
@@ -385,6 +405,9 @@ async fn a_session_lives_across_requests_and_belongs_to_its_token() {
 
 #[tokio::test]
 async fn output_streams_as_server_sent_events_while_the_code_runs() {
+    if !docker() {
+        return;
+    }
     let server = Server::start(&[]);
     let (_, opened) = post(
         &server.at("/v1/sessions"),
@@ -472,6 +495,9 @@ fn take_events(buffer: &mut String) -> Vec<(String, Value)> {
 /// timeout, and the code gets `ToolTimeout`; a run that is not streamed is told how.
 #[tokio::test]
 async fn client_tools_are_called_through_the_stream_and_answered_by_their_client() {
+    if !wasm() {
+        return;
+    }
     let server = Server::start(&["--tool-timeout", "2"]);
     let (status, opened) = post(
         &server.at("/v1/sessions"),
@@ -584,6 +610,9 @@ async fn client_tools_are_called_through_the_stream_and_answered_by_their_client
 
 #[tokio::test]
 async fn an_idle_session_expires_and_leaves_no_container() {
+    if !docker() {
+        return;
+    }
     let server = Server::start(&["--idle-timeout", "2"]);
     let (_, opened) = post(
         &server.at("/v1/sessions"),
@@ -613,6 +642,9 @@ async fn an_idle_session_expires_and_leaves_no_container() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_clients_all_get_their_answer_and_nothing_stays_open() {
+    if !wasm() {
+        return;
+    }
     // Fifty wasm sessions may hold 100 GiB (their memory and workspaces): more than
     // the machine's own budget admits at once.
     let server = Server::start(&[
@@ -652,6 +684,9 @@ async fn fifty_concurrent_clients_all_get_their_answer_and_nothing_stays_open() 
 
 #[tokio::test]
 async fn stopping_the_server_with_sessions_open_leaves_no_container() {
+    if !docker() {
+        return;
+    }
     let mut server = Server::start(&[]);
     let mut containers = Vec::new();
     for token in [ALICE, BOB] {
@@ -780,6 +815,13 @@ async fn without_tokens_a_foreign_host_or_origin_is_refused() {
 /// shows tool calls as they happen.
 #[test]
 fn the_playground_runs_python_in_a_real_browser() {
+    if !needs(&[
+        Need::Browser,
+        Need::UpstreamMcpServers,
+        Need::Runtime("python"),
+    ]) {
+        return;
+    }
     assert!(
         std::path::Path::new("/usr/bin/chromedriver").exists(),
         "the browser test needs chromium and chromium-driver: run tests/run.sh"
@@ -969,6 +1011,9 @@ fn with_a_pool_of_one_and_high_findings_blocked(
 /// says to try again, and when.
 #[tokio::test]
 async fn refusals_answer_with_their_own_status_and_kind() {
+    if !wasm() {
+        return;
+    }
     let (_dir, server) = with_a_pool_of_one_and_high_findings_blocked(&[]);
     let python = json!({ "language": "python", "backend": "wasm" });
 
@@ -1045,6 +1090,9 @@ async fn refusals_answer_with_their_own_status_and_kind() {
 /// rows are checked by the unit tests of the server's routes.)
 #[tokio::test]
 async fn every_row_of_the_error_table_is_what_the_server_answers() {
+    if !wasm() {
+        return;
+    }
     let (_dir, server) = with_a_pool_of_one_and_high_findings_blocked(&[(
         "DOCKER_HOST",
         "unix:///nonexistent/docker.sock",
@@ -1285,6 +1333,9 @@ async fn alice_opens(server: &Server, language: &str) -> String {
 #[tokio::test]
 async fn a_snapshot_restores_after_a_restart_and_forks_go_their_own_ways() {
     use support::python_state as state;
+    if !needs(&[Need::Runtime("python"), Need::Runtime("javascript")]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let state_dir = dir.path().to_str().unwrap();
     // Thirteen wasm sessions at once, each counted at 2 GiB: more than the machine's
@@ -1501,6 +1552,9 @@ async fn wait_paused(server: &Server, id: &str, paused: bool) {
 #[tokio::test]
 async fn an_idle_session_pauses_resumes_and_outlives_a_restart() {
     use support::python_state as state;
+    if !wasm() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let state_dir = dir.path().to_str().unwrap();
     let flags = [
@@ -1569,6 +1623,9 @@ async fn an_idle_session_pauses_resumes_and_outlives_a_restart() {
 
 #[tokio::test]
 async fn the_store_keeps_to_its_disk_limit() {
+    if !wasm() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let state_dir = dir.path().to_str().unwrap();
     let server = Server::start(&[
@@ -1678,6 +1735,9 @@ fn secret_forms(secret: &str) -> [String; 2] {
 /// own strings keep in other forms.
 #[tokio::test]
 async fn secrets_reach_no_client_in_events_records_or_snapshots() {
+    if !wasm() {
+        return;
+    }
     let operator = "op-\"kéy\"-0123456789";
     let mine = "db-ü\"pw\"-9876543210";
     let server = Server::spawn(
@@ -1797,6 +1857,9 @@ written = open('kept.txt', 'w').write(held[0] + held[1])
 /// snapshot past Alice's share is refused (with hers named) while Bob keeps his.
 #[tokio::test]
 async fn one_clients_snapshots_leave_the_others_their_share() {
+    if !wasm() {
+        return;
+    }
     let server = Server::start(&["--max-stored-bytes-per-client", "300000000"]);
     let mut kept = 0;
     let refused = loop {
@@ -1848,6 +1911,9 @@ async fn one_clients_snapshots_leave_the_others_their_share() {
 /// take 768 MiB each: a third is refused until one closes.
 #[tokio::test]
 async fn sessions_are_admitted_within_the_memory_budget() {
+    if !wasm() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.toml");
     std::fs::write(&policy, "workdir_size = 536870912\n").unwrap();
@@ -1945,6 +2011,13 @@ fn descendants(pid: u32) -> Vec<u32> {
 /// a worker process, and a native sandbox (bubblewrap and the agent in it) running.
 #[tokio::test]
 async fn no_process_the_server_starts_holds_its_environment() {
+    if !needs(&[
+        Need::UpstreamMcpServers,
+        Need::Runtime("python"),
+        Need::Backend("native"),
+    ]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let config = support::config_with_everything(dir.path(), "[wasm]\nworkers = 1\n", "");
     let canary = "canary-of-the-operators-shell";

@@ -2,13 +2,21 @@
 //! world, one instance per session.
 //!
 //! Needs the runtime installed (`sandlot runtimes install javascript`; tests/run.sh
-//! does it).
+//! does it); without it, the tests pass without running and the suite says so
+//! (`support::needs`); CI fails them instead.
 
 mod support;
 
 use sandlot::{Execution, Sandlot, Session};
 use std::sync::OnceLock;
 use std::time::Duration;
+use support::needs::{needs, Need};
+
+/// Whether the JavaScript runtime is installed (see `support::needs`): every test
+/// here needs it, and passes without running where it is not (and fails in CI).
+fn installed() -> bool {
+    needs(&[Need::Runtime("javascript")])
+}
 
 fn sandlot() -> &'static Sandlot {
     static SANDLOT: OnceLock<Sandlot> = OnceLock::new();
@@ -32,6 +40,9 @@ fn run(code: &str) -> Execution {
 
 #[test]
 fn console_log_formats_like_node() {
+    if !installed() {
+        return;
+    }
     let out = run("console.log(1 + 1, 'a', {b: 2}, [1, 2], null, undefined, true)");
     assert_eq!(
         out.stdout_text(),
@@ -45,6 +56,9 @@ fn console_log_formats_like_node() {
 
 #[test]
 fn exceptions_and_exit_codes() {
+    if !installed() {
+        return;
+    }
     let thrown = run("function f() { throw new TypeError('boom'); }\nf();");
     assert_eq!(thrown.exit_code, 1);
     assert!(
@@ -65,6 +79,9 @@ fn exceptions_and_exit_codes() {
 
 #[test]
 fn unicode_round_trips_and_long_output_is_whole() {
+    if !installed() {
+        return;
+    }
     assert_eq!(
         run("console.log('héllo 你好 🎉')").stdout_text(),
         "héllo 你好 🎉\n"
@@ -75,6 +92,9 @@ fn unicode_round_trips_and_long_output_is_whole() {
 
 #[test]
 fn state_persists_within_a_session_and_never_across() {
+    if !installed() {
+        return;
+    }
     let mut first = session();
     first
         .run("const secret = 'mine'; let n = 41; function bump() { return ++n; }")
@@ -92,6 +112,9 @@ fn state_persists_within_a_session_and_never_across() {
 /// kernel do: nothing for a declaration or a call that returns nothing.
 #[test]
 fn a_final_expression_shows_its_value() {
+    if !installed() {
+        return;
+    }
     let mut session = session();
     assert_eq!(session.run("let n = 40").unwrap().stdout_text(), "");
     assert_eq!(session.run("n + 2").unwrap().stdout_text(), "42\n");
@@ -111,6 +134,9 @@ fn a_final_expression_shows_its_value() {
 
 #[test]
 fn an_endless_loop_is_stopped_at_the_timeout() {
+    if !installed() {
+        return;
+    }
     let mut session = sandlot()
         .session("javascript")
         .timeout(Duration::from_millis(300))
@@ -132,6 +158,9 @@ fn an_endless_loop_is_stopped_at_the_timeout() {
 
 #[test]
 fn a_memory_bomb_is_stopped_at_the_cap() {
+    if !installed() {
+        return;
+    }
     let mut session = sandlot()
         .session("javascript")
         .memory(64 << 20)
@@ -146,6 +175,9 @@ fn a_memory_bomb_is_stopped_at_the_cap() {
 
 #[test]
 fn an_output_flood_is_truncated_and_flagged() {
+    if !installed() {
+        return;
+    }
     let mut session = sandlot()
         .session("javascript")
         .limits(sandlot::Limits {
@@ -164,6 +196,9 @@ fn an_output_flood_is_truncated_and_flagged() {
 
 #[test]
 fn no_host_access() {
+    if !installed() {
+        return;
+    }
     let probe = run("console.log(typeof fetch, JSON.stringify(process.env))");
     assert_eq!(probe.stdout_text(), "undefined {}\n");
     // `require` knows the session's tools and nothing else: no fs, no child_process.
@@ -219,6 +254,9 @@ fn restore_in_another_process() {
 /// its variables, functions, objects and files, and goes on from there.
 #[test]
 fn a_session_comes_back_whole_in_another_process() {
+    if !installed() {
+        return;
+    }
     let mut session = session();
     assert!(session
         .capabilities()
@@ -260,6 +298,9 @@ fn a_session_comes_back_whole_in_another_process() {
 /// changes, in its variables or its files, no other sees.
 #[test]
 fn forks_go_their_own_ways() {
+    if !installed() {
+        return;
+    }
     let mut session = session();
     session.run("const seen = [];").unwrap();
     let mut forks = session.fork(10).unwrap();

@@ -1,8 +1,15 @@
 //! Opening and closing many wasm sessions leaves nothing behind: no memory growth, no
 //! open files, no scratch directories. Its own test binary, so nothing else runs in
 //! the process while it measures.
+//!
+//! Needs the Python runtime installed (`sandlot runtimes install python`; tests/run.sh
+//! does it); without it, the test passes without running and the suite says so
+//! (`support::needs`); CI fails it instead.
+
+mod support;
 
 use sandlot::{Sandlot, Session};
+use support::needs::{needs, Need};
 
 fn session(sandlot: &Sandlot) -> Session {
     sandlot.session("python").open().unwrap()
@@ -10,6 +17,9 @@ fn session(sandlot: &Sandlot) -> Session {
 
 #[test]
 fn many_sessions_leave_no_growth_behind() {
+    if !needs(&[Need::Runtime("python")]) {
+        return;
+    }
     let sandlot = sandlot::from_environment().unwrap();
     assert!(
         sandlot::wasm::WasmBackend::of(&sandlot).serves("python"),

@@ -1,11 +1,22 @@
 //! Python on the embedded wasm backend: CPython for WASI under wasmtime, in-process.
 //!
 //! Needs the runtime installed (`sandlot runtimes install python`; tests/run.sh does
-//! it). It is compiled once per machine into the component cache.
+//! it); without it, the tests pass without running and the suite says so
+//! (`support::needs`); CI fails them instead. It is compiled once per machine into the
+//! component cache.
+
+mod support;
 
 use sandlot::{Error, Execution, RunOptions, Sandlot, Session};
 use std::sync::OnceLock;
 use std::time::Duration;
+use support::needs::{needs, Need};
+
+/// Whether the Python runtime is installed (see `support::needs`): every test here
+/// needs it, and passes without running where it is not (and fails in CI).
+fn installed() -> bool {
+    needs(&[Need::Runtime("python")])
+}
 
 fn sandlot() -> &'static Sandlot {
     static SANDLOT: OnceLock<Sandlot> = OnceLock::new();
@@ -29,6 +40,9 @@ fn run(code: &str) -> Execution {
 
 #[test]
 fn hello_world_and_exit_codes() {
+    if !installed() {
+        return;
+    }
     let hello = run("print('hello, world')");
     assert_eq!(hello.stdout_text(), "hello, world\n");
     assert_eq!(hello.exit_code, 0);
@@ -41,6 +55,9 @@ fn hello_world_and_exit_codes() {
 
 #[test]
 fn bundled_libraries_are_accepted_and_others_refused_by_name() {
+    if !installed() {
+        return;
+    }
     let mut session = session();
     let options = RunOptions {
         libraries: vec!["numpy".into(), "Pandas>=2".into(), "scikit_learn".into()],
@@ -66,6 +83,9 @@ fn bundled_libraries_are_accepted_and_others_refused_by_name() {
 /// `language_details` tells a model is what its code imports.
 #[test]
 fn the_bundled_libraries_are_there_at_the_versions_listed() {
+    if !installed() {
+        return;
+    }
     let toolchain = sandlot()
         .backend("wasm")
         .unwrap()
@@ -88,6 +108,9 @@ fn the_bundled_libraries_are_there_at_the_versions_listed() {
 
 #[test]
 fn exceptions_go_to_stderr_with_exit_code_1() {
+    if !installed() {
+        return;
+    }
     let failed = run("def f():\n    return 1 / 0\nf()\n");
     assert_eq!(failed.exit_code, 1);
     assert!(failed.stdout.is_empty());
@@ -101,6 +124,9 @@ fn exceptions_go_to_stderr_with_exit_code_1() {
 
 #[test]
 fn stdin_is_the_runs_own() {
+    if !installed() {
+        return;
+    }
     let mut session = session();
     let options = RunOptions {
         stdin: b"first line\nsecond\n".to_vec(),
@@ -122,6 +148,9 @@ fn stdin_is_the_runs_own() {
 
 #[test]
 fn unicode_and_invalid_utf8_output_survive() {
+    if !installed() {
+        return;
+    }
     let text = run("print('héllo wörld — 你好 🎉')");
     assert_eq!(text.stdout_text(), "héllo wörld — 你好 🎉\n");
     let bytes =
@@ -132,6 +161,9 @@ fn unicode_and_invalid_utf8_output_survive() {
 
 #[test]
 fn numpy_and_pandas_compute_correctly() {
+    if !installed() {
+        return;
+    }
     let result = run(
         "import numpy as np, pandas as pd\n\
          df = pd.DataFrame({'x': np.arange(1, 101)})\n\
@@ -148,6 +180,9 @@ fn numpy_and_pandas_compute_correctly() {
 
 #[test]
 fn matplotlib_figures_come_back_as_png_plots() {
+    if !installed() {
+        return;
+    }
     let result = run("import matplotlib.pyplot as plt\n\
          plt.plot([1, 2, 3], [2, 4, 1])\n\
          plt.title('shown')\n\
@@ -177,6 +212,9 @@ fn matplotlib_figures_come_back_as_png_plots() {
 
 #[test]
 fn state_persists_within_a_session_and_never_across() {
+    if !installed() {
+        return;
+    }
     let mut first = session();
     first.run("secret = 'only mine'\nimport json").unwrap();
     let again = first.run("print(secret, json.dumps([1]))").unwrap();
@@ -194,6 +232,9 @@ fn state_persists_within_a_session_and_never_across() {
 
 #[test]
 fn files_are_private_to_their_session() {
+    if !installed() {
+        return;
+    }
     let mut writer = session();
     let wrote = writer
         .run("open('note.txt', 'w').write('mine')\nimport os\nprint(os.getcwd())")
@@ -228,6 +269,9 @@ fn files_are_private_to_their_session() {
 
 #[test]
 fn the_host_file_system_is_out_of_reach() {
+    if !installed() {
+        return;
+    }
     let mut session = session();
     session
         .run("import os\nos.symlink('/etc/passwd', 'link')")
@@ -262,6 +306,9 @@ fn the_host_file_system_is_out_of_reach() {
 
 #[test]
 fn a_stopped_interpreter_is_replaced_and_the_session_goes_on() {
+    if !installed() {
+        return;
+    }
     let mut session = sandlot()
         .session("python")
         .timeout(Duration::from_millis(500))
@@ -307,6 +354,9 @@ fn a_stopped_interpreter_is_replaced_and_the_session_goes_on() {
 
 #[test]
 fn a_memory_bomb_is_stopped_at_the_cap() {
+    if !installed() {
+        return;
+    }
     let mut session = sandlot()
         .session("python")
         .memory(256 << 20)
@@ -322,6 +372,9 @@ fn a_memory_bomb_is_stopped_at_the_cap() {
 
 #[test]
 fn output_past_the_cap_is_dropped_and_a_flood_is_stopped() {
+    if !installed() {
+        return;
+    }
     let mut session = sandlot()
         .session("python")
         .limits(sandlot::Limits {
@@ -357,6 +410,9 @@ fn output_past_the_cap_is_dropped_and_a_flood_is_stopped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_sessions_run_side_by_side_and_keep_state() {
+    if !installed() {
+        return;
+    }
     let builder = sandlot().session("python");
     let (a, b) = tokio::join!(builder.open_async(), builder.open_async());
     let (a, b) = (a.unwrap(), b.unwrap());
@@ -369,6 +425,9 @@ async fn async_sessions_run_side_by_side_and_keep_state() {
 
 #[test]
 fn shell_commands_are_refused_with_a_pointer_to_containers() {
+    if !installed() {
+        return;
+    }
     let mut session = session();
     let error = session.execute_command("ls").unwrap_err();
     assert!(
@@ -393,6 +452,9 @@ fn shell_commands_are_refused_with_a_pointer_to_containers() {
 
 #[test]
 fn trees_copy_in_and_out_without_links() {
+    if !installed() {
+        return;
+    }
     let mut session = session();
     let host = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(host.path().join("data/nested")).unwrap();
@@ -417,6 +479,9 @@ fn trees_copy_in_and_out_without_links() {
 /// code, and a file the session wrote.
 #[test]
 fn a_pandas_session_comes_back_from_its_snapshot() {
+    if !installed() {
+        return;
+    }
     let mut session = session();
     let loaded = session
         .run(
@@ -449,6 +514,9 @@ fn a_pandas_session_comes_back_from_its_snapshot() {
 /// it.
 #[test]
 fn a_restored_session_has_its_own_environment_not_the_snapshots() {
+    if !installed() {
+        return;
+    }
     let mut builder = sandlot().session("python");
     builder
         .secret("API_KEY", "sk-live-0123456789abcdef")
@@ -487,6 +555,9 @@ fn a_restored_session_has_its_own_environment_not_the_snapshots() {
 #[test]
 fn a_damaged_foreign_or_mismatched_snapshot_is_refused() {
     use sandlot::{ErrorKind, SnapshotKey, SnapshotTrust};
+    if !installed() {
+        return;
+    }
     let mut session = session();
     session.run("x = 1").unwrap();
     let bytes = session.snapshot().unwrap().to_bytes().unwrap();
@@ -584,6 +655,9 @@ fn resealed(bytes: &[u8], edit: impl Fn(&mut serde_json::Value)) -> Vec<u8> {
 /// restoring one may use is refused, and names the limit.
 #[test]
 fn a_snapshot_larger_than_the_memory_limit_is_refused() {
+    if !installed() {
+        return;
+    }
     let mut session = session();
     session.run("big = bytearray(300 << 20)").unwrap();
     let snapshot = session.snapshot().unwrap();
@@ -599,6 +673,9 @@ fn a_snapshot_larger_than_the_memory_limit_is_refused() {
 #[test]
 fn warm_sessions_start_with_the_data_stack_imported_and_nothing_else() {
     use sandlot::language::{Restriction, RestrictionKind, Severity};
+    if !installed() {
+        return;
+    }
     let warm = sandlot::from_environment().unwrap();
     warm.set_warm_start(true);
     let probe = "import sys, os\n\
@@ -710,6 +787,9 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn a_killed_worker_loses_its_runs_and_the_next_session_gets_a_new_one() {
+    if !installed() {
+        return;
+    }
     let sandlot = in_workers(1, env!("CARGO_BIN_EXE_sandlot"));
     let mut bystander = sandlot.session("python").open().unwrap();
     bystander.run("x = 41").unwrap();
@@ -755,6 +835,9 @@ fn a_killed_worker_loses_its_runs_and_the_next_session_gets_a_new_one() {
 #[test]
 fn large_files_cross_a_worker_in_pieces() {
     use sha2::Digest;
+    if !installed() {
+        return;
+    }
     let sandlot = in_workers(1, env!("CARGO_BIN_EXE_sandlot"));
     let mut session = sandlot.session("python").open().unwrap();
     // Five messages' worth each way, bytes that differ from piece to piece.
@@ -777,6 +860,9 @@ fn large_files_cross_a_worker_in_pieces() {
 
 #[test]
 fn a_program_that_is_no_worker_is_refused_with_what_to_do() {
+    if !installed() {
+        return;
+    }
     let sandlot = in_workers(1, "/bin/true");
     let error = sandlot.session("python").open().unwrap_err();
     let message = error.to_string();
@@ -791,6 +877,9 @@ fn a_program_that_is_no_worker_is_refused_with_what_to_do() {
 
 #[test]
 fn workers_exit_when_their_parent_is_killed() {
+    if !installed() {
+        return;
+    }
     // A parent that opens a session in a worker and sleeps in a run; killed, its
     // worker must notice and go, taking the sandbox with it.
     let config = tempfile::NamedTempFile::new().unwrap();
@@ -857,6 +946,9 @@ fn workers_exit_when_their_parent_is_killed() {
 
 #[test]
 fn a_limit_on_address_space_leaves_handlers_a_slower_engine_not_none() {
+    if !installed() {
+        return;
+    }
     // 200 GB: room for the runtimes' reservations (some GiB each), not for the
     // language handlers' pool (about 4 TiB of address space reserved up front).
     let output = std::process::Command::new("bash")

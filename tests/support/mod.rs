@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod needs;
+
 /// A component built by `guests/build.sh`: `builtin/python` (embedded by sandlot-core,
 /// from `host/core/builtin/`), `examples/lua`, `fixtures/trap`, ... (`guests/dist/`).
 pub fn component(name: &str) -> PathBuf {
@@ -207,8 +209,7 @@ impl Drop for EgressServers {
 /// wrote into (the MCP SDK, Selenium): `$SANDLOT_TEST_MCP_PYTHON`, or where `run.sh`
 /// puts it.
 pub fn client_python() -> String {
-    let python = std::env::var("SANDLOT_TEST_MCP_PYTHON")
-        .unwrap_or_else(|_| "/var/tmp/sandlot-ci/mcp-venv/bin/python".into());
+    let python = needs::mcp_python();
     assert!(
         Path::new(&python).exists(),
         "no client Python at {python}: run tests/run.sh, or point SANDLOT_TEST_MCP_PYTHON at \
@@ -226,12 +227,7 @@ pub fn client_python() -> String {
     reason = "used by some of the test binaries that share this module"
 )]
 pub fn upstream_mcp_servers() -> (String, String) {
-    let time = std::env::var("SANDLOT_TEST_MCP_TIME")
-        .unwrap_or_else(|_| "/var/tmp/sandlot-ci/mcp-upstream-venv/bin/mcp-server-time".into());
-    let everything = std::env::var("SANDLOT_TEST_MCP_EVERYTHING").unwrap_or_else(|_| {
-        "/var/tmp/sandlot-ci/mcp-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-            .into()
-    });
+    let (time, everything) = needs::upstream_paths();
     for path in [&time, &everything] {
         assert!(
             Path::new(path).exists(),
