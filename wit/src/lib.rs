@@ -1,6 +1,6 @@
 //! Host bindings of sandlot's plugin contract, the `sandlot:plugin` WIT package: one
-//! module per released version (`v0.1.0/`, `v0.2.0/`, `v0.3.0/` beside this crate's
-//! manifest), each binding the worlds of that version once for every crate that calls
+//! module per released version (`v0.1.0/`, `v0.2.0/`, `v0.3.0/`, `v0.4.0/` beside this
+//! crate's manifest), each binding the worlds of that version once for every crate that calls
 //! plugins. A plugin built against an older contract keeps loading because its
 //! version's bindings stay here unchanged.
 //!
