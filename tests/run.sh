@@ -43,16 +43,27 @@ step() {
 
 # The end-to-end tests carry out plans for real with these toolchains.
 need=()
-for tool in python3 node npm javac java g++ bash; do
+for tool in python3 node npm javac java g++ bash mold; do
   command -v "$tool" >/dev/null || need+=("$tool")
 done
 if [ "${#need[@]}" -ne 0 ]; then
   step "installing toolchains the tests run: ${need[*]}"
-  declare -A package=([python3]=python3 [node]=nodejs [npm]=npm [javac]=default-jdk-headless [java]=default-jdk-headless [g++]=g++ [bash]=bash)
+  declare -A package=([python3]=python3 [node]=nodejs [npm]=npm [javac]=default-jdk-headless [java]=default-jdk-headless [g++]=g++ [bash]=bash [mold]=mold)
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     $(for t in "${need[@]}"; do echo "${package[$t]}"; done | sort -u) >/dev/null
 fi
+
+# Every binary of the build is linked by mold: the `sandlot` binary, each suite of
+# tests/, each crate's unit tests, every doc example (edition 2021 links one program
+# per example), the fuzz targets and the Python module, most carrying wasmtime, and
+# GNU ld took seconds for each. Set for the host's target only: the guest
+# components link for wasm32 with rust-lld. Every cargo command of this run (the
+# native, Python and fuzz steps too) inherits it, so they share one set of artifacts.
+host_target="$(rustc -vV | sed -n 's/^host: //p')"
+link_with_mold="-C link-arg=-fuse-ld=mold"
+export "CARGO_TARGET_$(echo "$host_target" | tr 'a-z.-' 'A-Z__')_RUSTFLAGS=$link_with_mold"
+export RUSTDOCFLAGS="$link_with_mold"
 
 # The Python handler's plot capture is tested against real matplotlib.
 if ! python3 -c 'import matplotlib' 2>/dev/null; then

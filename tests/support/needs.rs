@@ -100,12 +100,6 @@ pub fn needs(needs: &[Need]) -> bool {
     true
 }
 
-/// Whether `need` is here, without skipping or failing anything: for a test that
-/// adapts (a backend list that leaves out what is missing).
-pub fn has(need: Need) -> bool {
-    probe(need).is_ok()
-}
-
 /// Whether this run expects every need met: `tests/run.sh` sets it.
 pub fn expect_all() -> bool {
     std::env::var_os("SANDLOT_TEST_EXPECT_ALL").is_some_and(|v| !v.is_empty() && v != "0")

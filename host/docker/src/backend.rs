@@ -104,12 +104,6 @@ impl ContainerBackendBuilder {
             }
             _ => None,
         });
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("sandlot-engine")
-            .enable_all()
-            .build()
-            .map_err(|e| unavailable(format!("cannot start an I/O runtime: {e}")))?;
         let local = endpoint.starts_with("unix://");
         let docker = if let Some(path) = endpoint.strip_prefix("unix://") {
             if !Path::new(path).exists() {
@@ -138,12 +132,6 @@ impl ContainerBackendBuilder {
             Docker::connect_with_http(&endpoint, 120, bollard::API_DEFAULT_VERSION)
         }
         .map_err(|e| unavailable(e.to_string()))?;
-        let docker = runtime
-            .block_on(async {
-                tokio::time::timeout(Duration::from_secs(10), docker.negotiate_version()).await
-            })
-            .map_err(|_| unavailable("no answer within 10 s".into()))?
-            .map_err(|e| unavailable(format!("{e:#}")))?;
         let delivery = self.delivery.unwrap_or(if local {
             AgentDelivery::BindMount
         } else {
@@ -156,6 +144,27 @@ impl ContainerBackendBuilder {
                     .into(),
             ));
         }
+        // Made after every check that needs no engine: a runtime dropped on an error
+        // path panics when the caller is itself on a runtime's thread.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("sandlot-engine")
+            .enable_all()
+            .build()
+            .map_err(|e| unavailable(format!("cannot start an I/O runtime: {e}")))?;
+        let negotiated = runtime.block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), docker.negotiate_version()).await
+        });
+        let docker = match negotiated {
+            Ok(Ok(docker)) => docker,
+            failed => {
+                runtime.shutdown_background();
+                return Err(unavailable(match failed {
+                    Ok(Err(e)) => format!("{e:#}"),
+                    _ => "no answer within 10 s".into(),
+                }));
+            }
+        };
         // Docker names its default bridge `bridge`, Podman `podman`.
         let install_network = match engine {
             Engine::Docker => "bridge",
@@ -484,5 +493,26 @@ impl Backend for ContainerBackend {
     /// Read from the image's Debian package database, once per image.
     fn toolchain(&self, language: &str, image: &str) -> Result<Option<Toolchain>> {
         self.image_toolchain(language, image)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // An async caller (a server handler, a `#[tokio::test]`) that points at a dead engine
+    // must get the error, not a panic from the backend's own runtime being dropped on
+    // its thread.
+    #[tokio::test]
+    async fn a_dead_engine_reached_from_async_code_is_an_error_not_a_panic() {
+        let err = match ContainerBackend::connect(
+            Engine::Docker,
+            Some("unix:///nonexistent/sandlot-test/docker.sock"),
+        ) {
+            Ok(_) => panic!("connected to a socket that does not exist"),
+            Err(err) => err,
+        };
+        assert_eq!(err.kind(), sandlot_core::ErrorKind::Unavailable);
+        assert!(err.to_string().contains("no socket there"), "{err}");
     }
 }
