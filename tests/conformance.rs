@@ -18,8 +18,8 @@ mod support;
 
 use sandlot::backend::pool::{Exhausted, PoolOptions};
 use sandlot::{
-    Capability, EndReason, Error, ErrorKind, Execution, Interrupt, Limits, Network, PluginHost,
-    Policy, PolicyField, RunOptions, Sandlot, Session, SessionState,
+    Capability, EndReason, Error, ErrorKind, Execution, Interrupt, Limits, Network, Policy,
+    PolicyField, RunOptions, Sandlot, Session, SessionState,
 };
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -27,13 +27,7 @@ use support::needs::{self, needs, Need};
 
 /// The built-in backends plus `docker-tls`, with a pool for `pooled` if given.
 fn build(pooled: Option<(&str, PoolOptions)>) -> Sandlot {
-    let plugins = PluginHost::builder().load().unwrap();
-    let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
-    let workers = support::wasm_workers(&plugins, &dirs);
-    let mut builder = sandlot::builder(plugins)
-        .runtimes_dir(dirs.runtimes_dir())
-        .cache_dir(dirs.cache.value.clone())
-        .backend(workers);
+    let mut builder = support::default_builder(true);
     // Without the TLS proxy, `docker_tls::…` skips or fails (see `here`), and the
     // rest runs: tests/run.sh runs the engine-free backends again with every engine
     // out of reach.

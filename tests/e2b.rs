@@ -91,8 +91,7 @@ impl Drop for Server {
 
 /// The Python of a test environment: `$VARIABLE`, or where `tests/run.sh` makes it.
 fn test_python(variable: &str, venv: &str, holding: &str) -> String {
-    let python = std::env::var(variable)
-        .unwrap_or_else(|_| format!("/var/tmp/sandlot-ci/{venv}/bin/python"));
+    let python = support::needs::env_or(variable, &format!("{venv}/bin/python"));
     assert!(
         Path::new(&python).exists(),
         "no Python with {holding} at {python}: run tests/run.sh, or point {variable} at one"
@@ -109,8 +108,7 @@ fn e2b_python() -> String {
 }
 
 fn e2b_npm() -> String {
-    let prefix = std::env::var("SANDLOT_TEST_E2B_NPM")
-        .unwrap_or_else(|_| "/var/tmp/sandlot-ci/e2b-npm".into());
+    let prefix = support::needs::env_or("SANDLOT_TEST_E2B_NPM", "e2b-npm");
     assert!(
         Path::new(&prefix)
             .join("node_modules/@e2b/code-interpreter")

@@ -16,7 +16,7 @@
 
 mod support;
 
-use sandlot::{EndReason, Limits, Network, PluginHost, Policy, RunOptions, Sandlot, Session};
+use sandlot::{EndReason, Limits, Network, Policy, RunOptions, Sandlot, Session};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -147,17 +147,7 @@ fn cases() -> Vec<(String, Case)> {
 
 fn sandlot() -> &'static Sandlot {
     static SANDLOT: OnceLock<Sandlot> = OnceLock::new();
-    SANDLOT.get_or_init(|| {
-        let plugins = PluginHost::builder().load().unwrap();
-        let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
-        let workers = support::wasm_workers(&plugins, &dirs);
-        sandlot::builder(plugins)
-            .runtimes_dir(dirs.runtimes_dir())
-            .cache_dir(dirs.cache.value.clone())
-            .backend(workers)
-            .build()
-            .unwrap()
-    })
+    SANDLOT.get_or_init(|| support::default_builder(true).build().unwrap())
 }
 
 /// A file on the host that no sandbox may read or change.

@@ -26,7 +26,12 @@ fn backends() -> Vec<String> {
 
 /// The contract versions as sentences write them: `0.1`, `0.2`, ...
 fn versions() -> Vec<String> {
-    sandlot::plugin::SUPPORTED_API_VERSIONS
+    as_written(sandlot::plugin::SUPPORTED_API_VERSIONS)
+}
+
+/// Versions as prose writes them: `0.4`, not `0.4.0`.
+fn as_written(versions: &[&str]) -> Vec<String> {
+    versions
         .iter()
         .map(|v| v.trim_end_matches(".0").to_string())
         .collect()
@@ -213,10 +218,7 @@ fn every_list_of_the_backends_names_them_all() {
 
 /// The versions a sentence about `kind`'s plugins lists, as it writes them.
 fn versions_of(kind: PluginKind) -> Vec<String> {
-    kind.api_versions()
-        .iter()
-        .map(|v| v.trim_end_matches(".0").to_string())
-        .collect()
+    as_written(kind.api_versions())
 }
 
 #[test]

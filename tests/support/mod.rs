@@ -348,6 +348,22 @@ pub fn pass_in_another_process(test: &str, env: &[(&str, &Path)]) {
     );
 }
 
+/// A builder over the built-in plugins and the runtimes and cache a `sandlot` at a
+/// terminal finds by default; with the wasm backend in workers too (`wasm-workers`,
+/// see [`wasm_workers`]) when `workers`.
+pub fn default_builder(workers: bool) -> sandlot::SandlotBuilder {
+    let plugins = sandlot::PluginHost::builder().load().unwrap();
+    let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
+    let workers = workers.then(|| wasm_workers(&plugins, &dirs));
+    let mut builder = sandlot::builder(plugins)
+        .runtimes_dir(dirs.runtimes_dir())
+        .cache_dir(dirs.cache.value.clone());
+    if let Some(workers) = workers {
+        builder = builder.backend(workers);
+    }
+    builder
+}
+
 /// The wasm backend with its sandboxes in two worker processes (the `sandlot` binary),
 /// named `wasm-workers`, over the same runtimes and caches as `dirs` give `wasm`.
 pub fn wasm_workers(

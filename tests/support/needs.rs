@@ -197,15 +197,7 @@ fn look(need: Need) -> Result<(), String> {
 /// ask what answers.
 fn prober() -> &'static sandlot::Sandlot {
     static SANDLOT: OnceLock<sandlot::Sandlot> = OnceLock::new();
-    SANDLOT.get_or_init(|| {
-        let plugins = sandlot::PluginHost::builder().load().unwrap();
-        let dirs = sandlot::dirs::Dirs::resolve(&sandlot::Config::default(), &Default::default());
-        sandlot::builder(plugins)
-            .runtimes_dir(dirs.runtimes_dir())
-            .cache_dir(dirs.cache.value.clone())
-            .build()
-            .unwrap()
-    })
+    SANDLOT.get_or_init(|| super::default_builder(false).build().unwrap())
 }
 
 fn backend(name: &str) -> Result<(), String> {
