@@ -847,6 +847,47 @@ fn run_passes_secrets_from_the_environment_and_masks_them() {
     .env_remove("SANDLOT_TEST_UNSET"));
     assert_eq!(output.status.code(), Some(66));
     assert!(stderr.contains("SANDLOT_TEST_UNSET is not set"), "{stderr}");
+
+    // Bound to a host, the code holds a placeholder as long as the value instead.
+    let value = "tok-5ec7e7-value-0123456789";
+    let (json, _) = ok(sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--secret",
+            "SANDLOT_TEST_KEY=api.example.com",
+            "--json",
+            "-c",
+            "import os\nprint(os.environ['SANDLOT_TEST_KEY'])",
+        ],
+    )
+    .env("SANDLOT_TEST_KEY", value));
+    let result: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let held = result["stdout"].as_str().unwrap().trim_end();
+    assert_eq!(held.len(), value.len(), "{json}");
+    assert!(
+        !json.contains("tok-5ec7e7") && !held.contains("***"),
+        "{json}"
+    );
+
+    let (output, _, stderr) = run(sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--secret",
+            "SANDLOT_TEST_KEY=@bearer",
+            "-c",
+            "print(1)",
+        ],
+    )
+    .env("SANDLOT_TEST_KEY", value));
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("--secret SANDLOT_TEST_KEY=@bearer") && stderr.contains("host"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -1,9 +1,12 @@
 """Servers on this machine for the egress allow-list test (tests/conformance.rs).
 
-Three servers on every address of this machine, each answering GET with its own
-name: `http` (plain), `https` (TLS, a self-signed certificate for `localhost` made
-here with openssl) and `other` (plain). Prints their ports as one JSON line, then
-serves until its standard input closes, so it goes with the test that started it.
+Servers on every address of this machine, three answering GET with their own name:
+`http` (plain), `https` (TLS, a self-signed certificate for `localhost` made here
+with openssl) and `other` (plain); and `echo` (plain), which answers with the head of
+the request it got and, when a file is named as the first argument, appends that head
+to it as one JSON line: what arrived, for the test to read. Prints their ports as one
+JSON line, then serves until its standard input closes, so it goes with the test that
+started it.
 """
 
 import http.server
@@ -28,8 +31,21 @@ class Named(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def serve(name, tls=None):
-    server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), Named)
+class Echo(Named):
+    def do_GET(self):
+        head = self.requestline + "\r\n" + str(self.headers)
+        if len(sys.argv) > 1:
+            with open(sys.argv[1], "a") as log:
+                log.write(json.dumps(head) + "\n")
+        body = head.encode("latin-1")
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def serve(name, tls=None, handler=Named):
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), handler)
     server.name = name
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
@@ -52,6 +68,6 @@ def certificate(directory):
 with tempfile.TemporaryDirectory() as directory:
     tls = certificate(directory)
 ports = {"http": serve("allowed-http"), "https": serve("allowed-https", tls),
-         "other": serve("other-http")}
+         "other": serve("other-http"), "echo": serve("echo", handler=Echo)}
 print(json.dumps(ports), flush=True)
 sys.stdin.read()

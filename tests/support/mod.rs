@@ -164,20 +164,25 @@ pub fn sandbox_exists(sandlot: &sandlot::Sandlot, backend: &str, name: &str) -> 
 
 /// The servers of `tests/egress_servers.py`, on every address of this machine:
 /// `http` and `https` answer `allowed-http` and `allowed-https`, `other` answers
-/// `other-http`. They stop when this is dropped.
+/// `other-http`, `echo` the head of the request it got ([`EgressServers::received`]).
+/// They stop when this is dropped.
 pub struct EgressServers {
     child: std::process::Child,
     pub http: u16,
     pub https: u16,
     pub other: u16,
+    pub echo: u16,
+    received: tempfile::NamedTempFile,
 }
 
 impl EgressServers {
     pub fn start() -> EgressServers {
         use std::io::BufRead;
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/egress_servers.py");
+        let received = tempfile::NamedTempFile::new().unwrap();
         let mut child = std::process::Command::new("python3")
             .arg(script)
+            .arg(received.path())
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -193,8 +198,19 @@ impl EgressServers {
             http: port("http"),
             https: port("https"),
             other: port("other"),
+            echo: port("echo"),
             child,
+            received,
         }
+    }
+
+    /// The heads of the requests `echo` got, in order.
+    pub fn received(&self) -> Vec<String> {
+        std::fs::read_to_string(self.received.path())
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
     }
 }
 

@@ -37,6 +37,10 @@ pub trait SandboxHandle: Send {
     fn take_denials(&mut self) -> Vec<sandlot_core::egress::Denial> {
         Vec::new()
     }
+    /// Hands the secrets bound to hosts to the engine's egress proxy
+    /// ([`crate::proxy::EgressProxy::bind_secrets`]); nothing for an engine without
+    /// one.
+    fn bind_secrets(&mut self, _secrets: std::sync::Arc<sandlot_core::secret::Injector>) {}
 }
 
 /// A sandbox whose agent runs plans, shell commands and file requests, on behalf of
@@ -310,6 +314,10 @@ impl Sandbox for AgentSandbox {
 
     fn name(&self) -> String {
         self.handle.name()
+    }
+
+    fn bind_secrets(&mut self, secrets: std::sync::Arc<sandlot_core::secret::Injector>) {
+        self.handle.bind_secrets(secrets);
     }
 }
 

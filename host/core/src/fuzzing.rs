@@ -66,6 +66,115 @@ pub fn http_head(bytes: &[u8]) {
     }
 }
 
+/// A request head from a sandbox holding bound secrets' placeholders (`@1`, `@2`,
+/// `@3` and `@4` in `bytes` stand for them, `@5` for Basic credentials holding the
+/// third; the first byte picks the host): the
+/// rewritten head is one whole head; a value is in it only for its bound host and
+/// only in the header or query parameter its binding names; a value echoed back in
+/// any chunking reaches the sandbox as its placeholder, the length kept.
+pub fn secret_injection(bytes: &[u8]) {
+    use crate::secret::{replace_all, Injector, Secret};
+    const VALUES: [&str; 4] = [
+        "bearer-value-0123456789",
+        "header-value-0123456789",
+        "basicvalue:0123456789",
+        "query/value+0123456789",
+    ];
+    let Some((&pick, rest)) = bytes.split_first() else {
+        return;
+    };
+    let secrets: Vec<Secret> = ["bearer", "header:X-Api-Key", "basic", "query:key"]
+        .iter()
+        .zip(VALUES)
+        .enumerate()
+        .map(|(i, (placement, value))| {
+            let binding = format!("api.example.com@{placement}")
+                .parse()
+                .expect("a binding");
+            Secret::new(&format!("S{i}"), value)
+                .and_then(|s| s.bound_to(binding))
+                .expect("a bound secret")
+        })
+        .collect();
+    let injector = Injector::new(&secrets).expect("placeholders");
+    let mut text = rest.to_vec();
+    for (i, _) in VALUES.iter().enumerate() {
+        let placeholder = injector.placeholder(&format!("S{i}")).expect("bound");
+        text = replace_all(
+            &text,
+            format!("@{}", i + 1).as_bytes(),
+            placeholder.as_bytes(),
+        );
+    }
+    // `@5`: Basic credentials holding the third placeholder, which no fuzzer guesses.
+    let basic = format!("x:{}", injector.placeholder("S2").expect("bound"));
+    let basic = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, basic);
+    text = replace_all(&text, b"@5", basic.as_bytes());
+    let host = if pick & 1 == 0 {
+        "api.example.com"
+    } else {
+        "other.example.com"
+    };
+
+    // What comes back: any chunking, no value left, nothing longer or shorter.
+    let cut = usize::from(pick) % (text.len() + 1);
+    let (first, second) = (
+        replace_all(&text[..cut], b"#", VALUES[0].as_bytes()),
+        replace_all(&text[cut..], b"#", VALUES[0].as_bytes()),
+    );
+    let mut echo = injector.echo();
+    let mut back = echo.push(&first);
+    back.extend(echo.push(&second));
+    back.extend(echo.finish());
+    assert_eq!(back.len(), first.len() + second.len());
+    assert!(memchr::memmem::find(&back, VALUES[0].as_bytes()).is_none());
+
+    let http::Head::Request(mut request) = http::read_head(&text) else {
+        return;
+    };
+    let http::Target::Origin { path } = &request.target else {
+        return;
+    };
+    let mut path = path.clone();
+    let injected = injector.inject(host, &mut request, &mut path);
+    if host != "api.example.com" {
+        assert!(injected.is_empty());
+    }
+    let rewritten = request.for_server(host, 443, &path);
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut again = httparse::Request::new(&mut headers);
+    let Ok(httparse::Status::Complete(length)) = again.parse(&rewritten) else {
+        panic!(
+            "the rewritten head does not parse: {:?}",
+            String::from_utf8_lossy(&rewritten)
+        );
+    };
+    assert_eq!(length, rewritten.len(), "nothing after the head");
+    // Each value only where its binding puts it: strip those places, none is left.
+    let mut elsewhere = format!("{:?}", again.path).into_bytes();
+    for header in again.headers.iter() {
+        let placed = ["authorization", "x-api-key"]
+            .iter()
+            .any(|name| header.name.eq_ignore_ascii_case(name));
+        if !placed || host != "api.example.com" {
+            elsewhere.extend_from_slice(header.name.as_bytes());
+            elsewhere.extend_from_slice(header.value);
+        }
+    }
+    if host != "api.example.com" {
+        elsewhere.extend_from_slice(&rewritten);
+    }
+    for (i, value) in VALUES.iter().enumerate() {
+        let in_query = i == 3 && host == "api.example.com";
+        if !in_query && !rest.windows(value.len()).any(|w| w == value.as_bytes()) {
+            assert!(
+                memchr::memmem::find(&elsewhere, value.as_bytes()).is_none(),
+                "secret {i} outside its place"
+            );
+        }
+    }
+}
+
 /// An allow-list as a user writes it. One that parses prints as text that parses to
 /// the same list.
 pub fn allow_list(text: &str) {

@@ -92,6 +92,12 @@ impl SandboxHandle for Container {
             .unwrap_or_default()
     }
 
+    fn bind_secrets(&mut self, secrets: Arc<sandlot_core::secret::Injector>) {
+        if let Some(egress) = &self.egress {
+            egress.proxy().bind_secrets(secrets);
+        }
+    }
+
     fn destroy(&mut self) {
         if !std::mem::replace(&mut self.removed, true) {
             // Kill and delete in one request: no graceful stop, nothing to wait for.

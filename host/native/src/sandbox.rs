@@ -57,6 +57,12 @@ impl SandboxHandle for Jail {
             .unwrap_or_default()
     }
 
+    fn bind_secrets(&mut self, secrets: std::sync::Arc<sandlot_core::secret::Injector>) {
+        if let Some(egress) = &self.egress {
+            egress.bind_secrets(secrets);
+        }
+    }
+
     fn destroy(&mut self) {
         if let Some(mut child) = self.child.take() {
             // The agent was told first (the host hung up) and is taking everything

@@ -9,7 +9,7 @@ use clap::Args;
 use sandlot::backend::Needs;
 use sandlot::policy::BlockAt;
 use sandlot::sandbox_path::escape_controls;
-use sandlot::secret::Secret;
+use sandlot::secret::{Binding, Secret};
 use sandlot::service::Service;
 use sandlot::{
     BackendChoice, EndReason, Execution, Interrupt, Network, OpenRequest, Policy, RunOptions,
@@ -179,8 +179,12 @@ pub(super) struct SandboxArgs {
     allow: Vec<String>,
     /// Passes this environment variable of yours to the code as a secret: its value
     /// is masked (`***`) in the output and the files that come back. The value is
-    /// read from your environment, so it never shows in a command line. Repeatable.
-    #[arg(long = "secret", value_name = "NAME")]
+    /// read from your environment, so it never shows in a command line. With
+    /// `=HOSTS[@PLACEMENT]` (`GITHUB_TOKEN=api.github.com`, `KEY=api.example.com@header:X-Api-Key`)
+    /// the code gets a placeholder instead, which the egress proxy replaces with the
+    /// value in requests to those hosts only (bearer, basic, header:NAME or
+    /// query:NAME; bearer by default). Repeatable.
+    #[arg(long = "secret", value_name = "NAME[=HOSTS[@PLACEMENT]]")]
     secrets: Vec<String>,
 }
 
@@ -278,12 +282,25 @@ fn size(text: &str) -> std::result::Result<usize, String> {
     Ok(bytes)
 }
 
-/// The secrets `--secret NAME` names, their values read from this environment so
-/// they never show in a command line.
+/// The secrets `--secret NAME[=HOSTS[@PLACEMENT]]` names, their values read from
+/// this environment so they never show in a command line, each bound to the hosts
+/// written after `=`.
 pub(super) fn secrets_from_environment(names: &[String]) -> Result<Vec<Secret>> {
     names
         .iter()
-        .map(|name| {
+        .map(|written| {
+            let (name, binding) = match written.split_once('=') {
+                Some((name, hosts)) => {
+                    let binding: Binding = hosts.parse().map_err(|reason| {
+                        exit::usage(format!(
+                            "--secret {written}: {reason} (HOSTS as --allow writes them, \
+                             then @bearer, @basic, @header:NAME or @query:NAME)"
+                        ))
+                    })?;
+                    (name, Some(binding))
+                }
+                None => (written.as_str(), None),
+            };
             let Some(value) = std::env::var_os(name) else {
                 return Err(exit::no_input(format!(
                     "--secret {name}: {name} is not set in this environment; export it \
@@ -293,7 +310,11 @@ pub(super) fn secrets_from_environment(names: &[String]) -> Result<Vec<Secret>> 
             let value = value
                 .into_string()
                 .map_err(|_| exit::usage(format!("--secret {name}: the value is not UTF-8")))?;
-            Ok(Secret::new(name, &value)?)
+            let secret = Secret::new(name, &value)?;
+            Ok(match binding {
+                Some(binding) => secret.bound_to(binding)?,
+                None => secret,
+            })
         })
         .collect()
 }

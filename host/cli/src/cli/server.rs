@@ -48,8 +48,10 @@ pub(super) struct SessionArgs {
     policy: Option<String>,
     /// Gives every session this environment variable of yours as a secret: the code
     /// can use it, its value is masked (`***`) in everything a client gets back.
+    /// With `=HOSTS[@PLACEMENT]` the code gets a placeholder the egress proxy
+    /// replaces in requests to those hosts only (see `sandlot run --secret`).
     /// Repeatable.
-    #[arg(long = "secret", value_name = "NAME")]
+    #[arg(long = "secret", value_name = "NAME[=HOSTS[@PLACEMENT]]")]
     secrets: Vec<String>,
     /// Lets sessions run on a backend that cannot apply these fields of the policy
     /// (`pids_limit`, `workdir_size`, `cpu_millis`, ...): otherwise such a session is

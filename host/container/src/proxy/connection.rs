@@ -3,7 +3,7 @@
 
 use super::environment::SANDBOX_ADDRESS;
 use super::head::{client_hello, read_more, request_head, respond, within, Io};
-use super::relay::{copy, idle_limited, splice, Activity};
+use super::relay::{copy, copy_back, idle_limited, splice, Activity};
 use super::shared::{Access, Shared};
 
 use sandlot_core::egress::dns::{self, Message};
@@ -158,7 +158,8 @@ impl Connection<'_> {
                     Ok(upstream) => upstream,
                     Err(refusal) => return Self::refuse(&mut stream, refusal).await,
                 };
-                forward_request(stream, upstream, &request, (host, *port, path), body).await
+                self.forward_request(stream, upstream, &request, (host, *port, path), body)
+                    .await
             }
             Target::Origin { .. } => {
                 respond(
@@ -237,7 +238,9 @@ impl Connection<'_> {
                 }
             }
             let body = first.split_off(request.length);
-            return forward_request(stream, upstream, &request, (host, port, &path), body).await;
+            return self
+                .forward_request(stream, upstream, &request, (host, port, &path), body)
+                .await;
         }
         splice(stream, upstream, first).await
     }
@@ -275,7 +278,8 @@ impl Connection<'_> {
             Ok(upstream) => upstream,
             Err(refusal) => return Self::refuse(&mut stream, refusal).await,
         };
-        forward_request(stream, upstream, &request, (&host, 80, &path), body).await
+        self.forward_request(stream, upstream, &request, (&host, 80, &path), body)
+            .await
     }
 
     /// A connection to port 443 of a listed name: the client hello says which.
@@ -299,6 +303,45 @@ impl Connection<'_> {
             // A TLS client gets no explanation it could read: the denial is reported.
             Err(_) => Ok(()),
         }
+    }
+
+    /// Sends one plain HTTP request to `upstream`, its head rewritten for the server
+    /// at `target` (the secrets bound to that host put in where their placeholders
+    /// are) and exactly its body after it, then relays the answer (those values
+    /// hidden again) until the server is done. Nothing more the client sends reaches
+    /// the server: a second request on the connection would not have been checked.
+    async fn forward_request(
+        &self,
+        mut stream: UnixStream,
+        upstream: TcpStream,
+        request: &http::Request,
+        (host, port, path): (&str, u16, &str),
+        mut body: Vec<u8>,
+    ) -> Io {
+        let length = match request.body_length() {
+            Ok(length) => length,
+            Err(why) => {
+                return respond(&mut stream, "400 Bad Request", &format!("sandlot: {why}\n")).await
+            }
+        };
+        body.truncate(usize::try_from(length).unwrap_or(usize::MAX));
+        let rest = length - body.len() as u64;
+        let secrets = self.shared.secrets();
+        let mut request = request.clone();
+        let mut path = path.to_string();
+        secrets.inject(host, &mut request, &mut path);
+        let (client_read, mut client_write) = stream.into_split();
+        let (mut server_read, mut server_write) = upstream.into_split();
+        server_write
+            .write_all(&request.for_server(host, port, &path))
+            .await?;
+        server_write.write_all(&body).await?;
+        let activity = Activity::new();
+        let mut body_rest = client_read.take(rest);
+        let up = copy(&mut body_rest, &mut server_write, &activity, false);
+        let down = copy_back(&mut server_read, &mut client_write, &activity, &secrets);
+        let (up, down) = idle_limited(async { tokio::join!(up, down) }, &activity).await?;
+        up.and(down)
     }
 
     pub(super) async fn dns(&self, mut stream: UnixStream) -> Io {
@@ -344,37 +387,4 @@ fn is_documentation(address: IpAddr) -> bool {
 fn looks_like_http(bytes: &[u8]) -> bool {
     let method = bytes.iter().take_while(|b| b.is_ascii_uppercase()).count();
     (3..=10).contains(&method) && bytes.get(method) == Some(&b' ')
-}
-
-/// Sends one plain HTTP request to `upstream`, its head rewritten for the server at
-/// `target` and exactly its body after it, then relays the answer until the server
-/// is done. Nothing more the client sends reaches the server: a second request on
-/// the connection would not have been checked.
-async fn forward_request(
-    mut stream: UnixStream,
-    upstream: TcpStream,
-    request: &http::Request,
-    (host, port, path): (&str, u16, &str),
-    mut body: Vec<u8>,
-) -> Io {
-    let length = match request.body_length() {
-        Ok(length) => length,
-        Err(why) => {
-            return respond(&mut stream, "400 Bad Request", &format!("sandlot: {why}\n")).await
-        }
-    };
-    body.truncate(usize::try_from(length).unwrap_or(usize::MAX));
-    let rest = length - body.len() as u64;
-    let (client_read, mut client_write) = stream.into_split();
-    let (mut server_read, mut server_write) = upstream.into_split();
-    server_write
-        .write_all(&request.for_server(host, port, path))
-        .await?;
-    server_write.write_all(&body).await?;
-    let activity = Activity::new();
-    let mut body_rest = client_read.take(rest);
-    let up = copy(&mut body_rest, &mut server_write, &activity, false);
-    let down = copy(&mut server_read, &mut client_write, &activity, true);
-    let (up, down) = idle_limited(async { tokio::join!(up, down) }, &activity).await?;
-    up.and(down)
 }

@@ -3,6 +3,7 @@
 
 use super::head::Io;
 
+use sandlot_core::secret::Injector;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
@@ -64,6 +65,33 @@ pub(super) async fn idle_limited<T>(
             }
         }
     }
+}
+
+/// [`copy`] of what a server sends back, each bound secret's value in it replaced by
+/// its placeholder: an upstream that echoes a request shows the sandbox what it sent.
+/// Then shuts `to` down for writing.
+pub(super) async fn copy_back(
+    from: &mut (impl AsyncRead + Unpin),
+    to: &mut (impl AsyncWrite + Unpin),
+    activity: &Activity,
+    secrets: &Injector,
+) -> Io {
+    let mut echo = secrets.echo();
+    let mut buf = vec![0u8; 16 * 1024];
+    let copied = loop {
+        match from.read(&mut buf).await {
+            Ok(0) => break to.write_all(&echo.finish()).await,
+            Ok(n) => {
+                activity.touch();
+                if let Err(e) = to.write_all(&echo.push(&buf[..n])).await {
+                    break Err(e);
+                }
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    let _ = to.shutdown().await;
+    copied
 }
 
 /// Copies until `from` ends, marking each chunk as activity; then shuts `to` down

@@ -7,6 +7,7 @@ use super::shared::{Access, Shared};
 
 use sandlot_agent::InstallToken;
 use sandlot_core::egress::{AllowList, Denial};
+use sandlot_core::secret::Injector;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::UnixStream;
@@ -69,6 +70,7 @@ impl EgressProxy {
             denials: Mutex::new(Vec::new()),
             access,
             install: tokio::sync::watch::Sender::new(None),
+            secrets: Default::default(),
         });
         let task = runtime.spawn(accept(listener, shared.clone()));
         Ok(EgressProxy { shared, task })
@@ -101,6 +103,18 @@ impl EgressProxy {
                     .into(),
             }),
         }
+    }
+
+    /// From the next request on, puts the values of `secrets` into requests to the
+    /// hosts each is bound to, where its placeholder is, and hides them in what comes
+    /// back ([`Injector`]); replaces the secrets bound before (a pooled sandbox lent
+    /// to another session keeps none of the last one's).
+    pub fn bind_secrets(&self, secrets: Arc<Injector>) {
+        *self
+            .shared
+            .secrets
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = secrets;
     }
 
     /// What was refused since the last call, in the order it happened, each once.

@@ -3,7 +3,8 @@
 
 use sandlot_agent::InstallToken;
 use sandlot_core::egress::{AllowList, Denial, DenyReason, Via};
-use std::sync::Mutex;
+use sandlot_core::secret::Injector;
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Denials kept for one run; a loop that is refused a million times reports the first.
 const MAX_DENIALS: usize = 100;
@@ -32,9 +33,19 @@ pub(super) struct Shared {
     /// The token of the install under way, if one is: its connections reach any
     /// public destination, and end when it changes.
     pub(super) install: tokio::sync::watch::Sender<Option<InstallToken>>,
+    /// The session's secrets bound to hosts: put into requests to those hosts.
+    pub(super) secrets: RwLock<Arc<Injector>>,
 }
 
 impl Shared {
+    /// The bound secrets as they are now: a request takes them once, when it is read.
+    pub(super) fn secrets(&self) -> Arc<Injector> {
+        self.secrets
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     pub(super) fn deny(
         &self,
         host: &str,

@@ -333,3 +333,93 @@ fn dns_answers_listed_names_only() {
     let hosts: Vec<_> = denials.iter().map(|d| (d.host.as_str(), d.via)).collect();
     assert_eq!(hosts, [("evil.net", Via::Dns)]);
 }
+
+/// A bound secret's value, as long as a real API token.
+const VALUE: &str = "sk-live-0123456789abcdefghijklmn";
+
+/// A server on loopback that keeps what each connection sent (until the sender has
+/// been quiet for half a second) and answers with it; its port.
+async fn recorder(received: Arc<std::sync::Mutex<Vec<String>>>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let received = received.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(500), stream.read_to_end(&mut got))
+                        .await;
+                let got = String::from_utf8_lossy(&got).into_owned();
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{got}",
+                    got.len()
+                );
+                received.lock().unwrap().push(got);
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_bound_secret_goes_to_its_host_only_and_comes_back_as_its_placeholder() {
+    use sandlot_core::secret::{Injector, Secret};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("egress.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let allow =
+        AllowList::try_from(vec!["localhost".to_string(), "127.0.0.1/32".to_string()]).unwrap();
+    let proxy = EgressProxy::serve_with(listener, allow, Access::Listed, runtime.handle()).unwrap();
+    let secret = Secret::new("TOKEN", VALUE)
+        .unwrap()
+        .bound_to("localhost".parse().unwrap())
+        .unwrap();
+    let secrets = Arc::new(Injector::new(&[secret]).unwrap());
+    let placeholder = secrets.placeholder("TOKEN").unwrap().to_string();
+    proxy.bind_secrets(secrets);
+    let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+    runtime.block_on(async {
+        let port = recorder(received.clone()).await;
+        let ask = |host: &str| {
+            format!(
+                "GET http://{host}:{port}/user HTTP/1.1\r\nHost: {host}\r\n\
+                 Authorization: Bearer {placeholder}\r\nX-Copy: {placeholder}\r\n\r\n"
+            )
+        };
+
+        // The bound host gets the value, in the header the binding names only; the
+        // sandbox sees the server's echo of it as the placeholder.
+        let got = exchange(&socket, "proxy", ask("localhost").as_bytes()).await;
+        let sent = received.lock().unwrap().pop().unwrap();
+        assert!(
+            sent.contains(&format!("Authorization: Bearer {VALUE}\r\n")),
+            "{sent}"
+        );
+        assert!(
+            sent.contains(&format!("X-Copy: {placeholder}\r\n")),
+            "{sent}"
+        );
+        assert!(got.starts_with("HTTP/1.1 200 OK"), "{got}");
+        assert!(!got.contains(VALUE), "{got}");
+        assert!(
+            got.contains(&format!("Authorization: Bearer {placeholder}")),
+            "{got}"
+        );
+
+        // A host the list allows but the secret is not bound to gets the placeholder.
+        let got = exchange(&socket, "proxy", ask("127.0.0.1").as_bytes()).await;
+        let sent = received.lock().unwrap().pop().unwrap();
+        assert!(!sent.contains(VALUE), "{sent}");
+        assert!(sent.contains(&format!("Bearer {placeholder}")), "{sent}");
+        assert!(got.starts_with("HTTP/1.1 200 OK"), "{got}");
+
+        // Bound secrets are replaced whole: after a session without any, nothing.
+        proxy.bind_secrets(Arc::new(Injector::default()));
+        exchange(&socket, "proxy", ask("localhost").as_bytes()).await;
+        let sent = received.lock().unwrap().pop().unwrap();
+        assert!(!sent.contains(VALUE), "{sent}");
+    });
+}

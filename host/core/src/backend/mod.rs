@@ -615,6 +615,12 @@ pub trait Sandbox: Send {
     fn capture_here(&mut self, out: &mut dyn std::io::Write) -> Result<Option<InterpreterState>> {
         self.capture(out)
     }
+    /// Hands the session's secrets bound to hosts to the sandbox's egress proxy, which
+    /// puts each value into requests to its hosts where the placeholder is, from the
+    /// next request on; replaces what an earlier session of a pooled sandbox bound.
+    /// The default does nothing: a sandbox with no egress proxy has no request a
+    /// value could be put into, and its code holds the placeholders only.
+    fn bind_secrets(&mut self, _secrets: std::sync::Arc<crate::secret::Injector>) {}
 }
 
 /// A place to run code.

@@ -171,6 +171,12 @@ impl Request {
         }
     }
 
+    /// Its headers in order, for the proxy to put a bound secret's value where the
+    /// placeholder is ([`crate::secret::Injector`]).
+    pub(crate) fn headers_mut(&mut self) -> &mut [(String, Vec<u8>)] {
+        &mut self.headers
+    }
+
     /// The host the `Host` header names, lower-cased, without its port.
     pub fn host_header(&self) -> Option<String> {
         let mut hosts = self

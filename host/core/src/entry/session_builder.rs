@@ -389,8 +389,9 @@ impl SessionBuilder {
                 {
                     return None;
                 }
-                let settings =
-                    self.settings(resolved.kernel.clone(), resolved.image.clone(), Vec::new());
+                let settings = self
+                    .settings(resolved.kernel.clone(), resolved.image.clone(), Vec::new())
+                    .ok()?;
                 let restored = Session::restore(
                     resolved.chosen.backend.clone(),
                     resolved.chosen.passed_over.clone(),
@@ -487,7 +488,7 @@ impl SessionBuilder {
             backend,
             passed_over,
             handler,
-            self.settings(kernel, image, preinstalled),
+            self.settings(kernel, image, preinstalled)?,
         ))
     }
 }
@@ -499,7 +500,7 @@ impl SessionBuilder {
     /// on the backend it was taken on only; one of files alone, on any.
     pub fn restore(&self, snapshot: &Snapshot) -> Result<Session> {
         let resolved = self.resolve()?;
-        let settings = self.settings(resolved.kernel, resolved.image, Vec::new());
+        let settings = self.settings(resolved.kernel, resolved.image, Vec::new())?;
         Session::restore(
             resolved.chosen.backend,
             resolved.chosen.passed_over,
@@ -515,12 +516,12 @@ impl SessionBuilder {
         kernel: Option<KernelSpec>,
         image: String,
         preinstalled: Vec<String>,
-    ) -> Settings {
-        Settings {
+    ) -> Result<Settings> {
+        Ok(Settings {
             limits: self.request.limits,
             policy: self.request.policy.clone(),
             env: self.request.env.clone(),
-            secrets: Secrets::new(self.request.secrets.clone()),
+            secrets: Secrets::new(self.request.secrets.clone())?,
             libraries: self.request.libraries.clone(),
             kernel,
             one_shot: self.request.one_shot,
@@ -530,7 +531,7 @@ impl SessionBuilder {
             tools: self.request.tools.clone(),
             snapshots: self.sandlot.snapshots.clone(),
             readers: self.sandlot.readers.clone(),
-        }
+        })
     }
 }
 

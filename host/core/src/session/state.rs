@@ -105,6 +105,9 @@ impl Session {
         } = settings;
         let capabilities =
             crate::backend::effective(&backend.capabilities(&handler.info().id), kernel.is_some());
+        // Always, bound secrets or none: a pooled sandbox keeps no earlier session's.
+        let mut sandbox = sandbox;
+        sandbox.bind_secrets(secrets.injector());
         Session {
             sandbox: Some(sandbox),
             backend_name: backend.name(),

@@ -20,6 +20,16 @@
 //! reversal, one character per line) gets it out unmasked: a secret given to
 //! untrusted code is exposed to that code; masking keeps it out of logs, transcripts
 //! and model context by accident, not against intent.
+//!
+//! A secret [bound to hosts](Secret::bound_to) never enters the sandbox: its variable
+//! holds a placeholder, and the sandbox's egress proxy puts the value in only where
+//! the [`Binding`] says, in requests to its hosts ([`Injector`]).
+
+mod binding;
+mod injector;
+
+pub use binding::{Binding, Placement};
+pub use injector::{Echo, Injector, MIN_BOUND_LEN};
 
 use crate::backend::Sink;
 use crate::error::{Error, Result};
@@ -34,17 +44,19 @@ pub const MASK: &str = "***";
 /// The shortest value accepted: masking a shorter one would garble ordinary output.
 pub const MIN_LEN: usize = 4;
 
-/// A named secret value. Its `Debug` form shows the name only.
+/// A named secret value. Its `Debug` form shows the name (and binding) only.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret {
     name: String,
     value: String,
+    binding: Option<Binding>,
 }
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Secret")
             .field("name", &self.name)
+            .field("binding", &self.binding)
             .finish_non_exhaustive()
     }
 }
@@ -80,12 +92,65 @@ impl Secret {
         Ok(Secret {
             name: name.to_string(),
             value: value.to_string(),
+            binding: None,
         })
+    }
+
+    /// The same secret bound to hosts: the sandbox's variable holds a placeholder
+    /// (made for each session, as long as the value, useless anywhere else), and the
+    /// egress proxy puts the value in its place only in requests to `binding`'s hosts,
+    /// where it says. A bound value has at least [`MIN_BOUND_LEN`] bytes, all visible
+    /// ASCII (it travels in a header or a URL).
+    ///
+    /// ```
+    /// use sandlot::secret::{Binding, Secret};
+    ///
+    /// let binding: Binding = "api.github.com".parse().expect("a host, Bearer by default");
+    /// let token = Secret::new("GITHUB_TOKEN", "ghp_0123456789abcdefghijklmnopqrstuvwxyz")?
+    ///     .bound_to(binding)?;
+    /// assert_eq!(token.binding().unwrap().to_string(), "api.github.com@bearer");
+    /// # Ok::<(), sandlot::Error>(())
+    /// ```
+    pub fn bound_to(mut self, binding: Binding) -> Result<Secret> {
+        let invalid = |reason: String| Error::InvalidSecret {
+            name: self.name.clone(),
+            reason,
+        };
+        if self.value.len() < MIN_BOUND_LEN {
+            return Err(invalid(format!(
+                "a secret bound to hosts needs at least {MIN_BOUND_LEN} bytes (this one has \
+                 {}): its placeholder is as long as the value, and a shorter one could be \
+                 guessed",
+                self.value.len()
+            )));
+        }
+        if !self
+            .value
+            .bytes()
+            .all(|b| b.is_ascii_graphic() || b == b' ')
+        {
+            return Err(invalid(
+                "a secret bound to hosts is sent in a header or a URL: its value must be \
+                 visible ASCII, without control characters"
+                    .into(),
+            ));
+        }
+        if binding.hosts().is_empty() {
+            return Err(invalid("a binding names at least one host".into()));
+        }
+        self.binding = Some(binding);
+        Ok(self)
     }
 
     /// The environment variable it is given as.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The hosts it is bound to and where it goes, if it is bound
+    /// ([`Secret::bound_to`]).
+    pub fn binding(&self) -> Option<&Binding> {
+        self.binding.as_ref()
     }
 }
 
@@ -116,14 +181,32 @@ impl SecretValues {
 pub(crate) struct Secrets {
     /// Longest value first, so one that contains another is masked whole.
     secrets: Arc<Vec<Secret>>,
+    /// The bound ones, with this session's placeholders.
+    injector: Arc<Injector>,
 }
 
 impl Secrets {
-    pub(crate) fn new(mut secrets: Vec<Secret>) -> Secrets {
+    /// The secrets, a placeholder made for each bound one.
+    pub(crate) fn new(secrets: Vec<Secret>) -> Result<Secrets> {
+        let injector = Injector::new(&secrets)?;
+        Ok(Secrets {
+            injector: Arc::new(injector),
+            ..Secrets::masking(secrets)
+        })
+    }
+
+    /// The secrets for masking only: no placeholder made, nothing for a proxy.
+    fn masking(mut secrets: Vec<Secret>) -> Secrets {
         secrets.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
         Secrets {
             secrets: Arc::new(secrets),
+            injector: Arc::default(),
         }
+    }
+
+    /// The bound secrets, for the sandbox's egress proxy.
+    pub(crate) fn injector(&self) -> Arc<Injector> {
+        self.injector.clone()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -135,11 +218,16 @@ impl Secrets {
         self.secrets.iter().map(|s| s.name.clone()).collect()
     }
 
-    /// The environment variables they are given as.
+    /// The environment variables they are given as: a bound secret's holds its
+    /// placeholder.
     pub(crate) fn env(&self) -> impl Iterator<Item = (String, String)> + '_ {
-        self.secrets
-            .iter()
-            .map(|s| (s.name.clone(), s.value.clone()))
+        self.secrets.iter().map(|s| {
+            let value = match self.injector.placeholder(&s.name) {
+                Some(placeholder) => placeholder.to_string(),
+                None => s.value.clone(),
+            };
+            (s.name.clone(), value)
+        })
     }
 
     /// `bytes` with every value replaced by [`MASK`]. When `cut` (the output was
@@ -232,16 +320,8 @@ impl Secrets {
     /// (shorter than the value): bytes that must wait for what follows. Measured on
     /// the unmasked bytes, since a shorter value may begin a longer one.
     fn partial_suffix(&self, bytes: &[u8]) -> usize {
-        let longest = self.secrets.first().map_or(0, |s| s.value.len());
-        (1..longest.min(bytes.len() + 1))
-            .rev()
-            .find(|&n| {
-                let tail = &bytes[bytes.len() - n..];
-                self.secrets
-                    .iter()
-                    .any(|s| s.value.len() > n && s.value.as_bytes().starts_with(tail))
-            })
-            .unwrap_or(0)
+        let values: Vec<&[u8]> = self.secrets.iter().map(|s| s.value.as_bytes()).collect();
+        partial_suffix(bytes, &values)
     }
 
     /// A sink that passes masked output on to `inner`, holding back a value's
@@ -261,6 +341,32 @@ impl Secrets {
         });
         (sink, StreamFlush(state))
     }
+}
+
+/// The length of the longest end of `bytes` that is the beginning of one of
+/// `values` (longest first), shorter than it.
+fn partial_suffix(bytes: &[u8], values: &[&[u8]]) -> usize {
+    let longest = values.first().map_or(0, |v| v.len());
+    (1..longest.min(bytes.len() + 1))
+        .rev()
+        .find(|&n| {
+            let tail = &bytes[bytes.len() - n..];
+            values.iter().any(|v| v.len() > n && v.starts_with(tail))
+        })
+        .unwrap_or(0)
+}
+
+/// `bytes` with every `from` replaced by `to`.
+pub(crate) fn replace_all(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut rest = bytes;
+    while let Some(at) = memchr::memmem::find(rest, from) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(to);
+        rest = &rest[at + from.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
 }
 
 struct Stream {
@@ -421,7 +527,7 @@ pub struct Masker(Secrets);
 impl Masker {
     /// What masks `secrets`: a session's, as its request gave them.
     pub fn new(secrets: Vec<Secret>) -> Masker {
-        Masker(Secrets::new(secrets))
+        Masker(Secrets::masking(secrets))
     }
 
     pub(crate) fn of(secrets: &Secrets) -> Masker {
@@ -491,155 +597,4 @@ impl StreamFlush {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn secrets() -> Secrets {
-        Secrets::new(vec![
-            Secret::new("KEY", "sk-live-1234").unwrap(),
-            Secret::new("LONG", "sk-live-1234-extended").unwrap(),
-        ])
-    }
-
-    #[test]
-    fn scrubbing_finds_the_forms_interpreters_keep_text_in() {
-        let secrets = Secrets::new(vec![Secret::new("K", "sk-é\"1").unwrap()]);
-        let latin1 = b"a sk-\xe9\"1 b".to_vec();
-        let utf16: Vec<u8> = "x sk-é\"1 y"
-            .encode_utf16()
-            .flat_map(u16::to_le_bytes)
-            .collect();
-        let utf32: Vec<u8> = "sk-é\"1"
-            .chars()
-            .flat_map(|c| (c as u32).to_le_bytes())
-            .collect();
-        // Character for character in each form; UTF-8's `é` is two bytes, two stars.
-        let utf8 = "in utf-8: sk-é\"1.".as_bytes().to_vec();
-        for (mut bytes, stars) in [(latin1, 6), (utf16, 6), (utf32, 6), (utf8, 7)] {
-            let before = bytes.len();
-            secrets.scrub(&mut bytes);
-            assert_eq!(bytes.len(), before);
-            let found = bytes.iter().filter(|b| **b == b'*').count();
-            assert_eq!(found, stars, "{bytes:?}");
-        }
-    }
-
-    #[test]
-    fn scrubbing_keeps_the_length_and_finds_values_split_across_writes() {
-        let text = b"a sk-live-1234 b sk-live-1234-extended c sk-live-1234".to_vec();
-        let mut whole = text.clone();
-        secrets().scrub(&mut whole);
-        assert_eq!(
-            String::from_utf8(whole.clone()).unwrap(),
-            "a ************ b ********************* c ************"
-        );
-        for size in [1, 2, 3, 5, 7, 64] {
-            let mut out = Vec::new();
-            let secrets = secrets();
-            let mut writer = secrets.scrubbing(&mut out);
-            for chunk in text.chunks(size) {
-                std::io::Write::write_all(&mut writer, chunk).unwrap();
-            }
-            writer.finish().unwrap();
-            assert_eq!(out, whole, "writes of {size}");
-        }
-    }
-
-    #[test]
-    fn a_masker_masks_decoded_json_keys_and_numbers() {
-        let masker = Masker::new(vec![
-            Secret::new("Q", "sk-\"q\"-ünï").unwrap(),
-            Secret::new("N", "31415926").unwrap(),
-        ]);
-        let decoded = serde_json::json!({
-            "text": "sk-\"q\"-ünï and 31415926",
-            "nested": [{ "sk-\"q\"-ünï": 314159265 }, 7],
-        });
-        assert_eq!(
-            masker.json(decoded),
-            serde_json::json!({
-                "text": "*** and ***",
-                "nested": [{ "***": "***5" }, 7],
-            })
-        );
-        assert!(Masker::default().is_empty());
-    }
-
-    #[test]
-    fn every_occurrence_is_masked_and_the_longer_value_wins() {
-        let out = secrets().mask(b"a sk-live-1234 b sk-live-1234-extended c".to_vec(), false);
-        assert_eq!(String::from_utf8(out).unwrap(), "a *** b *** c");
-    }
-
-    #[test]
-    fn a_value_split_across_chunks_is_still_masked_when_streamed() {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let into = seen.clone();
-        let (mut sink, flush) = secrets().mask_sink(Box::new(move |b: &[u8]| {
-            into.lock().unwrap().extend_from_slice(b)
-        }));
-        for chunk in [
-            "key: sk-li",
-            "ve-1",
-            "234\nnext sk-",
-            "live-1234-ext",
-            "ended\nend sk-l",
-        ] {
-            sink(chunk.as_bytes());
-        }
-        drop(sink);
-        flush.flush(false);
-        let seen = String::from_utf8(seen.lock().unwrap().clone()).unwrap();
-        assert_eq!(seen, "key: ***\nnext ***\nend sk-l");
-    }
-
-    #[test]
-    fn names_are_masked_and_folded_channels_in_any_case() {
-        let secrets = Secrets::new(vec![Secret::new("TOKEN", "OpSecret42").unwrap()]);
-        let path = SandboxPath::new("output/OpSecret42.txt").unwrap();
-        assert_eq!(secrets.mask_path(&path).unwrap(), "output/***.txt");
-        assert_eq!(secrets.mask_text("x OpSecret42 y"), "x *** y");
-        assert_eq!(
-            secrets.mask_text("opsecret42"),
-            "opsecret42",
-            "bytes match exactly"
-        );
-        assert_eq!(secrets.mask_folded("opsecret42.evil.net"), "***.evil.net");
-        assert_eq!(secrets.mask_folded("OPSECRET42.Evil.Net"), "***.Evil.Net");
-    }
-
-    #[test]
-    fn an_error_that_quotes_a_value_is_masked_and_others_are_kept() {
-        let secrets = Secrets::new(vec![Secret::new("TOKEN", "OpSecret42").unwrap()]);
-        let quoting = Error::Runtime {
-            runtime: "cpython".into(),
-            reason: "setting the environment failed: OpSecret42".into(),
-        };
-        let masked = secrets.mask_error(quoting);
-        assert!(matches!(masked, Error::Masked { .. }), "{masked:?}");
-        assert!(masked.to_string().ends_with("failed: ***"), "{masked}");
-        let plain = secrets.mask_error(Error::ManagerClosed);
-        assert!(matches!(plain, Error::ManagerClosed));
-    }
-
-    #[test]
-    fn a_truncated_output_does_not_end_in_a_values_beginning() {
-        let out = secrets().mask(b"leaked: sk-live-12".to_vec(), true);
-        assert_eq!(String::from_utf8(out).unwrap(), "leaked: ***");
-    }
-
-    #[test]
-    fn bad_secrets_are_refused_with_the_reason() {
-        let short = Secret::new("PIN", "123").unwrap_err().to_string();
-        assert!(
-            short.contains("PIN") && short.contains("at least 4"),
-            "{short}"
-        );
-        let name = Secret::new("1BAD NAME", "long enough")
-            .unwrap_err()
-            .to_string();
-        assert!(name.contains("environment variable name"), "{name}");
-        let debug = format!("{:?}", Secret::new("KEY", "hunter2hunter2").unwrap());
-        assert!(!debug.contains("hunter2"), "{debug}");
-    }
-}
+mod tests;
