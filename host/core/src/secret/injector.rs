@@ -8,15 +8,12 @@
 //! base64, stay right. The code can learn the length of a bound value, nothing more.
 
 use super::binding::{Binding, Placement};
-use super::{replace_all, Secret};
+use super::bytes::{partial_suffix, replace_all};
+use super::named::Secret;
 use crate::egress::http::Request;
 use crate::error::{Error, Result};
 use base64::Engine as _;
 use std::fmt;
-
-/// The shortest value a secret bound to hosts may have: its placeholder has the
-/// value's length, and a shorter one could be guessed.
-pub const MIN_BOUND_LEN: usize = 16;
 
 /// One bound secret as the proxy holds it.
 #[derive(Clone)]
@@ -140,7 +137,7 @@ impl Injector {
     /// it): bytes that must wait for the next chunk.
     fn partial_suffix(&self, bytes: &[u8]) -> usize {
         let values: Vec<&[u8]> = self.held.iter().map(|h| h.value.as_bytes()).collect();
-        super::partial_suffix(bytes, &values)
+        partial_suffix(bytes, &values)
     }
 
     /// Every value in `bytes` overwritten by its placeholder, in place.

@@ -26,133 +26,29 @@
 //! the [`Binding`] says, in requests to its hosts ([`Injector`]).
 
 mod binding;
+mod bytes;
 mod injector;
+mod named;
 
 pub use binding::{Binding, Placement};
-pub use injector::{Echo, Injector, MIN_BOUND_LEN};
+pub use injector::{Echo, Injector};
+pub use named::{Secret, MIN_BOUND_LEN, MIN_LEN};
 
-use crate::backend::Sink;
+use bytes::partial_suffix;
+pub(crate) use bytes::replace_all;
+
 use crate::error::{Error, Result};
 use crate::sandbox_path::SandboxPath;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+/// What output goes through on its way out: the shape of `backend::Sink`, which this
+/// module, below the backend contract, does not import.
+type Sink = Box<dyn FnMut(&[u8]) + Send>;
+
 /// What replaces a secret's value.
 pub const MASK: &str = "***";
-
-/// The shortest value accepted: masking a shorter one would garble ordinary output.
-pub const MIN_LEN: usize = 4;
-
-/// A named secret value. Its `Debug` form shows the name (and binding) only.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret {
-    name: String,
-    value: String,
-    binding: Option<Binding>,
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Secret")
-            .field("name", &self.name)
-            .field("binding", &self.binding)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Secret {
-    /// A secret for the environment variable `name`. The name must be a valid
-    /// variable name and the value at least [`MIN_LEN`] bytes, without NUL.
-    pub fn new(name: &str, value: &str) -> Result<Secret> {
-        let invalid = |reason: String| Error::InvalidSecret {
-            name: name.to_string(),
-            reason,
-        };
-        let valid_name = !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid_name {
-            return Err(invalid(
-                "a secret's name is an environment variable name: letters, digits and _, \
-                 not starting with a digit"
-                    .into(),
-            ));
-        }
-        if value.len() < MIN_LEN {
-            return Err(invalid(format!(
-                "the value has {} bytes; secrets need at least {MIN_LEN}, or masking them \
-                 would garble ordinary output",
-                value.len()
-            )));
-        }
-        if value.contains('\0') {
-            return Err(invalid("the value contains a NUL byte".into()));
-        }
-        Ok(Secret {
-            name: name.to_string(),
-            value: value.to_string(),
-            binding: None,
-        })
-    }
-
-    /// The same secret bound to hosts: the sandbox's variable holds a placeholder
-    /// (made for each session, as long as the value, useless anywhere else), and the
-    /// egress proxy puts the value in its place only in requests to `binding`'s hosts,
-    /// where it says. A bound value has at least [`MIN_BOUND_LEN`] bytes, all visible
-    /// ASCII (it travels in a header or a URL).
-    ///
-    /// ```
-    /// use sandlot::secret::{Binding, Secret};
-    ///
-    /// let binding: Binding = "api.github.com".parse().expect("a host, Bearer by default");
-    /// let token = Secret::new("GITHUB_TOKEN", "ghp_0123456789abcdefghijklmnopqrstuvwxyz")?
-    ///     .bound_to(binding)?;
-    /// assert_eq!(token.binding().unwrap().to_string(), "api.github.com@bearer");
-    /// # Ok::<(), sandlot::Error>(())
-    /// ```
-    pub fn bound_to(mut self, binding: Binding) -> Result<Secret> {
-        let invalid = |reason: String| Error::InvalidSecret {
-            name: self.name.clone(),
-            reason,
-        };
-        if self.value.len() < MIN_BOUND_LEN {
-            return Err(invalid(format!(
-                "a secret bound to hosts needs at least {MIN_BOUND_LEN} bytes (this one has \
-                 {}): its placeholder is as long as the value, and a shorter one could be \
-                 guessed",
-                self.value.len()
-            )));
-        }
-        if !self
-            .value
-            .bytes()
-            .all(|b| b.is_ascii_graphic() || b == b' ')
-        {
-            return Err(invalid(
-                "a secret bound to hosts is sent in a header or a URL: its value must be \
-                 visible ASCII, without control characters"
-                    .into(),
-            ));
-        }
-        if binding.hosts().is_empty() {
-            return Err(invalid("a binding names at least one host".into()));
-        }
-        self.binding = Some(binding);
-        Ok(self)
-    }
-
-    /// The environment variable it is given as.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The hosts it is bound to and where it goes, if it is bound
-    /// ([`Secret::bound_to`]).
-    pub fn binding(&self) -> Option<&Binding> {
-        self.binding.as_ref()
-    }
-}
 
 /// Secrets by name as a client of a server sends them (`{"API_KEY": "..."}`). Its
 /// `Debug` form shows the names only, so logging a request never shows a value.
@@ -341,32 +237,6 @@ impl Secrets {
         });
         (sink, StreamFlush(state))
     }
-}
-
-/// The length of the longest end of `bytes` that is the beginning of one of
-/// `values` (longest first), shorter than it.
-fn partial_suffix(bytes: &[u8], values: &[&[u8]]) -> usize {
-    let longest = values.first().map_or(0, |v| v.len());
-    (1..longest.min(bytes.len() + 1))
-        .rev()
-        .find(|&n| {
-            let tail = &bytes[bytes.len() - n..];
-            values.iter().any(|v| v.len() > n && v.starts_with(tail))
-        })
-        .unwrap_or(0)
-}
-
-/// `bytes` with every `from` replaced by `to`.
-pub(crate) fn replace_all(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut rest = bytes;
-    while let Some(at) = memchr::memmem::find(rest, from) {
-        out.extend_from_slice(&rest[..at]);
-        out.extend_from_slice(to);
-        rest = &rest[at + from.len()..];
-    }
-    out.extend_from_slice(rest);
-    out
 }
 
 struct Stream {
