@@ -589,7 +589,8 @@ print('front', fronted())
 
 /// A secret bound to a host never enters the sandbox: the code's variable holds a
 /// placeholder as long as the value, the egress proxy puts the value into the header
-/// the binding names in requests to that host only, and what the host echoes back
+/// the binding names in requests to that host only (a placeholder in the query or the
+/// body stays one, to that host too), and what the host echoes back
 /// reaches the code as the placeholder. The environment, `/proc` and every answer the
 /// code can read hold no trace of the value (masking would have shown one as `***`).
 /// Backends with no egress proxy of sandlot's refuse the allow-list (see above).
@@ -623,14 +624,16 @@ fn bound_secrets_reach_their_host_and_nothing_else(backend: &str) {
         r#"import os, urllib.request
 os.environ['no_proxy'] = os.environ['NO_PROXY'] = ''
 token = os.environ['TOKEN']
-def get(host, path):
+def get(host, path, body=None):
     request = urllib.request.Request(
-        'http://%s:{echo}%s' % (host, path),
+        'http://%s:{echo}%s' % (host, path), data=body,
         headers={{'Authorization': 'Bearer ' + token, 'X-Copy': token}})
     return urllib.request.urlopen(request, timeout=20).read().decode()
 bound = get('localhost', '/bound')
 unbound = get('127.0.0.1', '/unbound')
-seen = bound + unbound + repr(dict(os.environ))
+# Where the binding does not put it, the placeholder stays one, to the bound host too.
+elsewhere = get('localhost', '/query?token=' + token, body=('body=' + token).encode())
+seen = bound + unbound + elsewhere + repr(dict(os.environ))
 seen += open('/proc/self/environ', 'rb').read().decode('latin-1')
 print(len(token), token in bound, token in unbound)
 print(token)
@@ -653,7 +656,20 @@ print(seen)
     let placeholder = lines.next().unwrap();
     assert_ne!(placeholder, value);
     let received = servers.received();
-    assert_eq!(received.len(), 2, "{received:#?}");
+    assert_eq!(received.len(), 3, "{received:#?}");
+    let elsewhere = &received[2];
+    assert!(
+        elsewhere.starts_with(&format!("POST /query?token={placeholder} ")),
+        "{elsewhere}"
+    );
+    assert!(
+        elsewhere.ends_with(&format!("body={placeholder}")),
+        "{elsewhere}"
+    );
+    assert!(
+        elsewhere.contains(&format!("Bearer {value}")),
+        "{elsewhere}"
+    );
     let (bound, unbound) = (&received[0], &received[1]);
     assert!(bound.starts_with("GET /bound "), "{bound}");
     assert!(

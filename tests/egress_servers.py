@@ -3,7 +3,7 @@
 Servers on every address of this machine, three answering GET with their own name:
 `http` (plain), `https` (TLS, a self-signed certificate for `localhost` made here
 with openssl) and `other` (plain); and `echo` (plain), which answers with the head of
-the request it got and, when a file is named as the first argument, appends that head
+the request it got (and its body) and, when a file is named as the first argument, appends that head
 to it as one JSON line: what arrived, for the test to read. Prints their ports as one
 JSON line, then serves until its standard input closes, so it goes with the test that
 started it.
@@ -32,8 +32,14 @@ class Named(http.server.BaseHTTPRequestHandler):
 
 
 class Echo(Named):
+    def do_POST(self):
+        self.do_GET()
+
     def do_GET(self):
         head = self.requestline + "\r\n" + str(self.headers)
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            head += "\r\n" + self.rfile.read(length).decode("latin-1")
         if len(sys.argv) > 1:
             with open(sys.argv[1], "a") as log:
                 log.write(json.dumps(head) + "\n")

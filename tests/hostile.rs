@@ -95,6 +95,9 @@ struct Case {
     /// and `Host` fold it), an error.
     #[serde(default)]
     secret: bool,
+    /// The secret is bound to these hosts (as `--secret NAME=HOSTS` writes them): the
+    /// code holds a placeholder, the value never enters the sandbox.
+    bound_to: Option<String>,
     /// At least this many of the run's files must be refused for their names.
     #[serde(default)]
     artifacts_refused_at_least: usize,
@@ -227,9 +230,14 @@ fn open(case: &Case, backend: &str) -> Session {
         ..Limits::default()
     });
     if case.secret {
-        builder
-            .secret("SANDLOT_CASE_SECRET", case_secret())
-            .expect("a valid secret");
+        let mut secret =
+            sandlot::secret::Secret::new("SANDLOT_CASE_SECRET", case_secret()).expect("a secret");
+        if let Some(hosts) = &case.bound_to {
+            secret = secret
+                .bound_to(hosts.parse().expect("the case's binding"))
+                .expect("a secret that can be bound");
+        }
+        builder.secrets(&[secret]);
     }
     if case.tools {
         let echo = sandlot::Tool::new(
