@@ -14,13 +14,18 @@
 //! in `tests/run.sh`). On a machine without one of them, that backend's tests pass
 //! without running and the suite says so (`support::needs`); CI fails them instead.
 
+#[path = "conformance/secrets.rs"]
+mod secrets;
 mod support;
 
 use sandlot::backend::pool::{Exhausted, PoolOptions};
-use sandlot::secret::Secret;
 use sandlot::{
     Capability, EndReason, Error, ErrorKind, Execution, Interrupt, Limits, Network, Policy,
     PolicyField, RunOptions, Sandlot, Session, SessionState,
+};
+use secrets::{
+    bound_secrets_go_through_tls_to_their_host_alone,
+    bound_secrets_reach_their_host_and_nothing_else,
 };
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -585,104 +590,6 @@ print('front', fronted())
     // The next run starts with nothing refused.
     let quiet = session.run("print(1)").unwrap();
     assert!(quiet.egress_denied.is_empty(), "{:?}", quiet.egress_denied);
-}
-
-/// A secret bound to a host never enters the sandbox: the code's variable holds a
-/// placeholder as long as the value, the egress proxy puts the value into the header
-/// the binding names in requests to that host only (a placeholder in the query or the
-/// body stays one, to that host too), and what the host echoes back
-/// reaches the code as the placeholder. The environment, `/proc` and every answer the
-/// code can read hold no trace of the value (masking would have shown one as `***`).
-/// Backends with no egress proxy of sandlot's refuse the allow-list (see above).
-fn bound_secrets_reach_their_host_and_nothing_else(backend: &str) {
-    let servers = support::EgressServers::start();
-    let value = "sk-bound-0123456789abcdefghij";
-    let secret = Secret::new("TOKEN", value)
-        .unwrap()
-        .bound_to("localhost".parse().unwrap())
-        .unwrap();
-    let mut builder = sandlot().session("python");
-    builder
-        .backend(backend)
-        .policy(Policy {
-            network: Network::AllowList,
-            allow: "localhost 127.0.0.1/32".parse().unwrap(),
-            ..Policy::default()
-        })
-        .secrets(&[secret]);
-    let mut session = match builder.open() {
-        Ok(session) => session,
-        Err(error) => {
-            assert!(
-                backend.starts_with("wasm") || matches!(backend, "docker-tls" | "kubernetes"),
-                "{backend}: {error}"
-            );
-            return;
-        }
-    };
-    let code = format!(
-        r#"import os, urllib.request
-os.environ['no_proxy'] = os.environ['NO_PROXY'] = ''
-token = os.environ['TOKEN']
-def get(host, path, body=None):
-    request = urllib.request.Request(
-        'http://%s:{echo}%s' % (host, path), data=body,
-        headers={{'Authorization': 'Bearer ' + token, 'X-Copy': token}})
-    return urllib.request.urlopen(request, timeout=20).read().decode()
-bound = get('localhost', '/bound')
-unbound = get('127.0.0.1', '/unbound')
-# Where the binding does not put it, the placeholder stays one, to the bound host too.
-elsewhere = get('localhost', '/query?token=' + token, body=('body=' + token).encode())
-seen = bound + unbound + elsewhere + repr(dict(os.environ))
-seen += open('/proc/self/environ', 'rb').read().decode('latin-1')
-print(len(token), token in bound, token in unbound)
-print(token)
-print(seen)
-"#,
-        echo = servers.echo,
-    );
-    let run = session.run(&code).unwrap();
-    let stdout = run.stdout_text();
-    assert_eq!(run.exit_code, 0, "{}", run.stderr_text());
-    assert!(
-        !stdout.contains(value) && !stdout.contains("***"),
-        "{stdout}"
-    );
-    let mut lines = stdout.lines();
-    assert_eq!(
-        lines.next(),
-        Some(format!("{} True True", value.len()).as_str())
-    );
-    let placeholder = lines.next().unwrap();
-    assert_ne!(placeholder, value);
-    let received = servers.received();
-    assert_eq!(received.len(), 3, "{received:#?}");
-    let elsewhere = &received[2];
-    assert!(
-        elsewhere.starts_with(&format!("POST /query?token={placeholder} ")),
-        "{elsewhere}"
-    );
-    assert!(
-        elsewhere.ends_with(&format!("body={placeholder}")),
-        "{elsewhere}"
-    );
-    assert!(
-        elsewhere.contains(&format!("Bearer {value}")),
-        "{elsewhere}"
-    );
-    let (bound, unbound) = (&received[0], &received[1]);
-    assert!(bound.starts_with("GET /bound "), "{bound}");
-    assert!(
-        bound.contains(&format!("Authorization: Bearer {value}")),
-        "{bound}"
-    );
-    assert!(bound.contains(&format!("X-Copy: {placeholder}")), "{bound}");
-    assert!(unbound.starts_with("GET /unbound "), "{unbound}");
-    assert!(!unbound.contains(value), "{unbound}");
-    assert!(
-        unbound.contains(&format!("Bearer {placeholder}")),
-        "{unbound}"
-    );
 }
 
 fn working_directory_travels_with_the_run(backend: &str) {
@@ -2180,6 +2087,7 @@ macro_rules! conformance {
             #[test] fn secrets_reach_the_code_and_come_back_masked() { if super::here($backend) { super::secrets_reach_the_code_and_come_back_masked($backend) } }
             #[test] fn egress_goes_only_where_the_allow_list_says() { if super::here($backend) { super::egress_goes_only_where_the_allow_list_says($backend) } }
             #[test] fn bound_secrets_reach_their_host_and_nothing_else() { if super::here($backend) { super::bound_secrets_reach_their_host_and_nothing_else($backend) } }
+            #[test] fn bound_secrets_go_through_tls_to_their_host_alone() { if super::here($backend) { super::bound_secrets_go_through_tls_to_their_host_alone($backend) } }
             #[test] fn working_directory_travels_with_the_run() { if super::here($backend) { super::working_directory_travels_with_the_run($backend) } }
             #[test] fn capabilities_are_what_they_say() { if super::here($backend) { super::capabilities_are_what_they_say($backend) } }
             #[test] fn state_lives_across_runs() { if super::here($backend) { super::state_lives_across_runs($backend) } }

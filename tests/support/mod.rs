@@ -164,7 +164,8 @@ pub fn sandbox_exists(sandlot: &sandlot::Sandlot, backend: &str, name: &str) -> 
 
 /// The servers of `tests/egress_servers.py`, on every address of this machine:
 /// `http` and `https` answer `allowed-http` and `allowed-https`, `other` answers
-/// `other-http`, `echo` the head of the request it got ([`EgressServers::received`]).
+/// `other-http`, `echo` (and `echo_tls`, over TLS) the head of the request it got
+/// ([`EgressServers::received`]).
 /// They stop when this is dropped.
 pub struct EgressServers {
     child: std::process::Child,
@@ -172,6 +173,10 @@ pub struct EgressServers {
     pub https: u16,
     pub other: u16,
     pub echo: u16,
+    /// `echo` over TLS, its certificate signed by [`EgressServers::ca`].
+    pub echo_tls: u16,
+    /// The certificate (PEM) of the CA that signed `echo_tls`'s.
+    pub ca: String,
     received: tempfile::NamedTempFile,
 }
 
@@ -199,6 +204,8 @@ impl EgressServers {
             https: port("https"),
             other: port("other"),
             echo: port("echo"),
+            echo_tls: port("echo-tls"),
+            ca: ports["ca"].as_str().unwrap().to_string(),
             child,
             received,
         }

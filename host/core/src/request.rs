@@ -16,7 +16,7 @@
 use crate::artifact::EarlierOutput;
 use crate::backend::{BackendName, Capability, Needs};
 use crate::policy::Policy;
-use crate::secret::Secret;
+use crate::secret::{Secret, UpstreamCa};
 use crate::session::Limits;
 use crate::tool::ToolSet;
 
@@ -43,6 +43,9 @@ pub struct OpenRequest {
     pub env: Vec<(String, String)>,
     /// Secrets: variables of every run whose values are masked in what comes back.
     pub secrets: Vec<Secret>,
+    /// Roots the egress proxy trusts, beside the host's, for the hosts it sees
+    /// through TLS to put a bound secret in.
+    pub upstream_ca: UpstreamCa,
     /// Each run a program of its own, not a cell of the language's kernel (see
     /// [`SessionBuilder::one_shot`](crate::SessionBuilder::one_shot)).
     pub one_shot: bool,

@@ -487,7 +487,12 @@ impl Backend for ContainerBackend {
     }
 
     fn checks(&self) -> Vec<Check> {
-        self.engine_checks()
+        let mut checks = self.engine_checks();
+        checks.push(sandlot_container::proxy::bound_secrets_check(
+            (self.delivery != AgentDelivery::BindMount)
+                .then_some("an engine on another machine cannot reach a proxy of this one"),
+        ));
+        checks
     }
 
     /// Read from the image's Debian package database, once per image.

@@ -60,6 +60,9 @@ impl Egress {
         .map_err(io(&format!("cannot write {}", resolv.display())))?;
         let proxy = EgressProxy::serve_with(listener, policy.allow.clone(), access, runtime)
             .map_err(io("cannot start the egress proxy"))?;
+        proxy
+            .write_trust(dir.path())
+            .map_err(io("cannot write the egress proxy's CA for the container"))?;
         Ok(Egress { proxy, dir })
     }
 

@@ -699,6 +699,9 @@ impl Backend for KubernetesBackend {
                 "sandlot images build, with the cluster's engine",
             ),
         });
+        checks.push(sandlot_container::proxy::bound_secrets_check(Some(
+            "a pod's egress goes through no proxy of sandlot's (it refuses an allow-list)",
+        )));
         checks
     }
 }

@@ -395,6 +395,7 @@ impl Backend for NativeBackend {
             };
             checks.push(state);
         }
+        checks.push(sandlot_container::proxy::bound_secrets_check(None));
         checks
     }
 

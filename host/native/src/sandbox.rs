@@ -280,11 +280,16 @@ fn start_egress(
         std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o711))
             .map_err(io(format!("cannot open {}", parent.display())))?;
     }
-    EgressProxy::serve_with(
+    let proxy = EgressProxy::serve_with(
         listener,
         policy.allow.clone(),
         access,
         backend.runtime.handle(),
     )
-    .map_err(io("cannot start the egress proxy".into()))
+    .map_err(io("cannot start the egress proxy".into()))?;
+    proxy.write_trust(dir).map_err(io(format!(
+        "cannot write the egress proxy's CA in {}",
+        dir.display()
+    )))?;
+    Ok(proxy)
 }

@@ -310,6 +310,12 @@ impl Backend for WasmBackend {
                 ));
             }
         }
+        checks.push(Check::gap(
+            "bound secrets",
+            "stay placeholders: the code has no network for a proxy to put them in",
+            "a secret for the code's own requests needs a backend with a network; \
+             a tool's handler, which runs on the host, can use the value itself",
+        ));
         checks
     }
 

@@ -9,7 +9,7 @@ use clap::Args;
 use sandlot::backend::Needs;
 use sandlot::policy::BlockAt;
 use sandlot::sandbox_path::escape_controls;
-use sandlot::secret::{Binding, Secret};
+use sandlot::secret::{Binding, Secret, UpstreamCa};
 use sandlot::service::Service;
 use sandlot::{
     BackendChoice, EndReason, Execution, Interrupt, Network, OpenRequest, Policy, RunOptions,
@@ -186,6 +186,11 @@ pub(super) struct SandboxArgs {
     /// query:NAME; bearer by default). Repeatable.
     #[arg(long = "secret", value_name = "NAME[=HOSTS[@PLACEMENT]]")]
     secrets: Vec<String>,
+    /// Trusts the CAs of this PEM file, besides this machine's roots, for the hosts
+    /// bound secrets go to over HTTPS (an internal API with a CA of its own). The
+    /// egress proxy sends a secret only to a host whose certificate it verifies.
+    #[arg(long = "upstream-ca", value_name = "FILE")]
+    upstream_ca: Option<std::path::PathBuf>,
 }
 
 impl SandboxArgs {
@@ -243,6 +248,7 @@ impl SandboxArgs {
         }
         request.policy = policy;
         request.secrets = secrets_from_environment(&self.secrets)?;
+        request.upstream_ca = upstream_ca(self.upstream_ca.as_deref())?;
         Ok(request)
     }
 }
@@ -280,6 +286,17 @@ fn size(text: &str) -> std::result::Result<usize, String> {
         );
     }
     Ok(bytes)
+}
+
+/// The CAs of `--upstream-ca FILE`, or none.
+pub(super) fn upstream_ca(file: Option<&std::path::Path>) -> Result<UpstreamCa> {
+    let Some(file) = file else {
+        return Ok(UpstreamCa::default());
+    };
+    let pem = std::fs::read_to_string(file)
+        .map_err(|e| exit::usage(format!("--upstream-ca {}: {e}", file.display())))?;
+    UpstreamCa::from_pem(&pem)
+        .map_err(|e| exit::usage(format!("--upstream-ca {}: {e}", file.display())))
 }
 
 /// The secrets `--secret NAME[=HOSTS[@PLACEMENT]]` names, their values read from

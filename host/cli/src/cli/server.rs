@@ -53,6 +53,10 @@ pub(super) struct SessionArgs {
     /// Repeatable.
     #[arg(long = "secret", value_name = "NAME[=HOSTS[@PLACEMENT]]")]
     secrets: Vec<String>,
+    /// Trusts the CAs of this PEM file, besides this machine's roots, for the hosts
+    /// bound secrets go to over HTTPS (see `sandlot run --upstream-ca`).
+    #[arg(long = "upstream-ca", value_name = "FILE")]
+    upstream_ca: Option<std::path::PathBuf>,
     /// Lets sessions run on a backend that cannot apply these fields of the policy
     /// (`pids_limit`, `workdir_size`, `cpu_millis`, ...): otherwise such a session is
     /// refused, since the server's policy would not hold there. Repeatable, or
@@ -155,6 +159,7 @@ impl SessionArgs {
                 ..sandlot::Limits::default()
             })
             .secrets(super::run::secrets_from_environment(&self.secrets)?)
+            .upstream_ca(super::run::upstream_ca(self.upstream_ca.as_deref())?)
             .tools(tools)
             .accept_unenforced(
                 self.accept_unenforced

@@ -3,6 +3,7 @@
 
 use super::environment::SANDBOX_ADDRESS;
 use super::head::{client_hello, read_more, request_head, respond, within, Io};
+use super::intercept::{intercept, Interceptor};
 use super::relay::{copy, copy_back, idle_limited, splice, Activity};
 use super::shared::{Access, Shared};
 
@@ -72,7 +73,7 @@ impl Connection<'_> {
     /// Connects to `host:port` if the list allows it.
     async fn open(&self, host: &str, port: u16, via: Via) -> Result<TcpStream, Refusal> {
         if !self.listed(host) {
-            return Err(Refusal::Denied(self.shared.deny(
+            return Err(Refusal::Denied(self.shared.denials.deny(
                 host,
                 Some(port),
                 via,
@@ -96,7 +97,7 @@ impl Connection<'_> {
                 if reachable.is_empty() {
                     let mut addresses: Vec<IpAddr> = found.iter().map(SocketAddr::ip).collect();
                     addresses.dedup();
-                    return Err(Refusal::Denied(self.shared.deny(
+                    return Err(Refusal::Denied(self.shared.denials.deny(
                         host,
                         Some(port),
                         via,
@@ -117,6 +118,15 @@ impl Connection<'_> {
         Err(Refusal::Failed(format!(
             "cannot connect to {host}:{port} ({last})"
         )))
+    }
+
+    /// What sees through TLS to a bound host, with the secrets bound now.
+    fn interceptor(&self) -> Interceptor<'_> {
+        Interceptor {
+            authority: &self.shared.authority,
+            bound: self.shared.secrets(),
+            denials: &self.shared.denials,
+        }
     }
 
     /// Tells an HTTP client why its request went nowhere.
@@ -202,9 +212,9 @@ impl Connection<'_> {
             }
         }
         if tls::client_hello(&first) != Hello::NotTls {
-            match within(client_hello(&mut stream, &mut first)).await? {
+            let name = match within(client_hello(&mut stream, &mut first)).await? {
                 Hello::Complete(Some(name)) if name != host && !self.listed(&name) => {
-                    self.shared.deny(
+                    self.shared.denials.deny(
                         host,
                         Some(port),
                         Via::Tls,
@@ -212,8 +222,22 @@ impl Connection<'_> {
                     );
                     return Ok(());
                 }
-                Hello::Complete(_) => {}
+                Hello::Complete(name) => name,
                 _ => return Ok(()),
+            };
+            if self.shared.secrets().injector.binds(host) {
+                // Seen through, the connection must be to the host it names: the
+                // secret is put in for that host alone.
+                if let Some(name) = name.filter(|name| !name.eq_ignore_ascii_case(host)) {
+                    self.shared.denials.deny(
+                        host,
+                        Some(port),
+                        Via::Tls,
+                        DenyReason::BoundElsewhere { named: name },
+                    );
+                    return Ok(());
+                }
+                return intercept(self.interceptor(), stream, first, upstream, (host, port)).await;
             }
         } else if looks_like_http(&first) {
             let Some(request) = request_head(&mut stream, &mut first).await? else {
@@ -226,7 +250,7 @@ impl Connection<'_> {
             match request.host_header() {
                 Some(named) if named == host || self.listed(&named) => {}
                 named => {
-                    let denial = self.shared.deny(
+                    let denial = self.shared.denials.deny(
                         host,
                         Some(port),
                         Via::Http,
@@ -288,7 +312,7 @@ impl Connection<'_> {
         let name = match within(client_hello(&mut stream, &mut buf)).await? {
             Hello::Complete(Some(name)) => name,
             Hello::Complete(None) => {
-                self.shared.deny(
+                self.shared.denials.deny(
                     "(no server name)",
                     Some(443),
                     Via::Tls,
@@ -299,6 +323,9 @@ impl Connection<'_> {
             _ => return Ok(()),
         };
         match self.open(&name, 443, Via::Tls).await {
+            Ok(upstream) if self.shared.secrets().injector.binds(&name) => {
+                intercept(self.interceptor(), stream, buf, upstream, (&name, 443)).await
+            }
             Ok(upstream) => splice(stream, upstream, buf).await,
             // A TLS client gets no explanation it could read: the denial is reported.
             Err(_) => Ok(()),
@@ -326,20 +353,24 @@ impl Connection<'_> {
         };
         body.truncate(usize::try_from(length).unwrap_or(usize::MAX));
         let rest = length - body.len() as u64;
-        let secrets = self.shared.secrets();
-        let mut request = request.clone();
-        let mut path = path.to_string();
-        secrets.inject(host, &mut request, &mut path);
+        let bound = self.shared.secrets();
+        let secrets = &bound.injector;
+        let head = if secrets.binds(host) {
+            let mut request = request.clone();
+            let mut path = path.to_string();
+            secrets.inject(host, &mut request, &mut path);
+            request.for_server(host, port, &path)
+        } else {
+            request.for_server(host, port, path)
+        };
         let (client_read, mut client_write) = stream.into_split();
         let (mut server_read, mut server_write) = upstream.into_split();
-        server_write
-            .write_all(&request.for_server(host, port, &path))
-            .await?;
+        server_write.write_all(&head).await?;
         server_write.write_all(&body).await?;
         let activity = Activity::new();
         let mut body_rest = client_read.take(rest);
         let up = copy(&mut body_rest, &mut server_write, &activity, false);
-        let down = copy_back(&mut server_read, &mut client_write, &activity, &secrets);
+        let down = copy_back(&mut server_read, &mut client_write, &activity, secrets);
         let (up, down) = idle_limited(async { tokio::join!(up, down) }, &activity).await?;
         up.and(down)
     }
@@ -359,8 +390,12 @@ impl Connection<'_> {
                     // A sandbox with no network is refused everything, and nothing
                     // of it is news.
                     if !listed && self.access != Access::Closed {
-                        self.shared
-                            .deny(&query.name, None, Via::Dns, DenyReason::NotListed);
+                        self.shared.denials.deny(
+                            &query.name,
+                            None,
+                            Via::Dns,
+                            DenyReason::NotListed,
+                        );
                     }
                     dns::answer(&query, listed, SANDBOX_ADDRESS)
                 }

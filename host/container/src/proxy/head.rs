@@ -4,7 +4,7 @@
 use sandlot_core::egress::http::{self, Head};
 use sandlot_core::egress::tls::{self, Hello};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 /// How long the sandbox has to say where it wants to go.
@@ -47,23 +47,29 @@ pub(super) async fn read_more(
 /// Reads until a whole request head is in `buf`; `None` if the sandbox hung up or
 /// sent no valid head (it was told why).
 pub(super) async fn request_head(
-    stream: &mut UnixStream,
+    stream: &mut (impl AsyncRead + AsyncWrite + Unpin),
     buf: &mut Vec<u8>,
 ) -> std::io::Result<Option<http::Request>> {
-    within(request_head_unbounded(stream, buf)).await
+    match within(next_head(stream, buf)).await? {
+        None => Ok(None),
+        Some(Ok(request)) => Ok(Some(request)),
+        Some(Err(why)) => {
+            respond(stream, "400 Bad Request", &format!("sandlot: {why}\n")).await?;
+            Ok(None)
+        }
+    }
 }
 
-async fn request_head_unbounded(
-    stream: &mut UnixStream,
+/// Reads until a whole request head is at the start of `buf` (which may hold it
+/// already): `None` if the stream ended first, why if it is not a request.
+pub(super) async fn next_head(
+    stream: &mut (impl AsyncRead + Unpin),
     buf: &mut Vec<u8>,
-) -> std::io::Result<Option<http::Request>> {
+) -> std::io::Result<Option<Result<http::Request, String>>> {
     loop {
         match http::read_head(buf) {
-            Head::Request(request) => return Ok(Some(request)),
-            Head::Invalid(why) => {
-                respond(stream, "400 Bad Request", &format!("sandlot: {why}\n")).await?;
-                return Ok(None);
-            }
+            Head::Request(request) => return Ok(Some(Ok(request))),
+            Head::Invalid(why) => return Ok(Some(Err(why))),
             Head::Incomplete => {
                 if !read_more(stream, buf).await? {
                     return Ok(None);
@@ -90,7 +96,11 @@ pub(super) async fn client_hello(
     }
 }
 
-pub(super) async fn respond(stream: &mut UnixStream, status: &str, body: &str) -> Io {
+pub(super) async fn respond(
+    stream: &mut (impl AsyncWrite + Unpin),
+    status: &str,
+    body: &str,
+) -> Io {
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n",

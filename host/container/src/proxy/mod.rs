@@ -15,15 +15,21 @@
 //! trusted for nothing: whatever a connection claims, it reaches only a listed name
 //! or network.
 
+mod check;
 mod connection;
+mod denials;
 mod environment;
 mod head;
+mod intercept;
 mod relay;
 mod server;
 mod shared;
 #[cfg(test)]
 mod tests;
 
-pub use environment::{proxy_environment, sandbox_environment, PROXY_PORT, SANDBOX_ADDRESS};
+pub use check::bound_secrets as bound_secrets_check;
+pub use environment::{
+    proxy_environment, sandbox_environment, CA_BUNDLE_FILE, CA_FILE, PROXY_PORT, SANDBOX_ADDRESS,
+};
 pub use server::EgressProxy;
 pub use shared::Access;

@@ -3,7 +3,7 @@
 
 use super::head::Io;
 
-use sandlot_core::secret::Injector;
+use sandlot_core::secret::{Echo, Injector};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
@@ -76,22 +76,8 @@ pub(super) async fn copy_back(
     activity: &Activity,
     secrets: &Injector,
 ) -> Io {
-    let mut echo = secrets.echo();
-    let mut buf = vec![0u8; 16 * 1024];
-    let copied = loop {
-        match from.read(&mut buf).await {
-            Ok(0) => break to.write_all(&echo.finish()).await,
-            Ok(n) => {
-                activity.touch();
-                if let Err(e) = to.write_all(&echo.push(&buf[..n])).await {
-                    break Err(e);
-                }
-            }
-            Err(e) => break Err(e),
-        }
-    };
-    let _ = to.shutdown().await;
-    copied
+    let echo = (!secrets.is_empty()).then(|| secrets.echo());
+    relay(from, to, activity, true, echo).await
 }
 
 /// Copies until `from` ends, marking each chunk as activity; then shuts `to` down
@@ -102,13 +88,33 @@ pub(super) async fn copy(
     activity: &Activity,
     close: bool,
 ) -> Io {
+    relay(from, to, activity, close, None).await
+}
+
+/// [`copy`], each chunk through `echo` if there is one.
+async fn relay(
+    from: &mut (impl AsyncRead + Unpin),
+    to: &mut (impl AsyncWrite + Unpin),
+    activity: &Activity,
+    close: bool,
+    mut echo: Option<Echo<'_>>,
+) -> Io {
     let mut buf = vec![0u8; 16 * 1024];
     let copied = loop {
         match from.read(&mut buf).await {
-            Ok(0) => break Ok(()),
+            Ok(0) => {
+                break match echo.take() {
+                    Some(echo) => to.write_all(&echo.finish()).await,
+                    None => Ok(()),
+                }
+            }
             Ok(n) => {
                 activity.touch();
-                if let Err(e) = to.write_all(&buf[..n]).await {
+                let written = match echo.as_mut() {
+                    Some(echo) => to.write_all(&echo.push(&buf[..n])).await,
+                    None => to.write_all(&buf[..n]).await,
+                };
+                if let Err(e) = written {
                     break Err(e);
                 }
             }

@@ -2,13 +2,16 @@
 //! handed to what serves it.
 
 use super::connection::Connection;
+use super::environment::{CA_BUNDLE_FILE, CA_FILE};
 use super::head::{read_line, respond, timed_out, Io, HEAD_DEADLINE};
+use super::intercept::Bound;
+use super::intercept::{bundle, Authority};
 use super::shared::{Access, Shared};
 
 use sandlot_agent::InstallToken;
 use sandlot_core::egress::{AllowList, Denial};
 use sandlot_core::secret::Injector;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UnixStream;
 
@@ -67,10 +70,11 @@ impl EgressProxy {
         };
         let shared = Arc::new(Shared {
             allow,
-            denials: Mutex::new(Vec::new()),
+            denials: Default::default(),
             access,
             install: tokio::sync::watch::Sender::new(None),
             secrets: Default::default(),
+            authority: Authority::new().map_err(std::io::Error::other)?,
         });
         let task = runtime.spawn(accept(listener, shared.clone()));
         Ok(EgressProxy { shared, task })
@@ -114,18 +118,28 @@ impl EgressProxy {
             .shared
             .secrets
             .write()
-            .unwrap_or_else(|e| e.into_inner()) = secrets;
+            .unwrap_or_else(|e| e.into_inner()) = Arc::new(Bound::new(secrets));
+    }
+
+    /// Writes, in `dir` (the directory the sandbox finds the proxy's socket in), the
+    /// proxy's CA and the bundle of it and this host's roots that
+    /// [`sandbox_environment`](super::sandbox_environment) points the sandbox's TLS
+    /// clients at: through TLS to a host a secret is bound to, the proxy answers
+    /// with a certificate of its own CA, which nothing outside the sandbox trusts.
+    pub fn write_trust(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let ca = self.shared.authority.pem();
+        for (name, text) in [(CA_FILE, ca.to_string()), (CA_BUNDLE_FILE, bundle(ca))] {
+            let path = dir.join(name);
+            std::fs::write(&path, text)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
+        }
+        Ok(())
     }
 
     /// What was refused since the last call, in the order it happened, each once.
     pub fn take_denials(&self) -> Vec<Denial> {
-        std::mem::take(
-            &mut *self
-                .shared
-                .denials
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        )
+        self.shared.denials.take()
     }
 }
 

@@ -1,13 +1,12 @@
 //! What every connection of one proxy shares: what it lets through ([`Access`]), the
-//! denials recorded, and the install under way.
+//! denials recorded, the install under way, the secrets bound and the CA that lets
+//! the proxy see through TLS to their hosts.
 
+use super::denials::Denials;
+use super::intercept::{Authority, Bound};
 use sandlot_agent::InstallToken;
-use sandlot_core::egress::{AllowList, Denial, DenyReason, Via};
-use sandlot_core::secret::Injector;
-use std::sync::{Arc, Mutex, RwLock};
-
-/// Denials kept for one run; a loop that is refused a million times reports the first.
-const MAX_DENIALS: usize = 100;
+use sandlot_core::egress::AllowList;
+use std::sync::{Arc, RwLock};
 
 /// What a proxy lets a sandbox's code through to. An engine that cannot give a
 /// sandbox a network later (a network namespace is fixed when it is made) sends
@@ -27,37 +26,25 @@ pub enum Access {
 
 pub(super) struct Shared {
     pub(super) allow: AllowList,
-    pub(super) denials: Mutex<Vec<Denial>>,
+    pub(super) denials: Denials,
     /// What the code's connections may reach.
     pub(super) access: Access,
     /// The token of the install under way, if one is: its connections reach any
     /// public destination, and end when it changes.
     pub(super) install: tokio::sync::watch::Sender<Option<InstallToken>>,
     /// The session's secrets bound to hosts: put into requests to those hosts.
-    pub(super) secrets: RwLock<Arc<Injector>>,
+    pub(super) secrets: RwLock<Arc<Bound>>,
+    /// The proxy's own CA, which the sandbox trusts.
+    pub(super) authority: Authority,
 }
 
 impl Shared {
-    /// The bound secrets as they are now: a request takes them once, when it is read.
-    pub(super) fn secrets(&self) -> Arc<Injector> {
+    /// The bound secrets as they are now: a connection takes them once, when it is
+    /// read.
+    pub(super) fn secrets(&self) -> Arc<Bound> {
         self.secrets
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-    }
-
-    pub(super) fn deny(
-        &self,
-        host: &str,
-        port: Option<u16>,
-        via: Via,
-        reason: DenyReason,
-    ) -> Denial {
-        let denial = Denial::new(host, port, via, reason);
-        let mut denials = self.denials.lock().unwrap_or_else(|e| e.into_inner());
-        if denials.len() < MAX_DENIALS && !denials.contains(&denial) {
-            denials.push(denial.clone());
-        }
-        denial
     }
 }

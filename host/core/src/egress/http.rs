@@ -197,27 +197,41 @@ impl Request {
     /// the connection closed after one answer (a second request on it would escape
     /// the check).
     pub fn for_server(&self, host: &str, port: u16, path: &str) -> Vec<u8> {
+        self.rewritten(host, (port, 80), path, true)
+    }
+
+    /// The head to send a server the proxy reads every request to (through TLS it
+    /// sees into): like [`Request::for_server`], but the connection stays as the
+    /// client asked, each request on it read and checked in turn; port 443 goes
+    /// unnamed in `Host`.
+    pub fn for_server_kept(&self, host: &str, port: u16, path: &str) -> Vec<u8> {
+        self.rewritten(host, (port, 443), path, false)
+    }
+
+    fn rewritten(
+        &self,
+        host: &str,
+        (port, default): (u16, u16),
+        path: &str,
+        close: bool,
+    ) -> Vec<u8> {
         let mut out = format!("{} {path} HTTP/1.{}\r\n", self.method, self.minor_version);
         let host = if host.contains(':') {
             format!("[{host}]")
         } else {
             host.to_string()
         };
-        if port == 80 {
+        if port == default {
             out.push_str(&format!("Host: {host}\r\n"));
         } else {
             out.push_str(&format!("Host: {host}:{port}\r\n"));
         }
         let mut out = out.into_bytes();
         for (name, value) in &self.headers {
-            let dropped = [
-                "host",
-                "connection",
-                "proxy-connection",
-                "proxy-authorization",
-            ]
-            .iter()
-            .any(|d| name.eq_ignore_ascii_case(d));
+            let dropped = ["host", "proxy-connection", "proxy-authorization"]
+                .iter()
+                .any(|d| name.eq_ignore_ascii_case(d))
+                || (close && name.eq_ignore_ascii_case("connection"));
             if !dropped {
                 out.extend(name.as_bytes());
                 out.extend(b": ");
@@ -225,7 +239,10 @@ impl Request {
                 out.extend(b"\r\n");
             }
         }
-        out.extend(b"Connection: close\r\n\r\n");
+        if close {
+            out.extend(b"Connection: close\r\n");
+        }
+        out.extend(b"\r\n");
         out
     }
 }
@@ -337,5 +354,19 @@ mod tests {
             head,
             "GET /x HTTP/1.1\r\nHost: example.com:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn a_server_seen_through_tls_keeps_the_connection_the_client_asked_for() {
+        let get = request(
+            b"GET /x HTTP/1.1\r\nHost: api.example.com\r\nConnection: keep-alive\r\nProxy-Connection: x\r\n\r\n",
+        );
+        let head = String::from_utf8(get.for_server_kept("api.example.com", 443, "/x")).unwrap();
+        assert_eq!(
+            head,
+            "GET /x HTTP/1.1\r\nHost: api.example.com\r\nConnection: keep-alive\r\n\r\n"
+        );
+        let head = String::from_utf8(get.for_server_kept("api.example.com", 8443, "/x")).unwrap();
+        assert!(head.starts_with("GET /x HTTP/1.1\r\nHost: api.example.com:8443\r\n"));
     }
 }

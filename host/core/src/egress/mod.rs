@@ -409,6 +409,9 @@ impl Denial {
             DenyReason::HostMismatch { host_header } => DenyReason::HostMismatch {
                 host_header: mask(&host_header),
             },
+            DenyReason::BoundElsewhere { named } => DenyReason::BoundElsewhere {
+                named: mask(&named),
+            },
             other => other,
         };
         Denial {
@@ -483,6 +486,13 @@ pub enum DenyReason {
         /// The request's `Host` header (empty if it had none, or several).
         host_header: String,
     },
+    /// A connection to a host a secret is bound to, which the proxy reads through
+    /// TLS, named another host inside (its TLS server name or a request's `Host`):
+    /// a bound secret goes to the host it is bound to and nowhere else.
+    BoundElsewhere {
+        /// The server name or `Host` it named (empty if none, or several).
+        named: String,
+    },
 }
 
 impl fmt::Display for DenyReason {
@@ -511,6 +521,11 @@ impl fmt::Display for DenyReason {
             DenyReason::HostMismatch { host_header } => write!(
                 f,
                 "a request in the tunnel is for `{host_header}`, which is not on the allow-list"
+            ),
+            DenyReason::BoundElsewhere { named } => write!(
+                f,
+                "a connection to a host a secret is bound to named `{named}` inside; \
+                 it must name the host it connected to, and only that one"
             ),
         }
     }

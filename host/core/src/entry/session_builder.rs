@@ -13,7 +13,7 @@ use crate::plugin::LanguageHandler;
 use crate::policy::Policy;
 use crate::provider::Progress;
 use crate::request::{BackendChoice, OpenRequest};
-use crate::secret::{Secret, Secrets};
+use crate::secret::{Secret, Secrets, UpstreamCa};
 use crate::session::warm::Claim;
 use crate::session::{AsyncSession, Limits, Session, Settings};
 use crate::snapshot::Snapshot;
@@ -149,6 +149,13 @@ impl SessionBuilder {
             self.request.secrets.retain(|s| s.name() != secret.name());
             self.request.secrets.push(secret.clone());
         }
+        self
+    }
+
+    /// Trusts `ca`, besides the host's roots, for the upstreams a bound secret is sent
+    /// to over TLS ([`UpstreamCa`]): the CA of an internal API, say.
+    pub fn trust_upstream(&mut self, ca: &UpstreamCa) -> &mut Self {
+        self.request.upstream_ca = std::mem::take(&mut self.request.upstream_ca).and(ca);
         self
     }
 
@@ -521,7 +528,10 @@ impl SessionBuilder {
             limits: self.request.limits,
             policy: self.request.policy.clone(),
             env: self.request.env.clone(),
-            secrets: Secrets::new(self.request.secrets.clone())?,
+            secrets: Secrets::new(
+                self.request.secrets.clone(),
+                self.request.upstream_ca.clone(),
+            )?,
             libraries: self.request.libraries.clone(),
             kernel,
             one_shot: self.request.one_shot,

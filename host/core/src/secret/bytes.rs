@@ -1,14 +1,18 @@
 //! Byte searches the masking and the proxy's rewriting share.
 
 /// The length of the longest end of `bytes` that is the beginning of one of
-/// `values` (longest first), shorter than it.
-pub(super) fn partial_suffix(bytes: &[u8], values: &[&[u8]]) -> usize {
-    let longest = values.first().map_or(0, |v| v.len());
+/// `values` (longest first), shorter than it. `values` is walked, not collected: it
+/// runs for every chunk of a stream.
+pub(super) fn partial_suffix<'a>(
+    bytes: &[u8],
+    values: impl Iterator<Item = &'a [u8]> + Clone,
+) -> usize {
+    let longest = values.clone().next().map_or(0, <[u8]>::len);
     (1..longest.min(bytes.len() + 1))
         .rev()
         .find(|&n| {
             let tail = &bytes[bytes.len() - n..];
-            values.iter().any(|v| v.len() > n && v.starts_with(tail))
+            values.clone().any(|v| v.len() > n && v.starts_with(tail))
         })
         .unwrap_or(0)
 }

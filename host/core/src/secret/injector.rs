@@ -10,6 +10,7 @@
 use super::binding::{Binding, Placement};
 use super::bytes::{partial_suffix, replace_all};
 use super::named::Secret;
+use super::upstream_ca::UpstreamCa;
 use crate::egress::http::Request;
 use crate::error::{Error, Result};
 use base64::Engine as _;
@@ -29,6 +30,7 @@ struct Held {
 #[derive(Clone, Default)]
 pub struct Injector {
     held: Vec<Held>,
+    upstream: UpstreamCa,
 }
 
 impl fmt::Debug for Injector {
@@ -74,7 +76,21 @@ impl Injector {
         }
         // Longest value first: one that contains another is replaced whole.
         held.sort_by_key(|h| std::cmp::Reverse(h.value.len()));
-        Ok(Injector { held })
+        Ok(Injector {
+            held,
+            upstream: UpstreamCa::default(),
+        })
+    }
+
+    /// The same, its values sent over TLS to an upstream whose certificate chains to
+    /// `upstream` as well as to one the host trusts.
+    pub fn trusting(self, upstream: UpstreamCa) -> Injector {
+        Injector { upstream, ..self }
+    }
+
+    /// The roots trusted beside the host's for a bound host ([`Injector::trusting`]).
+    pub fn upstream_ca(&self) -> &UpstreamCa {
+        &self.upstream
     }
 
     /// The placeholder the sandbox holds for the bound secret `name`.
@@ -136,8 +152,7 @@ impl Injector {
     /// The length of the longest end of `bytes` that begins a value (shorter than
     /// it): bytes that must wait for the next chunk.
     fn partial_suffix(&self, bytes: &[u8]) -> usize {
-        let values: Vec<&[u8]> = self.held.iter().map(|h| h.value.as_bytes()).collect();
-        partial_suffix(bytes, &values)
+        partial_suffix(bytes, self.held.iter().map(|h| h.value.as_bytes()))
     }
 
     /// Every value in `bytes` overwritten by its placeholder, in place.

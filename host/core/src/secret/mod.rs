@@ -29,10 +29,12 @@ mod binding;
 mod bytes;
 mod injector;
 mod named;
+mod upstream_ca;
 
 pub use binding::{Binding, Placement};
 pub use injector::{Echo, Injector};
 pub use named::{Secret, MIN_BOUND_LEN, MIN_LEN};
+pub use upstream_ca::UpstreamCa;
 
 use bytes::partial_suffix;
 pub(crate) use bytes::replace_all;
@@ -82,9 +84,10 @@ pub(crate) struct Secrets {
 }
 
 impl Secrets {
-    /// The secrets, a placeholder made for each bound one.
-    pub(crate) fn new(secrets: Vec<Secret>) -> Result<Secrets> {
-        let injector = Injector::new(&secrets)?;
+    /// The secrets, a placeholder made for each bound one; `upstream` is what the
+    /// proxy trusts, beside the host's roots, to send them to.
+    pub(crate) fn new(secrets: Vec<Secret>, upstream: UpstreamCa) -> Result<Secrets> {
+        let injector = Injector::new(&secrets)?.trusting(upstream);
         Ok(Secrets {
             injector: Arc::new(injector),
             ..Secrets::masking(secrets)
@@ -216,8 +219,7 @@ impl Secrets {
     /// (shorter than the value): bytes that must wait for what follows. Measured on
     /// the unmasked bytes, since a shorter value may begin a longer one.
     fn partial_suffix(&self, bytes: &[u8]) -> usize {
-        let values: Vec<&[u8]> = self.secrets.iter().map(|s| s.value.as_bytes()).collect();
-        partial_suffix(bytes, &values)
+        partial_suffix(bytes, self.secrets.iter().map(|s| s.value.as_bytes()))
     }
 
     /// A sink that passes masked output on to `inner`, holding back a value's

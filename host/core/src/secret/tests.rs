@@ -3,16 +3,23 @@
 use super::*;
 
 fn secrets() -> Secrets {
-    Secrets::new(vec![
-        Secret::new("KEY", "sk-live-1234").unwrap(),
-        Secret::new("LONG", "sk-live-1234-extended").unwrap(),
-    ])
+    Secrets::new(
+        vec![
+            Secret::new("KEY", "sk-live-1234").unwrap(),
+            Secret::new("LONG", "sk-live-1234-extended").unwrap(),
+        ],
+        Default::default(),
+    )
     .unwrap()
 }
 
 #[test]
 fn scrubbing_finds_the_forms_interpreters_keep_text_in() {
-    let secrets = Secrets::new(vec![Secret::new("K", "sk-é\"1").unwrap()]).unwrap();
+    let secrets = Secrets::new(
+        vec![Secret::new("K", "sk-é\"1").unwrap()],
+        Default::default(),
+    )
+    .unwrap();
     let latin1 = b"a sk-\xe9\"1 b".to_vec();
     let utf16: Vec<u8> = "x sk-é\"1 y"
         .encode_utf16()
@@ -104,7 +111,11 @@ fn a_value_split_across_chunks_is_still_masked_when_streamed() {
 
 #[test]
 fn names_are_masked_and_folded_channels_in_any_case() {
-    let secrets = Secrets::new(vec![Secret::new("TOKEN", "OpSecret42").unwrap()]).unwrap();
+    let secrets = Secrets::new(
+        vec![Secret::new("TOKEN", "OpSecret42").unwrap()],
+        Default::default(),
+    )
+    .unwrap();
     let path = SandboxPath::new("output/OpSecret42.txt").unwrap();
     assert_eq!(secrets.mask_path(&path).unwrap(), "output/***.txt");
     assert_eq!(secrets.mask_text("x OpSecret42 y"), "x *** y");
@@ -119,7 +130,11 @@ fn names_are_masked_and_folded_channels_in_any_case() {
 
 #[test]
 fn an_error_that_quotes_a_value_is_masked_and_others_are_kept() {
-    let secrets = Secrets::new(vec![Secret::new("TOKEN", "OpSecret42").unwrap()]).unwrap();
+    let secrets = Secrets::new(
+        vec![Secret::new("TOKEN", "OpSecret42").unwrap()],
+        Default::default(),
+    )
+    .unwrap();
     let quoting = Error::Runtime {
         runtime: "cpython".into(),
         reason: "setting the environment failed: OpSecret42".into(),

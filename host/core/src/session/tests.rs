@@ -10,7 +10,11 @@ use std::time::Duration;
 #[test]
 fn a_call_record_has_its_secrets_masked_in_its_name_and_message() {
     let value = format!("sk-{}", "x".repeat(70));
-    let secrets = Secrets::new(vec![Secret::new("KEY", &value).unwrap()]).unwrap();
+    let secrets = Secrets::new(
+        vec![Secret::new("KEY", &value).unwrap()],
+        Default::default(),
+    )
+    .unwrap();
     let cut: String = value.chars().take(64).collect();
     let call = ToolCall {
         name: cut,

@@ -73,6 +73,7 @@ impl Inner {
         request.policy = self.policy.clone();
         request.limits = self.settings.limits;
         request.secrets = self.settings.secrets.clone();
+        request.upstream_ca = self.settings.upstream_ca.clone();
         request.tools = self.settings.tools.clone();
         request
     }

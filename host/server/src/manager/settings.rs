@@ -26,6 +26,9 @@ pub struct ManagerSettings {
     /// Secrets every session gets, on top of those its client sends: the operator's
     /// keys reach the code, never the client (their values are masked).
     pub secrets: Vec<sandlot_core::secret::Secret>,
+    /// Roots the egress proxy trusts, beside the host's, for the hosts the secrets
+    /// bound to hosts go to over TLS (default: none).
+    pub upstream_ca: sandlot_core::secret::UpstreamCa,
     /// Fields of the policy a session's backend may leave unenforced. A session
     /// whose backend cannot apply any other field is refused: the server's policy
     /// would be a label nobody enforces (default: none).
@@ -68,6 +71,7 @@ impl Default for ManagerSettings {
             policy: None,
             limits: Limits::default(),
             secrets: Vec::new(),
+            upstream_ca: Default::default(),
             accept_unenforced: Vec::new(),
             tools: sandlot_core::tool::ToolSet::new(),
             pause_after: None,
@@ -119,6 +123,13 @@ impl ManagerSettings {
     /// Every session gets `secrets` (see [`ManagerSettings::secrets`]).
     pub fn secrets(mut self, secrets: Vec<sandlot_core::secret::Secret>) -> Self {
         self.secrets = secrets;
+        self
+    }
+
+    /// The egress proxy trusts `ca` too for bound secrets' hosts (see
+    /// [`ManagerSettings::upstream_ca`]).
+    pub fn upstream_ca(mut self, ca: sandlot_core::secret::UpstreamCa) -> Self {
+        self.upstream_ca = ca;
         self
     }
 

@@ -12,7 +12,7 @@ fn bound(binding: &str) -> (Secrets, String) {
         .unwrap()
         .bound_to(binding.parse().unwrap())
         .unwrap();
-    let secrets = Secrets::new(vec![secret]).unwrap();
+    let secrets = Secrets::new(vec![secret], Default::default()).unwrap();
     let placeholder = secrets.env().next().unwrap().1;
     (secrets, placeholder)
 }
@@ -157,7 +157,11 @@ fn a_value_that_cannot_travel_in_a_header_or_be_hidden_is_not_bound() {
 
 #[test]
 fn an_unbound_secret_is_still_given_as_its_value() {
-    let secrets = Secrets::new(vec![Secret::new("PLAIN", "plain-value").unwrap()]).unwrap();
+    let secrets = Secrets::new(
+        vec![Secret::new("PLAIN", "plain-value").unwrap()],
+        Default::default(),
+    )
+    .unwrap();
     assert_eq!(
         secrets.env().collect::<Vec<_>>(),
         [("PLAIN".to_string(), "plain-value".to_string())]
