@@ -3,7 +3,7 @@
 
 use super::environment::SANDBOX_ADDRESS;
 use super::head::{client_hello, read_more, request_head, respond, within, Io};
-use super::intercept::{intercept, Interceptor};
+use super::intercept::{intercept, Bound, Interceptor};
 use super::relay::{copy, copy_back, idle_limited, splice, Activity};
 use super::shared::{Access, Shared};
 
@@ -12,6 +12,7 @@ use sandlot_core::egress::http::{self, Target};
 use sandlot_core::egress::tls::{self, Hello};
 use sandlot_core::egress::{is_public, Denial, DenyReason, DomainName, Via};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
@@ -120,11 +121,12 @@ impl Connection<'_> {
         )))
     }
 
-    /// What sees through TLS to a bound host, with the secrets bound now.
-    fn interceptor(&self) -> Interceptor<'_> {
+    /// What sees through TLS to a bound host with `bound`, the secrets the
+    /// connection was checked against.
+    fn interceptor(&self, bound: Arc<Bound>) -> Interceptor<'_> {
         Interceptor {
             authority: &self.shared.authority,
-            bound: self.shared.secrets(),
+            bound,
             denials: &self.shared.denials,
         }
     }
@@ -225,7 +227,8 @@ impl Connection<'_> {
                 Hello::Complete(name) => name,
                 _ => return Ok(()),
             };
-            if self.shared.secrets().injector.binds(host) {
+            let bound = self.shared.secrets();
+            if bound.injector.binds(host) {
                 // Seen through, the connection must be to the host it names: the
                 // secret is put in for that host alone.
                 if let Some(name) = name.filter(|name| !name.eq_ignore_ascii_case(host)) {
@@ -237,7 +240,14 @@ impl Connection<'_> {
                     );
                     return Ok(());
                 }
-                return intercept(self.interceptor(), stream, first, upstream, (host, port)).await;
+                return intercept(
+                    self.interceptor(bound),
+                    stream,
+                    first,
+                    upstream,
+                    (host, port),
+                )
+                .await;
             }
         } else if looks_like_http(&first) {
             let Some(request) = request_head(&mut stream, &mut first).await? else {
@@ -322,9 +332,10 @@ impl Connection<'_> {
             }
             _ => return Ok(()),
         };
+        let bound = self.shared.secrets();
         match self.open(&name, 443, Via::Tls).await {
-            Ok(upstream) if self.shared.secrets().injector.binds(&name) => {
-                intercept(self.interceptor(), stream, buf, upstream, (&name, 443)).await
+            Ok(upstream) if bound.injector.binds(&name) => {
+                intercept(self.interceptor(bound), stream, buf, upstream, (&name, 443)).await
             }
             Ok(upstream) => splice(stream, upstream, buf).await,
             // A TLS client gets no explanation it could read: the denial is reported.
