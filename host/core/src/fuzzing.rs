@@ -151,14 +151,18 @@ pub fn secret_injection(bytes: &[u8]) {
     };
     assert_eq!(length, rewritten.len(), "nothing after the head");
     // Each value only where its binding puts it: strip those places, none is left.
+    // The pieces kept are joined by a line break, which no value holds: a header
+    // named `…head` whose value starts `er-value…` is not a leaked `header-value…`.
     let mut elsewhere = format!("{:?}", again.path).into_bytes();
     for header in again.headers.iter() {
         let placed = ["authorization", "x-api-key"]
             .iter()
             .any(|name| header.name.eq_ignore_ascii_case(name));
         if !placed || host != "api.example.com" {
-            elsewhere.extend_from_slice(header.name.as_bytes());
-            elsewhere.extend_from_slice(header.value);
+            for piece in [header.name.as_bytes(), header.value] {
+                elsewhere.push(b'\n');
+                elsewhere.extend_from_slice(piece);
+            }
         }
     }
     if host != "api.example.com" {
