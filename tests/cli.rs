@@ -1929,3 +1929,81 @@ fn quiet_keeps_sandlots_own_notes_off_stderr_but_not_errors() {
         "errors are never silenced: {stderr}"
     );
 }
+
+/// `--request` confines a host to what its rules allow and lists the host as
+/// `--allow` would; the refused request is answered 403 and printed as a denial. A
+/// rule that does not read, or rules with a network that has no allow-list, exit 64
+/// naming what is wrong.
+#[test]
+fn request_rules_from_the_command_line_confine_a_host() {
+    let home = tempfile::tempdir().unwrap();
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--request",
+            "GET localhost/a/../b",
+            "-c",
+            "1",
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("`GET localhost/a/../b`"), "{stderr}");
+    let (output, _, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--network",
+            "on",
+            "--request",
+            "GET x.test",
+            "-c",
+            "1",
+        ],
+    ));
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("--network allow-list only"), "{stderr}");
+
+    if !needs(&[Need::Backend("native")]) {
+        return;
+    }
+    let servers = support::EgressServers::start();
+    let code = format!(
+        "import os, urllib.request, urllib.error\n\
+         os.environ['no_proxy'] = os.environ['NO_PROXY'] = ''\n\
+         def get(path):\n\
+         \x20   try:\n\
+         \x20       return urllib.request.urlopen('http://localhost:{}' + path, timeout=20).status\n\
+         \x20   except urllib.error.HTTPError as e:\n\
+         \x20       return e.code\n\
+         print(get('/ok/1'), get('/no'))",
+        servers.echo
+    );
+    let (output, stdout, stderr) = run(&mut sandlot_run(
+        home.path(),
+        &[
+            "-l",
+            "python",
+            "--backend",
+            "native",
+            "--request",
+            "GET localhost/ok/**",
+            "--allow",
+            "127.0.0.1/32",
+            "-c",
+            &code,
+        ],
+    ));
+    assert_eq!(
+        (output.status.code(), stdout.as_str()),
+        (Some(0), "200 403\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("no request rule of this host allows `GET /no`"),
+        "{stderr}"
+    );
+    assert_eq!(servers.received().len(), 1);
+}

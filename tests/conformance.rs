@@ -14,10 +14,13 @@
 //! in `tests/run.sh`). On a machine without one of them, that backend's tests pass
 //! without running and the suite says so (`support::needs`); CI fails them instead.
 
+#[path = "conformance/rules.rs"]
+mod rules;
 #[path = "conformance/secrets.rs"]
 mod secrets;
 mod support;
 
+use rules::request_rules_let_through_only_what_they_allow;
 use sandlot::backend::pool::{Exhausted, PoolOptions};
 use sandlot::{
     Capability, EndReason, Error, ErrorKind, Execution, Interrupt, Limits, Network, Policy,
@@ -2088,6 +2091,7 @@ macro_rules! conformance {
             #[test] fn egress_goes_only_where_the_allow_list_says() { if super::here($backend) { super::egress_goes_only_where_the_allow_list_says($backend) } }
             #[test] fn bound_secrets_reach_their_host_and_nothing_else() { if super::here($backend) { super::bound_secrets_reach_their_host_and_nothing_else($backend) } }
             #[test] fn bound_secrets_go_through_tls_to_their_host_alone() { if super::here($backend) { super::bound_secrets_go_through_tls_to_their_host_alone($backend) } }
+            #[test] fn request_rules_let_through_only_what_they_allow() { if super::here($backend) { super::request_rules_let_through_only_what_they_allow($backend) } }
             #[test] fn working_directory_travels_with_the_run() { if super::here($backend) { super::working_directory_travels_with_the_run($backend) } }
             #[test] fn capabilities_are_what_they_say() { if super::here($backend) { super::capabilities_are_what_they_say($backend) } }
             #[test] fn state_lives_across_runs() { if super::here($backend) { super::state_lives_across_runs($backend) } }

@@ -62,6 +62,9 @@ struct Case {
     network: Option<Network>,
     #[serde(default)]
     allow: Vec<String>,
+    /// Request rules on top of the allow-list.
+    #[serde(default)]
+    requests: Vec<String>,
     #[serde(default)]
     max_output: Option<usize>,
     /// The code; `{canary_path}` stands for the host's canary file.
@@ -222,6 +225,11 @@ fn open(case: &Case, backend: &str) -> Session {
         policy.network = network;
     }
     policy.allow = case.allow.join(",").parse().expect("the case's allow-list");
+    policy.requests = case
+        .requests
+        .clone()
+        .try_into()
+        .expect("the case's request rules");
     let mut builder = sandlot().session(&case.language);
     builder.backend(backend).policy(policy).limits(Limits {
         timeout: Duration::from_secs_f64(case.timeout),

@@ -2,8 +2,9 @@
 //! sandbox, put in by its egress proxy, over plain HTTP and through TLS.
 
 use super::{sandlot, support};
+use sandlot::egress::RequestRules;
 use sandlot::secret::{Secret, UpstreamCa};
-use sandlot::{Network, Policy, Session};
+use sandlot::{Network, Policy, Session, SessionBuilder};
 
 /// A secret bound to a host never enters the sandbox: the code's variable holds a
 /// placeholder as long as the value, the egress proxy puts the value into the header
@@ -90,18 +91,32 @@ print(seen)
 /// A session bound to `localhost` on `backend`, trusting `ca` for its upstreams if
 /// given; `None` where the backend has no network to bind it on.
 fn open_bound(backend: &str, secret: &Secret, ca: Option<&str>) -> Option<Session> {
+    open_listed(backend, RequestRules::none(), ca, |builder| {
+        builder.secrets(std::slice::from_ref(secret));
+    })
+}
+
+/// A session on `backend` that may reach `localhost` and `127.0.0.1` alone, as
+/// `requests` allow, trusting `ca` for the hosts the proxy sees through if given,
+/// `configure`d further; `None` where the backend has no network to list them on
+/// (it refuses an allow-list).
+pub(crate) fn open_listed(
+    backend: &str,
+    requests: RequestRules,
+    ca: Option<&str>,
+    configure: impl FnOnce(&mut SessionBuilder),
+) -> Option<Session> {
     let mut builder = sandlot().session("python");
-    builder
-        .backend(backend)
-        .policy(Policy {
-            network: Network::AllowList,
-            allow: "localhost 127.0.0.1/32".parse().unwrap(),
-            ..Policy::default()
-        })
-        .secrets(std::slice::from_ref(secret));
+    builder.backend(backend).policy(Policy {
+        network: Network::AllowList,
+        allow: "localhost 127.0.0.1/32".parse().unwrap(),
+        requests,
+        ..Policy::default()
+    });
     if let Some(ca) = ca {
         builder.trust_upstream(&UpstreamCa::from_pem(ca).unwrap());
     }
+    configure(&mut builder);
     match builder.open() {
         Ok(session) => Some(session),
         Err(error) => {

@@ -191,6 +191,38 @@ pub fn allow_list(text: &str) {
     }
 }
 
+/// Request rules as a user writes them (the first line), and a request checked
+/// against them (`METHOD HOST TARGET` on the second): rules that parse print as text
+/// that parses to the same rules, are not looser than themselves, leave a host they
+/// do not name to the allow-list, and never let through a path with a `..` segment
+/// to a host they do.
+pub fn request_rules(text: &str) {
+    use crate::egress::{RequestRules, Ruling};
+    let (rules, request) = text.split_once('\n').unwrap_or((text, ""));
+    let Ok(rules) = rules.parse::<RequestRules>() else {
+        return;
+    };
+    let again: RequestRules = rules.to_string().parse().expect("printed rules parse");
+    assert_eq!(again, rules);
+    assert!(!rules.looser_than(&rules), "rules looser than themselves");
+    let mut words = request.splitn(3, ' ');
+    let method = words.next().unwrap_or("GET");
+    let host = words.next().unwrap_or("example.com");
+    let target = words.next().unwrap_or("/");
+    let ruling = rules.rule(method, host, target);
+    if !rules.governs(host) {
+        assert_eq!(ruling, Ruling::Unruled);
+    } else if target
+        .split(['?', '#'])
+        .next()
+        .unwrap_or_default()
+        .split('/')
+        .any(|segment| segment == "..")
+    {
+        assert!(matches!(ruling, Ruling::Denied { .. }), "{ruling:?}");
+    }
+}
+
 /// A `sandlot.toml` and a `[policy]` section or `--policy` file.
 pub fn config(text: &str) {
     let _ = crate::Config::parse(text, Path::new("/fuzz/sandlot.toml"));

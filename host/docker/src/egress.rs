@@ -60,6 +60,7 @@ impl Egress {
         .map_err(io(&format!("cannot write {}", resolv.display())))?;
         let proxy = EgressProxy::serve_with(listener, policy.allow.clone(), access, runtime)
             .map_err(io("cannot start the egress proxy"))?;
+        proxy.set_request_rules(policy.requests.clone());
         proxy
             .write_trust(dir.path())
             .map_err(io("cannot write the egress proxy's CA for the container"))?;

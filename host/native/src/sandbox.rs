@@ -287,6 +287,7 @@ fn start_egress(
         backend.runtime.handle(),
     )
     .map_err(io("cannot start the egress proxy".into()))?;
+    proxy.set_request_rules(policy.requests.clone());
     proxy.write_trust(dir).map_err(io(format!(
         "cannot write the egress proxy's CA in {}",
         dir.display()

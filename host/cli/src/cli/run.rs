@@ -177,6 +177,15 @@ pub(super) struct SandboxArgs {
     /// backends on this machine only.
     #[arg(long = "allow", value_name = "DEST")]
     allow: Vec<String>,
+    /// Lets requests to a host through only as this rule says:
+    /// `[allow|deny] [METHOD] HOST[/PATH]`, the path a pattern (`*` within a segment,
+    /// `**` any number of them): `GET api.github.com/repos/**`, `deny DELETE
+    /// *.example.com`. A host an allow rule names takes only what allow rules match,
+    /// and is listed as by `--allow`; a deny rule wins. The proxy reads each request,
+    /// through TLS too. Implies `--network allow-list`; repeatable. Docker, Podman and
+    /// native backends.
+    #[arg(long = "request", value_name = "RULE")]
+    requests: Vec<String>,
     /// Passes this environment variable of yours to the code as a secret: its value
     /// is masked (`***`) in the output and the files that come back. The value is
     /// read from your environment, so it never shows in a command line. With
@@ -245,6 +254,40 @@ impl SandboxArgs {
             let mut entries = policy.allow.entries().to_vec();
             entries.extend(listed.entries().iter().cloned());
             policy.allow = entries.into();
+        }
+        if !self.requests.is_empty() {
+            if self.network.is_some_and(|n| n != Network::AllowList) {
+                return Err(exit::usage(
+                    "--request narrows what an allow-list lets through, so it goes with \
+                     --network allow-list only",
+                ));
+            }
+            let rules: sandlot::egress::RequestRules = self
+                .requests
+                .clone()
+                .try_into()
+                .map_err(|e| exit::usage(format!("--request: {e}")))?;
+            policy.network = Network::AllowList;
+            let mut entries = policy.allow.entries().to_vec();
+            for rule in rules.rules() {
+                let host = sandlot::egress::AllowList::from(vec![rule.host().clone()]);
+                if rule.action() == sandlot::egress::RuleAction::Allow
+                    && !host.within(&entries.clone().into())
+                {
+                    entries.push(rule.host().clone());
+                }
+            }
+            policy.allow = entries.into();
+            let written: Vec<String> = policy
+                .requests
+                .rules()
+                .iter()
+                .chain(rules.rules())
+                .map(ToString::to_string)
+                .collect();
+            policy.requests = written
+                .try_into()
+                .map_err(|e| exit::usage(format!("--request: {e}")))?;
         }
         request.policy = policy;
         request.secrets = secrets_from_environment(&self.secrets)?;

@@ -131,6 +131,20 @@ impl Connection<'_> {
         }
     }
 
+    /// The denial, recorded, of a plain HTTP request for `path` on `host:port` that
+    /// the request rules refuse; `None` if they let it go.
+    fn ruled_out(
+        &self,
+        request: &http::Request,
+        (host, port): (&str, u16),
+        path: &str,
+    ) -> Option<Denial> {
+        let bound = self.shared.secrets();
+        self.shared
+            .denials
+            .rule_out(&bound.rules, request, (host, port), path, Via::Http)
+    }
+
     /// Tells an HTTP client why its request went nowhere.
     async fn refuse(stream: &mut UnixStream, refusal: Refusal) -> Io {
         match refusal {
@@ -166,6 +180,9 @@ impl Connection<'_> {
                 self.tunnel(stream, upstream, body, host, *port).await
             }
             Target::Absolute { host, port, path } => {
+                if let Some(denial) = self.ruled_out(&request, (host, *port), path) {
+                    return Self::refuse(&mut stream, Refusal::Denied(denial)).await;
+                }
                 let upstream = match self.open(host, *port, Via::Http).await {
                     Ok(upstream) => upstream,
                     Err(refusal) => return Self::refuse(&mut stream, refusal).await,
@@ -197,6 +214,7 @@ impl Connection<'_> {
         host: &str,
         port: u16,
     ) -> Io {
+        let bound = self.shared.secrets();
         if first.is_empty() {
             let mut from_server = [0u8; 4096];
             tokio::select! {
@@ -205,8 +223,9 @@ impl Connection<'_> {
                         return Ok(());
                     }
                 }
-                // The server speaks first (SSH, SMTP): nothing to check.
-                n = upstream.read(&mut from_server) => {
+                // The server speaks first (SSH, SMTP): nothing to check, unless
+                // its requests must be read.
+                n = upstream.read(&mut from_server), if !bound.rules.governs(host) => {
                     let n = n?;
                     stream.write_all(&from_server[..n]).await?;
                     return splice(stream, upstream, first).await;
@@ -227,10 +246,9 @@ impl Connection<'_> {
                 Hello::Complete(name) => name,
                 _ => return Ok(()),
             };
-            let bound = self.shared.secrets();
-            if bound.injector.binds(host) {
+            if bound.sees_through(host) {
                 // Seen through, the connection must be to the host it names: the
-                // secret is put in for that host alone.
+                // secret is put in, and the rules checked, for that host alone.
                 if let Some(name) = name.filter(|name| !name.eq_ignore_ascii_case(host)) {
                     self.shared.denials.deny(
                         host,
@@ -275,6 +293,24 @@ impl Connection<'_> {
             return self
                 .forward_request(stream, upstream, &request, (host, port, &path), body)
                 .await;
+        } else if bound.rules.governs(host) {
+            // What is neither TLS nor HTTP/1 cannot be checked against the rules.
+            self.shared.denials.deny(
+                host,
+                Some(port),
+                Via::Connect,
+                DenyReason::Request {
+                    method: String::new(),
+                    path: String::new(),
+                    rule: None,
+                    unreadable: Some(
+                        "request rules confine this host, and the connection speaks \
+                         neither HTTP/1 nor TLS, so its requests cannot be checked"
+                            .into(),
+                    ),
+                },
+            );
+            return Ok(());
         }
         splice(stream, upstream, first).await
     }
@@ -308,6 +344,10 @@ impl Connection<'_> {
                 .await
             }
         };
+        // Refused before any connection is made: the host learns nothing of it.
+        if let Some(denial) = self.ruled_out(&request, (&host, 80), &path) {
+            return Self::refuse(&mut stream, Refusal::Denied(denial)).await;
+        }
         let upstream = match self.open(&host, 80, Via::Http).await {
             Ok(upstream) => upstream,
             Err(refusal) => return Self::refuse(&mut stream, refusal).await,
@@ -334,7 +374,7 @@ impl Connection<'_> {
         };
         let bound = self.shared.secrets();
         match self.open(&name, 443, Via::Tls).await {
-            Ok(upstream) if bound.injector.binds(&name) => {
+            Ok(upstream) if bound.sees_through(&name) => {
                 intercept(self.interceptor(bound), stream, buf, upstream, (&name, 443)).await
             }
             Ok(upstream) => splice(stream, upstream, buf).await,
@@ -362,9 +402,12 @@ impl Connection<'_> {
                 return respond(&mut stream, "400 Bad Request", &format!("sandlot: {why}\n")).await
             }
         };
+        if let Some(denial) = self.ruled_out(request, (host, port), path) {
+            return Self::refuse(&mut stream, Refusal::Denied(denial)).await;
+        }
+        let bound = self.shared.secrets();
         body.truncate(usize::try_from(length).unwrap_or(usize::MAX));
         let rest = length - body.len() as u64;
-        let bound = self.shared.secrets();
         let secrets = &bound.injector;
         let head = if secrets.binds(host) {
             let mut request = request.clone();

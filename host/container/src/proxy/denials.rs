@@ -1,6 +1,7 @@
 //! [`Denials`]: what one proxy refused, kept for the run to report.
 
-use sandlot_core::egress::{Denial, DenyReason, Via};
+use sandlot_core::egress::http::Request;
+use sandlot_core::egress::{Denial, DenyReason, RequestRules, Ruling, Via};
 use std::sync::Mutex;
 
 /// Denials kept for one run; a loop that is refused a million times reports the first.
@@ -25,6 +26,34 @@ impl Denials {
             denials.push(denial.clone());
         }
         denial
+    }
+
+    /// Records and returns the denial of `request` (for `path`, to `host:port`,
+    /// reached `via`) if `rules` refuse it; `None` if they let it go.
+    pub(super) fn rule_out(
+        &self,
+        rules: &RequestRules,
+        request: &Request,
+        (host, port): (&str, u16),
+        path: &str,
+        via: Via,
+    ) -> Option<Denial> {
+        let Ruling::Denied { rule, unreadable } = rules.rule(&request.method, host, path) else {
+            return None;
+        };
+        // The query is the code's to fill: it is not part of what a rule matches.
+        let path = path.split(['?', '#']).next().unwrap_or_default();
+        Some(self.deny(
+            host,
+            Some(port),
+            via,
+            DenyReason::Request {
+                method: request.method.clone(),
+                path: path.to_string(),
+                rule: rule.map(ToString::to_string),
+                unreadable,
+            },
+        ))
     }
 
     /// What was refused since the last call.

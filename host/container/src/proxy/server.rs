@@ -9,7 +9,7 @@ use super::intercept::{bundle, Authority};
 use super::shared::{Access, Shared};
 
 use sandlot_agent::InstallToken;
-use sandlot_core::egress::{AllowList, Denial};
+use sandlot_core::egress::{AllowList, Denial, RequestRules};
 use sandlot_core::secret::Injector;
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,11 +114,24 @@ impl EgressProxy {
     /// back ([`Injector`]); replaces the secrets bound before (a pooled sandbox lent
     /// to another session keeps none of the last one's).
     pub fn bind_secrets(&self, secrets: Arc<Injector>) {
-        *self
+        let mut bound = self
             .shared
             .secrets
             .write()
-            .unwrap_or_else(|e| e.into_inner()) = Arc::new(Bound::new(secrets));
+            .unwrap_or_else(|e| e.into_inner());
+        *bound = Arc::new(Bound::new(secrets, bound.rules.clone()));
+    }
+
+    /// From the next request on, lets through to the hosts `rules` name only the
+    /// requests they allow ([`RequestRules`]), reading each (through TLS, with the
+    /// proxy's CA); replaces the rules before.
+    pub fn set_request_rules(&self, rules: RequestRules) {
+        let mut bound = self
+            .shared
+            .secrets
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        *bound = Arc::new(Bound::new(bound.injector.clone(), Arc::new(rules)));
     }
 
     /// Writes, in `dir` (the directory the sandbox finds the proxy's socket in), the

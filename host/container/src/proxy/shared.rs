@@ -32,15 +32,16 @@ pub(super) struct Shared {
     /// The token of the install under way, if one is: its connections reach any
     /// public destination, and end when it changes.
     pub(super) install: tokio::sync::watch::Sender<Option<InstallToken>>,
-    /// The session's secrets bound to hosts: put into requests to those hosts.
+    /// The session's secrets bound to hosts, put into requests to those hosts, and
+    /// its request rules.
     pub(super) secrets: RwLock<Arc<Bound>>,
     /// The proxy's own CA, which the sandbox trusts.
     pub(super) authority: Authority,
 }
 
 impl Shared {
-    /// The bound secrets as they are now: a connection takes them once, when it is
-    /// read.
+    /// The bound secrets and rules as they are now: a connection takes them once,
+    /// when it is read.
     pub(super) fn secrets(&self) -> Arc<Bound> {
         self.secrets
             .read()

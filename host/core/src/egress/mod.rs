@@ -22,8 +22,11 @@
 pub mod dns;
 #[doc(hidden)]
 pub mod http;
+mod rules;
 #[doc(hidden)]
 pub mod tls;
+
+pub use rules::{InvalidRule, RequestRule, RequestRules, RuleAction, Ruling};
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
@@ -412,6 +415,17 @@ impl Denial {
             DenyReason::BoundElsewhere { named } => DenyReason::BoundElsewhere {
                 named: mask(&named),
             },
+            DenyReason::Request {
+                method,
+                path,
+                rule,
+                unreadable,
+            } => DenyReason::Request {
+                method: mask(&method),
+                path: mask(&path),
+                rule,
+                unreadable: unreadable.map(|why| mask(&why)),
+            },
             other => other,
         };
         Denial {
@@ -446,6 +460,8 @@ pub enum Via {
     Connect,
     /// A TLS connection: its client hello named the server.
     Tls,
+    /// A request the proxy read through TLS, to a host whose requests it checks.
+    Https,
 }
 
 impl fmt::Display for Via {
@@ -455,6 +471,7 @@ impl fmt::Display for Via {
             Via::Http => "http",
             Via::Connect => "connect",
             Via::Tls => "tls",
+            Via::Https => "https",
         })
     }
 }
@@ -493,6 +510,17 @@ pub enum DenyReason {
         /// The server name or `Host` it named (empty if none, or several).
         named: String,
     },
+    /// A request the policy's request rules ([`RequestRules`]) refuse.
+    Request {
+        /// Its method.
+        method: String,
+        /// Its path, without the query.
+        path: String,
+        /// The deny rule that matched; `None` when no allow rule of the host did.
+        rule: Option<String>,
+        /// Why its path could not be checked against the rules, when that is why.
+        unreadable: Option<String>,
+    },
 }
 
 impl fmt::Display for DenyReason {
@@ -526,6 +554,21 @@ impl fmt::Display for DenyReason {
                 f,
                 "a connection to a host a secret is bound to named `{named}` inside; \
                  it must name the host it connected to, and only that one"
+            ),
+            DenyReason::Request {
+                unreadable: Some(why),
+                ..
+            } => write!(f, "{why}"),
+            DenyReason::Request {
+                method,
+                path,
+                rule: Some(rule),
+                ..
+            } => write!(f, "`{method} {path}` is refused by the rule `{rule}`"),
+            DenyReason::Request { method, path, .. } => write!(
+                f,
+                "no request rule of this host allows `{method} {path}`; add one to the \
+                 policy's requests"
             ),
         }
     }

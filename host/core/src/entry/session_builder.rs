@@ -285,6 +285,10 @@ impl SessionBuilder {
         self.sandlot
             .plugins()
             .check_restricted(&self.request.policy.restricted)?;
+        self.request
+            .policy
+            .check_requests()
+            .map_err(|reason| crate::error::Error::InvalidPolicy { reason })?;
         let kernel = match self.request.one_shot {
             true => None,
             false => handler.kernel(Layout::WORKSPACE, &Layout.output_dir())?,

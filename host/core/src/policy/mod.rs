@@ -30,7 +30,7 @@ mod restricted;
 
 pub use restricted::{Restrictions, LISTED_SEVERITY};
 
-use crate::egress::AllowList;
+use crate::egress::{AllowList, RequestRules};
 use crate::error::{Error, Result};
 use crate::language::Severity;
 use serde::{Deserialize, Serialize};
@@ -139,6 +139,11 @@ pub struct Policy {
     /// Where it may go when [`Policy::network`] is [`Network::AllowList`]: names
     /// (`pypi.org`, `*.pythonhosted.org`) and networks (`10.0.0.0/8`).
     pub allow: AllowList,
+    /// Which requests to the listed hosts may go, by method and path
+    /// (`GET api.github.com/repos/**`, `deny DELETE *.example.com`), checked by the
+    /// egress proxy in each request, through TLS too ([`RequestRules`]). Only with
+    /// [`Network::AllowList`]; an allow rule's host must be listed.
+    pub requests: RequestRules,
     /// Mount the image's root filesystem read-only; only the workspace and `/tmp`
     /// (size-capped tmpfs) are writable.
     pub read_only_root: bool,
@@ -225,6 +230,10 @@ impl Policy {
             ),
             (PolicyField::Network, network_looser),
             (
+                PolicyField::Requests,
+                self.network == Network::AllowList && self.requests.looser_than(&base.requests),
+            ),
+            (
                 PolicyField::ReadOnlyRoot,
                 base.read_only_root && !self.read_only_root,
             ),
@@ -276,6 +285,7 @@ impl Default for Policy {
             restricted: Restrictions::none(),
             network: Network::InstallOnly,
             allow: AllowList::empty(),
+            requests: RequestRules::none(),
             read_only_root: true,
             uid: 1000,
             gid: 1000,
@@ -316,6 +326,8 @@ pub enum PolicyField {
     Restricted,
     /// [`Policy::network`].
     Network,
+    /// [`Policy::requests`].
+    Requests,
     /// [`Policy::read_only_root`].
     ReadOnlyRoot,
     /// [`Policy::uid`].
@@ -338,11 +350,12 @@ pub enum PolicyField {
 
 impl PolicyField {
     /// Every field, in declaration order.
-    pub const ALL: [PolicyField; 13] = [
+    pub const ALL: [PolicyField; 14] = [
         PolicyField::Analyze,
         PolicyField::BlockAt,
         PolicyField::Restricted,
         PolicyField::Network,
+        PolicyField::Requests,
         PolicyField::ReadOnlyRoot,
         PolicyField::Uid,
         PolicyField::Gid,
@@ -373,6 +386,7 @@ impl std::fmt::Display for PolicyField {
             PolicyField::BlockAt => "block_at",
             PolicyField::Restricted => "restricted",
             PolicyField::Network => "network",
+            PolicyField::Requests => "requests",
             PolicyField::ReadOnlyRoot => "read_only_root",
             PolicyField::Uid => "uid",
             PolicyField::Gid => "gid",
@@ -512,6 +526,7 @@ pub(crate) struct PolicySettings {
     restricted: Option<Restrictions>,
     network: Option<Network>,
     allow: Option<AllowList>,
+    requests: Option<RequestRules>,
     read_only_root: Option<bool>,
     uid: Option<u32>,
     gid: Option<u32>,
@@ -534,6 +549,7 @@ impl PolicySettings {
             restricted: self.restricted.clone().unwrap_or(base.restricted),
             network: self.network.unwrap_or(base.network),
             allow: self.allow.clone().unwrap_or(base.allow),
+            requests: self.requests.clone().unwrap_or(base.requests),
             read_only_root: self.read_only_root.unwrap_or(base.read_only_root),
             uid: self.uid.unwrap_or(base.uid),
             gid: self.gid.unwrap_or(base.gid),
@@ -571,6 +587,7 @@ impl PolicySettings {
                     .unwrap_or_default()
             ));
         }
+        policy.check_requests()?;
         if policy.pids_limit == 0 || policy.cpu_millis == 0 || policy.workdir_size == 0 {
             return Err("pids_limit, cpu_millis and workdir_size must be more than 0".to_string());
         }
@@ -579,6 +596,33 @@ impl PolicySettings {
 }
 
 impl Policy {
+    /// Whether [`Policy::requests`] can hold: rules only where the proxy reads an
+    /// allow-list's requests, and an allow rule only for a listed host (a rule
+    /// narrows the list, it does not add to it).
+    pub fn check_requests(&self) -> std::result::Result<(), String> {
+        if self.requests.is_empty() {
+            return Ok(());
+        }
+        if self.network != Network::AllowList {
+            return Err(format!(
+                "requests narrow what an allow-list lets through, but network is \"{}\"; \
+                 set network = \"allow-list\" and list the hosts",
+                self.network.name()
+            ));
+        }
+        for rule in self.requests.rules() {
+            let host = AllowList::from(vec![rule.host().clone()]);
+            if rule.action() == crate::egress::RuleAction::Allow && !host.within(&self.allow) {
+                return Err(format!(
+                    "the request rule `{rule}` is for {}, which allow does not list; \
+                     add it to allow",
+                    rule.host()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Reads a policy written as `sandlot.toml`'s `[policy]` section is (a `preset`
     /// and overrides); `origin` names it in errors, which give the key and the line.
     pub fn from_toml(text: &str, origin: &Path) -> Result<Policy> {

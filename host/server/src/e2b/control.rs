@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use sandlot_core::egress::http::percent_decode;
 use sandlot_core::error::Error;
 use serde::Deserialize;
 use serde_json::Value;
@@ -367,24 +368,6 @@ fn metadata_filter(filter: &str) -> Result<Vec<(String, String)>, E2bError> {
         pairs.push((key, value));
     }
     Ok(pairs)
-}
-
-/// `%XX` escapes decoded; `None` for a broken escape or bytes that are not UTF-8.
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 async fn kill(

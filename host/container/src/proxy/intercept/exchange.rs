@@ -1,13 +1,13 @@
 //! The requests of one connection the proxy sees through TLS: each checked for its
-//! host, the bound secrets put in, sent on; the answers relayed back with the
-//! values hidden again.
+//! host and against the request rules, the bound secrets put in, sent on; the
+//! answers relayed back with the values hidden again.
 
 use super::super::denials::Denials;
 use super::super::head::{next_head, respond, within, Io};
 use super::super::relay::{copy, copy_back, idle_limited, Activity};
+use super::Bound;
 use sandlot_core::egress::http::{Request, Target};
 use sandlot_core::egress::{DenyReason, Via};
-use sandlot_core::secret::Injector;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// A request let through: its head, its path and query, its body's length.
@@ -29,12 +29,12 @@ pub(super) async fn exchange(
     mut client: impl AsyncRead + AsyncWrite + Unpin,
     upstream: impl AsyncRead + AsyncWrite + Unpin,
     (host, port): (&str, u16),
-    secrets: &Injector,
+    bound: &Bound,
 ) -> Io {
     let mut buf = Vec::new();
     let first = match within(next_head(&mut client, &mut buf)).await? {
         None => return Ok(()),
-        Some(head) => check(denials, head, (host, port)),
+        Some(head) => check(denials, bound, head, (host, port)),
     };
     let checked = match first {
         Ok(checked) => checked,
@@ -46,11 +46,16 @@ pub(super) async fn exchange(
     let sending = Sending {
         denials,
         to: (host, port),
-        secrets,
+        bound,
         activity: &activity,
     };
     let up = sending.all(&mut client_read, server_write, buf, checked);
-    let down = copy_back(&mut server_read, &mut client_write, &activity, secrets);
+    let down = copy_back(
+        &mut server_read,
+        &mut client_write,
+        &activity,
+        &bound.injector,
+    );
     tokio::pin!(up, down);
     idle_limited(
         async {
@@ -71,7 +76,7 @@ pub(super) async fn exchange(
 struct Sending<'a> {
     denials: &'a Denials,
     to: (&'a str, u16),
-    secrets: &'a Injector,
+    bound: &'a Bound,
     activity: &'a Activity,
 }
 
@@ -94,7 +99,7 @@ impl Sending<'_> {
                 length,
             } = checked;
             buf.drain(..request.length);
-            self.secrets.inject(host, &mut request, &mut path);
+            self.bound.injector.inject(host, &mut request, &mut path);
             server
                 .write_all(&request.for_server_kept(host, port, &path))
                 .await?;
@@ -106,7 +111,7 @@ impl Sending<'_> {
             // An idle connection waits for its next request as long as a new one
             // would for its first.
             checked = match within(next_head(client, &mut buf)).await {
-                Ok(Some(head)) => match check(self.denials, head, self.to) {
+                Ok(Some(head)) => match check(self.denials, self.bound, head, self.to) {
                     Ok(checked) => checked,
                     Err(_) => break,
                 },
@@ -117,10 +122,11 @@ impl Sending<'_> {
     }
 }
 
-/// Whether the request `head` may go to `host`: it names that host and only it, and
-/// frames its body with a length.
+/// Whether the request `head` may go to `host`: it names that host and only it,
+/// the request rules allow it, and it frames its body with a length.
 fn check(
     denials: &Denials,
+    bound: &Bound,
     head: Result<Request, String>,
     (host, port): (&str, u16),
 ) -> Result<Checked, Refused> {
@@ -143,6 +149,13 @@ fn check(
     match request.host_header() {
         Some(named) if named.eq_ignore_ascii_case(host) => {}
         named => return Err(elsewhere(denials, &named.unwrap_or_default(), (host, port))),
+    }
+    if let Some(denial) = denials.rule_out(&bound.rules, &request, (host, port), &path, Via::Https)
+    {
+        return Err(Refused(
+            "403 Forbidden",
+            format!("sandlot: egress to {denial}\n"),
+        ));
     }
     let length = request
         .body_length()

@@ -1,4 +1,5 @@
-//! Seeing through TLS to a host a secret is bound to, and nowhere else: the proxy
+//! Seeing through TLS to a host a secret is bound to or request rules name, and
+//! nowhere else: the proxy
 //! answers the sandbox's TLS with a certificate its own CA ([`Authority`]) signs
 //! for that host, opens TLS to the host itself, verified for real ([`upstream`]),
 //! and reads the requests between, one by one ([`exchange`]), to put the secret in.
@@ -74,9 +75,7 @@ pub(super) async fn intercept(
     let mut client =
         within(tokio_rustls::TlsAcceptor::from(leaf).accept(Rewound::new(first, client))).await?;
     match verified {
-        Ok(upstream) => {
-            exchange::exchange(denials, client, upstream, (host, port), &bound.injector).await
-        }
+        Ok(upstream) => exchange::exchange(denials, client, upstream, (host, port), &bound).await,
         Err(why) => {
             let body = format!(
                 "sandlot: {host}:{port} could not be verified, so the secret bound to it was \
