@@ -1970,17 +1970,7 @@ fn request_rules_from_the_command_line_confine_a_host() {
         return;
     }
     let servers = support::EgressServers::start();
-    let code = format!(
-        "import os, urllib.request, urllib.error\n\
-         os.environ['no_proxy'] = os.environ['NO_PROXY'] = ''\n\
-         def get(path):\n\
-         \x20   try:\n\
-         \x20       return urllib.request.urlopen('http://localhost:{}' + path, timeout=20).status\n\
-         \x20   except urllib.error.HTTPError as e:\n\
-         \x20       return e.code\n\
-         print(get('/ok/1'), get('/no'))",
-        servers.echo
-    );
+    let code = servers.statuses_code(&["/ok/1", "/no"]);
     let (output, stdout, stderr) = run(&mut sandlot_run(
         home.path(),
         &[

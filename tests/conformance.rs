@@ -20,7 +20,9 @@ mod rules;
 mod secrets;
 mod support;
 
-use rules::request_rules_let_through_only_what_they_allow;
+use rules::{
+    request_rules_change_on_a_live_session, request_rules_let_through_only_what_they_allow,
+};
 use sandlot::backend::pool::{Exhausted, PoolOptions};
 use sandlot::{
     Capability, EndReason, Error, ErrorKind, Execution, Interrupt, Limits, Network, Policy,
@@ -2092,6 +2094,7 @@ macro_rules! conformance {
             #[test] fn bound_secrets_reach_their_host_and_nothing_else() { if super::here($backend) { super::bound_secrets_reach_their_host_and_nothing_else($backend) } }
             #[test] fn bound_secrets_go_through_tls_to_their_host_alone() { if super::here($backend) { super::bound_secrets_go_through_tls_to_their_host_alone($backend) } }
             #[test] fn request_rules_let_through_only_what_they_allow() { if super::here($backend) { super::request_rules_let_through_only_what_they_allow($backend) } }
+            #[test] fn request_rules_change_on_a_live_session() { if super::here($backend) { super::request_rules_change_on_a_live_session($backend) } }
             #[test] fn working_directory_travels_with_the_run() { if super::here($backend) { super::working_directory_travels_with_the_run($backend) } }
             #[test] fn capabilities_are_what_they_say() { if super::here($backend) { super::capabilities_are_what_they_say($backend) } }
             #[test] fn state_lives_across_runs() { if super::here($backend) { super::state_lives_across_runs($backend) } }

@@ -90,6 +90,7 @@ async fn exercise(client: &Client) -> String {
         "download_file",
         "run_shell",
         "list_sessions",
+        "update_network",
     ] {
         assert!(
             tools.iter().any(|t| t == tool),
@@ -209,6 +210,32 @@ async fn exercise(client: &Client) -> String {
     assert_eq!(opened["runs_with"], docker["runs_with"], "{opened}");
     assert_eq!(opened["keeps_variables"], true);
     let id = opened["session_id"].as_str().unwrap().to_string();
+    // Request rules narrow an allow-list: a session with no network takes none, a
+    // rule that does not read is named, and lifting none is fine.
+    for (rules, says) in [
+        (json!(["GET api.example.com/v1/**"]), "allow-list"),
+        (
+            json!(["GET api.example.com/a/../b"]),
+            "`GET api.example.com/a/../b`",
+        ),
+    ] {
+        let refused = call(
+            client,
+            "update_network",
+            json!({ "session_id": id, "requests": rules }),
+        )
+        .await;
+        assert_eq!(refused.is_error, Some(true), "{refused:?}");
+        assert!(text_of(&refused).contains(says), "{}", text_of(&refused));
+    }
+    let lifted = call(
+        client,
+        "update_network",
+        json!({ "session_id": id, "requests": [] }),
+    )
+    .await;
+    assert_ne!(lifted.is_error, Some(true), "{lifted:?}");
+    assert_eq!(json_of(&lifted)["requests"], json!([]));
     let set = call(
         client,
         "run_in_session",

@@ -128,13 +128,16 @@ async fn get(url: &str, token: &str) -> Value {
 }
 
 async fn post(url: &str, token: &str, body: Value) -> (u16, Value) {
-    let response = client()
-        .post(url)
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    send(client().post(url), token, body).await
+}
+
+async fn put(url: &str, token: &str, body: Value) -> (u16, Value) {
+    send(client().put(url), token, body).await
+}
+
+/// `request` with `token` and the JSON `body`; the status and the JSON answer.
+async fn send(request: reqwest::RequestBuilder, token: &str, body: Value) -> (u16, Value) {
+    let response = request.bearer_auth(token).json(&body).send().await.unwrap();
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
 }
@@ -1320,10 +1323,15 @@ async fn alice_runs(server: &Server, id: &str, code: &str) -> String {
 
 /// Alice's session of `language` on wasm, its id.
 async fn alice_opens(server: &Server, language: &str) -> String {
+    alice_opens_on(server, language, "wasm").await
+}
+
+/// Opens a session of `language` on `backend` as Alice; its id.
+async fn alice_opens_on(server: &Server, language: &str, backend: &str) -> String {
     let (status, opened) = post(
         &server.at("/v1/sessions"),
         ALICE,
-        json!({ "language": language, "backend": "wasm" }),
+        json!({ "language": language, "backend": backend }),
     )
     .await;
     assert_eq!(status, 201, "{opened}");
@@ -2078,4 +2086,62 @@ async fn no_process_the_server_starts_holds_its_environment() {
         outside_seen, 2,
         "the upstream server and the worker: {processes:?}"
     );
+}
+
+/// A client narrows its live session's request rules over `PUT
+/// /v1/sessions/{id}/network`, and the code's next request meets them; it may not
+/// drop the server's rules, widen a host the server confines or name a host the
+/// allow-list does not hold, and such an update changes nothing.
+#[tokio::test]
+async fn a_client_narrows_its_sessions_request_rules_live() {
+    if !needs(&[Need::Backend("native")]) {
+        return;
+    }
+    let servers = support::EgressServers::start();
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "network = \"allow-list\"\nallow = [\"localhost\", \"127.0.0.1/32\"]\n\
+         requests = [\"GET localhost/ok/**\"]\n",
+    )
+    .unwrap();
+    let server = Server::start(&["--policy", policy.to_str().unwrap()]);
+    let id = alice_opens_on(&server, "python", "native").await;
+    let network = server.at(&format!("/v1/sessions/{id}/network"));
+    let code = servers.statuses_code(&["/ok/1", "/ok/secret/2"]);
+    let statuses = |run: &Value| run["stdout"].as_str().unwrap_or_default().to_string();
+    let run_url = server.at(&format!("/v1/sessions/{id}/run"));
+    let (_, before) = post(&run_url, ALICE, json!({ "code": code })).await;
+    assert_eq!(statuses(&before), "200 200\n", "{before}");
+
+    for (rules, status, says) in [
+        (json!([]), 403, "policy.requests"),
+        (
+            json!(["GET localhost/ok/**", "POST localhost/**"]),
+            403,
+            "policy.requests",
+        ),
+        (
+            json!(["GET localhost/ok/**", "GET elsewhere.test"]),
+            400,
+            "elsewhere.test",
+        ),
+        (json!(["GET localhost/a/../b"]), 422, "segment"),
+    ] {
+        let (got, answer) = put(&network, ALICE, json!({ "requests": rules })).await;
+        assert_eq!(got, status, "{rules}: {answer}");
+        assert!(answer.to_string().contains(says), "{rules}: {answer}");
+    }
+    let narrower = json!(["GET localhost/ok/**", "deny localhost/ok/secret/**"]);
+    let (status, answer) = put(&network, ALICE, json!({ "requests": narrower })).await;
+    assert_eq!((status, &answer["requests"]), (200, &narrower), "{answer}");
+    // Bob's token does not reach Alice's session.
+    let (status, _) = put(&network, BOB, json!({ "requests": narrower })).await;
+    assert_eq!(status, 404);
+
+    let (_, after) = post(&run_url, ALICE, json!({ "code": code })).await;
+    assert_eq!(statuses(&after), "200 403\n", "{after}");
+    let denied = after["egress_denied"].to_string();
+    assert!(denied.contains("deny localhost/ok/secret/**"), "{after}");
 }

@@ -5,6 +5,8 @@
 use super::secrets::open_listed;
 use super::support;
 use sandlot::egress::DenyReason;
+use sandlot::session::NetworkUpdate;
+use sandlot::ErrorKind;
 
 /// `localhost` is confined to `GET /ok/**` and `POST /ok/form`, minus
 /// `/ok/secret/**`; `127.0.0.1` is listed with no rule. Over HTTPS (the proxy sees
@@ -93,4 +95,45 @@ print(plain('GET', 'localhost', '/ok/b'), plain('DELETE', 'localhost', '/ok/b'),
         "{backend}: {:#?}",
         run.egress_denied
     );
+}
+
+/// Rules changed on a live session hold from the code's next request: what they
+/// now refuse is refused, what they now allow goes; an update that cannot hold
+/// (an allow rule for a host the allow-list does not hold) is refused and changes
+/// nothing.
+pub(crate) fn request_rules_change_on_a_live_session(backend: &str) {
+    let servers = support::EgressServers::start();
+    let Some(mut session) = open_listed(
+        backend,
+        ["GET localhost/ok/**"].try_into().unwrap(),
+        None,
+        |_| {},
+    ) else {
+        return;
+    };
+    let code = servers.statuses_code(&["/ok/1", "/later/1"]);
+    let statuses = |session: &mut sandlot::Session| {
+        let run = session.run(&code).unwrap();
+        assert_eq!(run.exit_code, 0, "{backend}: {}", run.stderr_text());
+        run.stdout_text().into_owned()
+    };
+    assert_eq!(statuses(&mut session), "200 403\n", "{backend}");
+    session
+        .update_network(NetworkUpdate::requests(
+            ["GET localhost/later/**"].try_into().unwrap(),
+        ))
+        .unwrap();
+    assert_eq!(statuses(&mut session), "403 200\n", "{backend}");
+    assert_eq!(
+        session.policy().requests.to_string(),
+        "GET localhost/later/**"
+    );
+    let refused = session
+        .update_network(NetworkUpdate::requests(
+            ["GET elsewhere.test"].try_into().unwrap(),
+        ))
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{refused}");
+    assert!(refused.to_string().contains("elsewhere.test"), "{refused}");
+    assert_eq!(statuses(&mut session), "403 200\n", "{backend}");
 }

@@ -175,6 +175,23 @@ def test_a_closed_session_used_again_says_it_is_closed(host):
         session.run("print(1)")
 
 
+def test_request_rules_are_read_and_refused_where_they_cannot_hold(host):
+    policy = sandlot.Policy(network="allow-list", allow=["api.example.com"],
+                            requests=["GET api.example.com/v1/**"])
+    assert policy == sandlot.Policy.from_toml(
+        'network = "allow-list"\nallow = ["api.example.com"]\nrequests = ["GET api.example.com/v1/**"]')
+    with pytest.raises(sandlot.InvalidInputError, match="api.example.com/a/../b"):
+        sandlot.Policy(network="allow-list", allow=["api.example.com"],
+                       requests=["GET api.example.com/a/../b"])
+    with host.session("python", backend="wasm") as session:
+        # A wasm session has no network, so no allow-list to narrow.
+        with pytest.raises(sandlot.InvalidInputError, match="allow-list"):
+            session.update_network(["GET api.example.com/v1/**"])
+        with pytest.raises(sandlot.InvalidInputError, match="not a method"):
+            session.update_network(["G3T api.example.com"])
+        assert session.update_network([]) == []
+
+
 def test_opening_and_closing_200_sessions_leaks_no_fd_or_thread(host):
     def counts():
         return len(os.listdir("/proc/self/fd")), threading.active_count(), len(

@@ -211,6 +211,28 @@ impl EgressServers {
         }
     }
 
+    /// Python that prints on one line the status of a plain `GET` of each of `paths`
+    /// from `echo` on `localhost`, through the sandbox's proxy (a refusal is the
+    /// proxy's `403`).
+    pub fn statuses_code(&self, paths: &[&str]) -> String {
+        format!(
+            "import os, urllib.request, urllib.error\n\
+             os.environ['no_proxy'] = os.environ['NO_PROXY'] = ''\n\
+             def get(path):\n\
+             \x20   try:\n\
+             \x20       return urllib.request.urlopen('http://localhost:{}' + path, timeout=20).status\n\
+             \x20   except urllib.error.HTTPError as e:\n\
+             \x20       return e.code\n\
+             print({})",
+            self.echo,
+            paths
+                .iter()
+                .map(|p| format!("get({p:?})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+
     /// The heads of the requests `echo` got, in order.
     pub fn received(&self) -> Vec<String> {
         std::fs::read_to_string(self.received.path())

@@ -41,6 +41,12 @@ pub trait SandboxHandle: Send {
     /// ([`crate::proxy::EgressProxy::bind_secrets`]); nothing for an engine without
     /// one.
     fn bind_secrets(&mut self, _secrets: std::sync::Arc<sandlot_core::secret::Injector>) {}
+    /// Hands request rules to the engine's egress proxy
+    /// ([`crate::proxy::EgressProxy::set_request_rules`]); an engine without one takes
+    /// none.
+    fn set_request_rules(&mut self, rules: &sandlot_core::egress::RequestRules) -> Result<()> {
+        crate::proxy::EgressProxy::set_request_rules_on(None, &self.name(), rules)
+    }
 }
 
 /// A sandbox whose agent runs plans, shell commands and file requests, on behalf of
@@ -318,6 +324,10 @@ impl Sandbox for AgentSandbox {
 
     fn bind_secrets(&mut self, secrets: std::sync::Arc<sandlot_core::secret::Injector>) {
         self.handle.bind_secrets(secrets);
+    }
+
+    fn set_request_rules(&mut self, rules: &sandlot_core::egress::RequestRules) -> Result<()> {
+        self.handle.set_request_rules(rules)
     }
 }
 

@@ -98,6 +98,11 @@ impl SandboxHandle for Container {
         }
     }
 
+    fn set_request_rules(&mut self, rules: &sandlot_core::egress::RequestRules) -> Result<()> {
+        let name = self.name();
+        EgressProxy::set_request_rules_on(self.egress.as_ref().map(Egress::proxy), &name, rules)
+    }
+
     fn destroy(&mut self) {
         if !std::mem::replace(&mut self.removed, true) {
             // Kill and delete in one request: no graceful stop, nothing to wait for.

@@ -63,6 +63,14 @@ impl SandboxHandle for Jail {
         }
     }
 
+    fn set_request_rules(
+        &mut self,
+        rules: &sandlot_core::egress::RequestRules,
+    ) -> sandlot_core::error::Result<()> {
+        let name = self.name();
+        EgressProxy::set_request_rules_on(self.egress.as_ref(), &name, rules)
+    }
+
     fn destroy(&mut self) {
         if let Some(mut child) = self.child.take() {
             // The agent was told first (the host hung up) and is taking everything

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// Keys: ``analyze``, ``block_at`` (``"never"``, ``"low"`` ... ``"critical"``),
 /// ``report_at``, ``restricted`` (``{"python": [{"module": "socket"}]}``),
 /// ``network`` (``"off"``, ``"install-only"``, ``"allow-list"``, ``"on"``),
-/// ``allow``, ``read_only_root``, ``uid``, ``gid``, ``drop_capabilities``,
+/// ``allow``, ``requests`` (``["GET api.github.com/repos/**"]``), ``read_only_root``, ``uid``, ``gid``, ``drop_capabilities``,
 /// ``no_new_privileges``, ``pids_limit``, ``cpu_millis``, ``workdir_size``,
 /// ``seccomp``. An unknown key or a wrong value raises ``InvalidInputError``.
 #[pyclass(module = "sandlot", frozen, eq)]

@@ -328,6 +328,25 @@ impl Session {
             .collect())
     }
 
+    /// Replaces the session's request rules (``"GET api.github.com/repos/**"``,
+    /// ``"deny DELETE *.example.com"``; ``[]`` lifts them) from its code's next
+    /// request on, and returns the rules now in force. Rules narrow an allow-list:
+    /// a session without one, or a rule for a host it does not list, raises
+    /// ``InvalidInputError`` and changes nothing.
+    fn update_network(&self, py: Python<'_>, requests: Vec<String>) -> PyResult<Vec<String>> {
+        let rules = sandlot::egress::RequestRules::try_from(requests)
+            .map_err(|e| crate::errors::invalid(py, e.to_string()))?;
+        self.with_session(py, None, move |s| {
+            s.update_network(sandlot::session::NetworkUpdate::requests(rules))?;
+            Ok(s.policy()
+                .requests
+                .rules()
+                .iter()
+                .map(ToString::to_string)
+                .collect())
+        })
+    }
+
     /// Ends the session and removes its sandbox. Calling it again does nothing.
     fn close(&self, py: Python<'_>) {
         let inner = self.inner.clone();

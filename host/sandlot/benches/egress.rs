@@ -92,6 +92,9 @@ async fn server(config: Arc<rustls::ServerConfig>) -> u16 {
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
+            // As servers do: an answer's head and body, written apart, must not wait
+            // on each other's acknowledgement.
+            stream.set_nodelay(true).unwrap();
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
                 let Ok(mut stream) = acceptor.accept(stream).await else {
@@ -121,6 +124,10 @@ async fn server(config: Arc<rustls::ServerConfig>) -> u16 {
                             return;
                         }
                         left -= n;
+                    }
+                    // What TLS kept back goes out now, not with the next answer.
+                    if stream.flush().await.is_err() {
+                        return;
                     }
                 }
             });
@@ -212,6 +219,7 @@ impl Proxy {
             self.token
         );
         tls.write_all(request.as_bytes()).await.unwrap();
+        tls.flush().await.unwrap();
         answer(tls, &mut Vec::new()).await
     }
 }

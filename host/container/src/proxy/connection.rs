@@ -111,7 +111,12 @@ impl Connection<'_> {
         let mut last = String::from("no address");
         for address in addresses {
             match tokio::time::timeout(CONNECT_DEADLINE, TcpStream::connect(address)).await {
-                Ok(Ok(stream)) => return Ok(stream),
+                Ok(Ok(stream)) => {
+                    // A request's head and body, or an answer's pieces, are written
+                    // as they come: none waits on the last one's acknowledgement.
+                    let _ = stream.set_nodelay(true);
+                    return Ok(stream);
+                }
                 Ok(Err(e)) => last = format!("{address}: {e}"),
                 Err(_) => last = format!("{address}: no answer in {CONNECT_DEADLINE:?}"),
             }
@@ -125,9 +130,8 @@ impl Connection<'_> {
     /// connection was checked against.
     fn interceptor(&self, bound: Arc<Bound>) -> Interceptor<'_> {
         Interceptor {
-            authority: &self.shared.authority,
+            shared: self.shared,
             bound,
-            denials: &self.shared.denials,
         }
     }
 

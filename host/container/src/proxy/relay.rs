@@ -114,7 +114,10 @@ async fn relay(
                     Some(echo) => to.write_all(&echo.push(&buf[..n])).await,
                     None => to.write_all(&buf[..n]).await,
                 };
-                if let Err(e) = written {
+                // A TLS stream keeps what the socket could not take yet until it is
+                // flushed: the tail of an answer would wait there for a next write
+                // that a kept-alive server never makes. (A no-op on a socket.)
+                if let Err(e) = written.and(to.flush().await) {
                     break Err(e);
                 }
             }

@@ -74,6 +74,7 @@ impl EgressProxy {
             access,
             install: tokio::sync::watch::Sender::new(None),
             secrets: Default::default(),
+            rules_changed: tokio::sync::watch::Sender::new(0),
             authority: Authority::new().map_err(std::io::Error::other)?,
         });
         let task = runtime.spawn(accept(listener, shared.clone()));
@@ -122,16 +123,48 @@ impl EgressProxy {
         *bound = Arc::new(Bound::new(secrets, bound.rules.clone()));
     }
 
-    /// From the next request on, lets through to the hosts `rules` name only the
-    /// requests they allow ([`RequestRules`]), reading each (through TLS, with the
-    /// proxy's CA); replaces the rules before.
+    /// From now on, lets through to the hosts `rules` name only the requests they
+    /// allow ([`RequestRules`]), reading each (through TLS, with the proxy's CA);
+    /// replaces the rules before. Rules that change end every connection open: one
+    /// checked against the old rules, or relayed unread to a host the new ones
+    /// name, would otherwise go on under them. Clients open a new connection for
+    /// their next request, which meets the new rules.
     pub fn set_request_rules(&self, rules: RequestRules) {
         let mut bound = self
             .shared
             .secrets
             .write()
             .unwrap_or_else(|e| e.into_inner());
+        if *bound.rules == rules {
+            return;
+        }
         *bound = Arc::new(Bound::new(bound.injector.clone(), Arc::new(rules)));
+        drop(bound);
+        self.shared.rules_changed.send_modify(|n| *n += 1);
+    }
+
+    /// [`EgressProxy::set_request_rules`] on a sandbox's proxy, for an engine's
+    /// [`SandboxHandle::set_request_rules`](crate::SandboxHandle::set_request_rules):
+    /// the sandbox `name` without a proxy takes no rules (its requests are not read).
+    pub fn set_request_rules_on(
+        proxy: Option<&EgressProxy>,
+        name: &str,
+        rules: &RequestRules,
+    ) -> sandlot_core::error::Result<()> {
+        match proxy {
+            Some(proxy) => {
+                proxy.set_request_rules(rules.clone());
+                Ok(())
+            }
+            None if rules.is_empty() => Ok(()),
+            None => Err(sandlot_core::error::Error::BackendCannot {
+                backend: name.to_string(),
+                capability: sandlot_core::capability::Capability::NetworkControl,
+                hint: "its sandbox has no egress proxy of sandlot's to read requests: \
+                       request rules go with network = \"allow-list\""
+                    .into(),
+            }),
+        }
     }
 
     /// Writes, in `dir` (the directory the sandbox finds the proxy's socket in), the
@@ -166,10 +199,16 @@ impl Drop for EgressProxy {
 pub(super) async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
     let mut connections = tokio::task::JoinSet::new();
     let mut install = shared.install.subscribe();
+    let mut rules = shared.rules_changed.subscribe();
     loop {
         tokio::select! {
-            // An install admitted is seen before its first connection is accepted.
+            // An install admitted, or rules changed, are seen before the next
+            // connection is accepted.
             biased;
+            Ok(()) = rules.changed() => {
+                rules.borrow_and_update();
+                connections.abort_all();
+            }
             // The code, stopped for the install, may have left connections that
             // hold the sandbox's slots (a first line never finished): they give
             // way to the install's.

@@ -35,6 +35,9 @@ pub(super) struct Shared {
     /// The session's secrets bound to hosts, put into requests to those hosts, and
     /// its request rules.
     pub(super) secrets: RwLock<Arc<Bound>>,
+    /// Bumped when the request rules change: every connection open then ends, so
+    /// that none outlives the rules it was checked against.
+    pub(super) rules_changed: tokio::sync::watch::Sender<u64>,
     /// The proxy's own CA, which the sandbox trusts.
     pub(super) authority: Authority,
 }

@@ -621,6 +621,23 @@ pub trait Sandbox: Send {
     /// The default does nothing: a sandbox with no egress proxy has no request a
     /// value could be put into, and its code holds the placeholders only.
     fn bind_secrets(&mut self, _secrets: std::sync::Arc<crate::secret::Injector>) {}
+    /// Lets the sandbox's egress proxy through, from the next request on, only the
+    /// requests `rules` allow to the hosts they name ([`crate::egress::RequestRules`]),
+    /// replacing the rules before. The default takes none: a sandbox without an
+    /// egress proxy of sandlot's cannot read its requests (and refuses the allow-list
+    /// rules go with).
+    fn set_request_rules(&mut self, rules: &crate::egress::RequestRules) -> Result<()> {
+        if rules.is_empty() {
+            return Ok(());
+        }
+        Err(Error::BackendCannot {
+            backend: self.name(),
+            capability: Capability::NetworkControl,
+            hint: "request rules are read by sandlot's egress proxy: use a backend that \
+                   takes an allow-list (docker or podman on this machine, native)"
+                .into(),
+        })
+    }
 }
 
 /// A place to run code.

@@ -23,6 +23,9 @@ struct Held {
     value: String,
     placeholder: String,
     binding: Binding,
+    /// What finds `value` in an answer, made once: every chunk of every answer
+    /// from a bound host is searched.
+    finder: memchr::memmem::Finder<'static>,
 }
 
 /// The bound secrets of one session, as its egress proxy applies them. Its `Debug`
@@ -72,6 +75,7 @@ impl Injector {
                 value: secret.value.clone(),
                 placeholder,
                 binding: binding.clone(),
+                finder: memchr::memmem::Finder::new(secret.value.as_bytes()).into_owned(),
             });
         }
         // Longest value first: one that contains another is replaced whole.
@@ -158,9 +162,8 @@ impl Injector {
     /// Every value in `bytes` overwritten by its placeholder, in place.
     fn hide(&self, bytes: &mut [u8]) {
         for held in &self.held {
-            let finder = memchr::memmem::Finder::new(held.value.as_bytes());
             let mut from = 0;
-            while let Some(at) = finder.find(&bytes[from..]) {
+            while let Some(at) = held.finder.find(&bytes[from..]) {
                 let start = from + at;
                 bytes[start..start + held.value.len()].copy_from_slice(held.placeholder.as_bytes());
                 from = start + held.value.len();
@@ -281,7 +284,9 @@ impl Echo<'_> {
         self.injector.hide(&mut self.pending);
         let held = self.injector.partial_suffix(&self.pending);
         let ready = self.pending.len() - held;
-        self.pending.drain(..ready).collect()
+        // The few bytes held back move; the chunk passed on does not.
+        let rest = self.pending.split_off(ready);
+        std::mem::replace(&mut self.pending, rest)
     }
 
     /// What is still held back: the end of the stream.

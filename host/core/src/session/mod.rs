@@ -26,6 +26,7 @@ mod files;
 pub(crate) mod gate;
 mod limits;
 mod namespace;
+mod network;
 mod options;
 mod plots;
 mod run;
@@ -39,6 +40,7 @@ mod tests;
 
 pub use async_session::AsyncSession;
 pub use limits::Limits;
+pub use network::NetworkUpdate;
 pub use options::RunOptions;
 pub(crate) use settings::Settings;
 pub use state::Session;

@@ -131,6 +131,9 @@ class AsyncSession:
     async def copy_out(self, src: str, dest: Any) -> list[Any]:
         return await self._host._call(self._sync.copy_out, src, dest)
 
+    async def update_network(self, requests: list[str]) -> list[str]:
+        return await self._host._call(self._sync.update_network, requests)
+
     async def close(self) -> None:
         await self._host._call(self._sync.close)
 

@@ -6,6 +6,7 @@ use super::ids::{ClientId, SessionId};
 use super::info::SessionInfo;
 use super::store::{self, PausedRecord};
 use sandlot_core::backend::BackendName;
+use sandlot_core::egress::RequestRules;
 use sandlot_core::error::{Error, Result};
 use sandlot_core::request::OpenRequest;
 use sandlot_core::secret::Masker;
@@ -27,6 +28,10 @@ pub(super) struct Entry {
     pub(super) last_used: Mutex<Instant>,
     /// What it was opened with: a resume opens its sandbox again with it.
     pub(super) request: OpenRequest,
+    /// The request rules its client set since it opened
+    /// ([`SessionManager::update_network`](super::SessionManager::update_network)),
+    /// which a resume opens its sandbox with instead of the request's.
+    pub(super) requests: Mutex<Option<RequestRules>>,
     /// What masks its secrets (the server's and its client's) in what the front
     /// ends build for its client.
     pub(super) masker: Masker,

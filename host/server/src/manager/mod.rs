@@ -25,6 +25,7 @@ mod ask;
 mod entry;
 mod ids;
 mod info;
+mod network;
 mod open;
 mod runs;
 mod settings;
@@ -47,7 +48,7 @@ use sandlot_core::policy::Policy;
 use sandlot_core::request::OpenRequest;
 use sandlot_core::secret::Masker;
 use sandlot_core::service::Service;
-use sandlot_core::session::{RunOptions, Session};
+use sandlot_core::session::{NetworkUpdate, RunOptions, Session};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -317,6 +318,19 @@ impl SessionManager {
     /// that its next call finds it ready.
     pub fn resume(&self, client: &ClientId, id: &SessionId) -> Result<()> {
         self.inner.in_session(client, id, |_| Ok(()))
+    }
+
+    /// Changes the network of session `id` of `client` as `update` says, from its
+    /// code's next request on ([`Session::update_network`]): refused
+    /// ([`Error::NotAllowed`](sandlot_core::Error::NotAllowed)) if it would let
+    /// through what the server's policy does not, and kept across a pause.
+    pub fn update_network(
+        &self,
+        client: &ClientId,
+        id: &SessionId,
+        update: NetworkUpdate,
+    ) -> Result<Policy> {
+        self.inner.update_network(client, id, update)
     }
 
     /// The sessions `client` has open.

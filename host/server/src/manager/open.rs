@@ -57,6 +57,7 @@ impl Inner {
             memory: AtomicU64::new(0),
             waiting: AtomicUsize::new(0),
             ending: AtomicBool::new(false),
+            requests: Mutex::new(None),
             running: Mutex::new(None),
             session: Mutex::new(Slot::Paused),
         });
@@ -226,6 +227,7 @@ impl Inner {
             memory: AtomicU64::new(bound),
             waiting: AtomicUsize::new(0),
             ending: AtomicBool::new(false),
+            requests: Mutex::new(None),
             running: Mutex::new(None),
             session: Mutex::new(Slot::Live(Box::new(session))),
         });

@@ -172,6 +172,14 @@ impl Inner {
             let snapshot = service.sandlot().open_snapshot(&path)?;
             let mut request = entry.request.clone();
             request.backend = snapshot.backend().into();
+            if let Some(rules) = entry
+                .requests
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+            {
+                request.policy.requests = rules;
+            }
             let builder = service.builder_for(&request);
             drop(service);
             builder.restore(&snapshot)?

@@ -103,6 +103,18 @@ pub(super) struct ForkSession {
     pub(super) count: Option<usize>,
 }
 
+/// Arguments of `update_network`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct UpdateNetwork {
+    /// The id `open_session` returned.
+    pub(super) session_id: String,
+    /// The request rules from now on, each `[allow|deny] [METHOD] HOST[/PATH]`
+    /// (`GET api.github.com/repos/**`); `[]` lifts them. Within the server's policy,
+    /// for hosts the session may reach.
+    pub(super) requests: Vec<String>,
+}
+
 /// Arguments naming a snapshot.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

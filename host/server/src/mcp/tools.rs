@@ -4,7 +4,7 @@
 
 use super::args::{
     DownloadFile, ExecuteCode, ForkSession, LanguageRef, OpenSession, RestoreSession, RunInSession,
-    RunShell, SessionRef, SnapshotRef, SnapshotSession, UploadFile,
+    RunShell, SessionRef, SnapshotRef, SnapshotSession, UpdateNetwork, UploadFile,
 };
 use super::content;
 use super::progress::{progress_options, progress_sent};
@@ -15,6 +15,7 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
+use sandlot_core::session::NetworkUpdate;
 use serde_json::json;
 
 #[tool_router(vis = "pub(super)")]
@@ -283,6 +284,30 @@ impl McpServer {
             Ok(forks) => answer(json!({
                 "session_ids": forks.iter().map(|f| f.id.clone()).collect::<Vec<_>>(),
             })),
+            Err(e) => refused(e),
+        }
+    }
+
+    #[tool(
+        description = "Change which requests a session's code may send to the hosts it can \
+        reach, from its next request on: rules `[allow|deny] [METHOD] HOST[/PATH]`, such as \
+        `GET api.github.com/repos/**` (a host an allow rule names takes only what allow rules \
+        match; a deny rule wins). Never past what the server allows. Returns the rules now \
+        in force."
+    )]
+    async fn update_network(&self, Parameters(args): Parameters<UpdateNetwork>) -> CallToolResult {
+        let id = SessionId::from(args.session_id);
+        let rules = match sandlot_core::egress::RequestRules::try_from(args.requests) {
+            Ok(rules) => rules,
+            Err(e) => return invalid(e.to_string()),
+        };
+        match self
+            .blocking(move |manager, client| {
+                manager.update_network(&client, &id, NetworkUpdate::requests(rules))
+            })
+            .await
+        {
+            Ok(policy) => answer(json!({ "requests": policy.requests })),
             Err(e) => refused(e),
         }
     }

@@ -3,7 +3,7 @@
 //! operations listed next to the router. Built in the process, from nothing but code.
 
 use super::requests::{
-    Fork, OpenSession, Restore, RunOnce, SessionRun, Shell, TakeSnapshot, ToolResult,
+    Fork, OpenSession, Restore, RunOnce, SessionRun, Shell, TakeSnapshot, ToolResult, UpdateNetwork,
 };
 use crate::manager::{SessionInfo, SnapshotInfo};
 use schemars::generate::SchemaSettings;
@@ -37,6 +37,7 @@ pub(super) fn document() -> Value {
     let session = schema(generator.subschema_for::<SessionInfo>());
     let take_snapshot = schema(generator.subschema_for::<TakeSnapshot>());
     let fork = schema(generator.subschema_for::<Fork>());
+    let update_network = schema(generator.subschema_for::<UpdateNetwork>());
     let restore = schema(generator.subschema_for::<Restore>());
     let snapshot = schema(generator.subschema_for::<SnapshotInfo>());
     let binary = json!({ "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } });
@@ -169,6 +170,21 @@ pub(super) fn document() -> Value {
                 json_body(json!({
                     "type": "object",
                     "properties": { "sessions": { "type": "array", "items": session.clone() } },
+                })),
+            ),
+            public: false,
+        },
+        Operation {
+            method: "put",
+            path: "/v1/sessions/{id}/network",
+            summary: "Changes a live session's request rules, from its code's next request on \
+                      (never past what the server's policy allows)",
+            body: Some(update_network),
+            answer: (
+                "200",
+                json_body(json!({
+                    "type": "object",
+                    "properties": { "requests": { "type": "array", "items": { "type": "string" } } },
                 })),
             ),
             public: false,

@@ -140,6 +140,27 @@ pub(super) struct Fork {
     pub(super) count: Option<usize>,
 }
 
+/// `PUT /v1/sessions/{id}/network`: what changes in a live session's network, from
+/// its code's next request on; a field left out stays as it is.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct UpdateNetwork {
+    /// The request rules from now on, each `[allow|deny] [METHOD] HOST[/PATH]`
+    /// (`[]` lifts them): within the server's policy, for hosts the session's
+    /// allow-list holds.
+    #[serde(default)]
+    pub(super) requests: Option<sandlot_core::egress::RequestRules>,
+}
+
+impl UpdateNetwork {
+    /// The update as the manager takes it.
+    pub(super) fn update(self) -> sandlot_core::session::NetworkUpdate {
+        let mut update = sandlot_core::session::NetworkUpdate::default();
+        update.requests = self.requests;
+        update
+    }
+}
+
 /// `POST /v1/snapshots/{id}/restore` (the body may be left out): what an open asks,
 /// the language and backend excepted, which are the snapshot's.
 #[derive(Deserialize, Default, schemars::JsonSchema)]

@@ -2,9 +2,9 @@
 //! host and against the request rules, the bound secrets put in, sent on; the
 //! answers relayed back with the values hidden again.
 
-use super::super::denials::Denials;
 use super::super::head::{next_head, respond, within, Io};
 use super::super::relay::{copy, copy_back, idle_limited, Activity};
+use super::super::shared::Shared;
 use super::Bound;
 use sandlot_core::egress::http::{Request, Target};
 use sandlot_core::egress::{DenyReason, Via};
@@ -25,7 +25,7 @@ struct Refused(&'static str, String);
 /// after one went through, a refusal ends the connection (the answers before it
 /// may still be on their way), and is reported like every denial.
 pub(super) async fn exchange(
-    denials: &Denials,
+    shared: &Shared,
     mut client: impl AsyncRead + AsyncWrite + Unpin,
     upstream: impl AsyncRead + AsyncWrite + Unpin,
     (host, port): (&str, u16),
@@ -34,7 +34,7 @@ pub(super) async fn exchange(
     let mut buf = Vec::new();
     let first = match within(next_head(&mut client, &mut buf)).await? {
         None => return Ok(()),
-        Some(head) => check(denials, bound, head, (host, port)),
+        Some(head) => check(shared, head, (host, port)),
     };
     let checked = match first {
         Ok(checked) => checked,
@@ -44,7 +44,7 @@ pub(super) async fn exchange(
     let (mut server_read, server_write) = tokio::io::split(upstream);
     let activity = Activity::new();
     let sending = Sending {
-        denials,
+        shared,
         to: (host, port),
         bound,
         activity: &activity,
@@ -74,7 +74,7 @@ pub(super) async fn exchange(
 
 /// What sends one connection's requests upstream.
 struct Sending<'a> {
-    denials: &'a Denials,
+    shared: &'a Shared,
     to: (&'a str, u16),
     bound: &'a Bound,
     activity: &'a Activity,
@@ -108,10 +108,12 @@ impl Sending<'_> {
             buf.drain(..buffered);
             let mut body = (&mut *client).take(length - buffered as u64);
             copy(&mut body, &mut server, self.activity, false).await?;
+            // The whole request goes out before its answer is awaited.
+            server.flush().await?;
             // An idle connection waits for its next request as long as a new one
             // would for its first.
             checked = match within(next_head(client, &mut buf)).await {
-                Ok(Some(head)) => match check(self.denials, self.bound, head, self.to) {
+                Ok(Some(head)) => match check(self.shared, head, self.to) {
                     Ok(checked) => checked,
                     Err(_) => break,
                 },
@@ -123,10 +125,10 @@ impl Sending<'_> {
 }
 
 /// Whether the request `head` may go to `host`: it names that host and only it,
-/// the request rules allow it, and it frames its body with a length.
+/// the request rules as they are now allow it (rules changed since the connection
+/// opened hold from its next request), and it frames its body with a length.
 fn check(
-    denials: &Denials,
-    bound: &Bound,
+    shared: &Shared,
     head: Result<Request, String>,
     (host, port): (&str, u16),
 ) -> Result<Checked, Refused> {
@@ -136,9 +138,7 @@ fn check(
         Target::Absolute {
             host: named, path, ..
         } if named.eq_ignore_ascii_case(host) => path.clone(),
-        Target::Absolute { host: named, .. } => {
-            return Err(elsewhere(denials, named, (host, port)))
-        }
+        Target::Absolute { host: named, .. } => return Err(elsewhere(shared, named, (host, port))),
         Target::Authority { .. } => {
             return Err(Refused(
                 "400 Bad Request",
@@ -148,9 +148,12 @@ fn check(
     };
     match request.host_header() {
         Some(named) if named.eq_ignore_ascii_case(host) => {}
-        named => return Err(elsewhere(denials, &named.unwrap_or_default(), (host, port))),
+        named => return Err(elsewhere(shared, &named.unwrap_or_default(), (host, port))),
     }
-    if let Some(denial) = denials.rule_out(&bound.rules, &request, (host, port), &path, Via::Https)
+    let rules = shared.secrets().rules.clone();
+    if let Some(denial) = shared
+        .denials
+        .rule_out(&rules, &request, (host, port), &path, Via::Https)
     {
         return Err(Refused(
             "403 Forbidden",
@@ -168,8 +171,8 @@ fn check(
 }
 
 /// A request in a connection to `host` that names another: refused and reported.
-fn elsewhere(denials: &Denials, named: &str, (host, port): (&str, u16)) -> Refused {
-    let denial = denials.deny(
+fn elsewhere(shared: &Shared, named: &str, (host, port): (&str, u16)) -> Refused {
+    let denial = shared.denials.deny(
         host,
         Some(port),
         Via::Http,

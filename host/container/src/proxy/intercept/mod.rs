@@ -17,8 +17,8 @@ pub(crate) use authority::Authority;
 pub(crate) use bound::Bound;
 pub(crate) use upstream::bundle;
 
-use super::denials::Denials;
 use super::head::{respond, within, Io};
+use super::shared::Shared;
 use rewound::Rewound;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::ServerName;
@@ -33,12 +33,12 @@ fn provider() -> Arc<CryptoProvider> {
         .clone()
 }
 
-/// What a proxy sees through TLS with: its CA, the secrets bound now, and where
-/// what it refuses is recorded.
+/// What a proxy sees through TLS with: what its connections share (its CA, the
+/// request rules as they are now, where what it refuses is recorded), and the
+/// secrets bound when the connection was read.
 pub(super) struct Interceptor<'a> {
-    pub(super) authority: &'a Authority,
+    pub(super) shared: &'a Shared,
     pub(super) bound: Arc<Bound>,
-    pub(super) denials: &'a Denials,
 }
 
 /// Serves a connection the sandbox made to `host:port`, a host a secret is bound
@@ -46,17 +46,13 @@ pub(super) struct Interceptor<'a> {
 /// connection to the host. A host whose certificate does not verify is sent
 /// nothing: the client is answered `502` and told why.
 pub(super) async fn intercept(
-    Interceptor {
-        authority,
-        bound,
-        denials,
-    }: Interceptor<'_>,
+    Interceptor { shared, bound }: Interceptor<'_>,
     client: UnixStream,
     first: Vec<u8>,
     upstream: TcpStream,
     (host, port): (&str, u16),
 ) -> Io {
-    let leaf = match authority.server_config(host) {
+    let leaf = match shared.authority.server_config(host) {
         Ok(leaf) => leaf,
         Err(error) => {
             tracing::warn!("no certificate could be made for {host}: {error}");
@@ -75,7 +71,7 @@ pub(super) async fn intercept(
     let mut client =
         within(tokio_rustls::TlsAcceptor::from(leaf).accept(Rewound::new(first, client))).await?;
     match verified {
-        Ok(upstream) => exchange::exchange(denials, client, upstream, (host, port), &bound).await,
+        Ok(upstream) => exchange::exchange(shared, client, upstream, (host, port), &bound).await,
         Err(why) => {
             let body = format!(
                 "sandlot: {host}:{port} could not be verified, so the secret bound to it was \

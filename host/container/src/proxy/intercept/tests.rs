@@ -96,7 +96,9 @@ async fn echo_server(config: Arc<rustls::ServerConfig>, received: Arc<Mutex<Vec<
                         "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{request}",
                         request.len()
                     );
-                    if stream.write_all(answer.as_bytes()).await.is_err() {
+                    if stream.write_all(answer.as_bytes()).await.is_err()
+                        || stream.flush().await.is_err()
+                    {
                         return;
                     }
                 }
@@ -106,30 +108,78 @@ async fn echo_server(config: Arc<rustls::ServerConfig>, received: Arc<Mutex<Vec<
     port
 }
 
-/// A proxy for `localhost` with `TOKEN` bound to it, trusting `upstream` for it;
-/// the proxy, its socket, the placeholder and the proxy's CA (PEM).
-fn bound_proxy(
-    runtime: &tokio::runtime::Runtime,
-    dir: &std::path::Path,
-    upstream: UpstreamCa,
-) -> (EgressProxy, std::path::PathBuf, String, String) {
-    let socket = dir.join("proxy.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-    let allow =
-        AllowList::try_from(vec!["localhost".to_string(), "127.0.0.1/32".to_string()]).unwrap();
-    let proxy = EgressProxy::serve_with(listener, allow, Access::Listed, runtime.handle()).unwrap();
-    let secret = Secret::new("TOKEN", VALUE)
-        .unwrap()
-        .bound_to("localhost".parse().unwrap())
-        .unwrap();
-    let secrets = Injector::new(&[secret]).unwrap().trusting(upstream);
-    let placeholder = secrets.placeholder("TOKEN").unwrap().to_string();
-    proxy.bind_secrets(Arc::new(secrets));
-    proxy.write_trust(dir).unwrap();
-    let ca = std::fs::read_to_string(dir.join(super::super::CA_FILE)).unwrap();
-    let bundle = std::fs::read_to_string(dir.join(super::super::CA_BUNDLE_FILE)).unwrap();
-    assert!(bundle.ends_with(&ca), "the bundle ends with the proxy's CA");
-    (proxy, socket, placeholder, ca)
+/// A proxy for `localhost` with `TOKEN` bound to it, trusting the test CA for it if
+/// `trusted`, and the echo server's configuration and what it receives.
+struct Rig {
+    runtime: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+    proxy: EgressProxy,
+    socket: std::path::PathBuf,
+    placeholder: String,
+    proxy_ca: String,
+    server: Arc<rustls::ServerConfig>,
+    received: Arc<Mutex<Vec<String>>>,
+}
+
+impl Rig {
+    fn new(trusted: bool) -> Rig {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, server) = upstream_identity();
+        let upstream = match trusted {
+            true => UpstreamCa::from_pem(&ca).unwrap(),
+            false => UpstreamCa::default(),
+        };
+        let socket = dir.path().join("proxy.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let allow =
+            AllowList::try_from(vec!["localhost".to_string(), "127.0.0.1/32".to_string()]).unwrap();
+        let proxy =
+            EgressProxy::serve_with(listener, allow, Access::Listed, runtime.handle()).unwrap();
+        let secret = Secret::new("TOKEN", VALUE)
+            .unwrap()
+            .bound_to("localhost".parse().unwrap())
+            .unwrap();
+        let secrets = Injector::new(&[secret]).unwrap().trusting(upstream);
+        let placeholder = secrets.placeholder("TOKEN").unwrap().to_string();
+        proxy.bind_secrets(Arc::new(secrets));
+        proxy.write_trust(dir.path()).unwrap();
+        let proxy_ca = std::fs::read_to_string(dir.path().join(super::super::CA_FILE)).unwrap();
+        let bundle =
+            std::fs::read_to_string(dir.path().join(super::super::CA_BUNDLE_FILE)).unwrap();
+        assert!(
+            bundle.ends_with(&proxy_ca),
+            "the bundle ends with the proxy's CA"
+        );
+        Rig {
+            runtime,
+            _dir: dir,
+            proxy,
+            socket,
+            placeholder,
+            proxy_ca,
+            server,
+            received: Default::default(),
+        }
+    }
+
+    /// Runs `test` with the echo server started, given its port.
+    fn run<F: std::future::Future>(&self, test: impl FnOnce(u16) -> F) -> F::Output {
+        self.runtime.block_on(async {
+            let port = echo_server(self.server.clone(), self.received.clone()).await;
+            test(port).await
+        })
+    }
+
+    /// A TLS connection to the echo server at `port` through the proxy.
+    async fn connect(&self, port: u16) -> impl AsyncRead + AsyncWrite + Unpin {
+        through_proxy(&self.socket, port, &self.proxy_ca).await
+    }
+
+    /// What the echo server received so far.
+    fn received(&self) -> Vec<String> {
+        self.received.lock().unwrap().clone()
+    }
 }
 
 /// A TLS connection to `localhost:port` through the proxy at `socket`, the client
@@ -167,18 +217,13 @@ async fn through_proxy(
 
 #[test]
 fn a_bound_host_is_seen_through_every_request_of_a_kept_alive_connection() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let (ca, server) = upstream_identity();
-    let (_proxy, socket, placeholder, proxy_ca) =
-        bound_proxy(&runtime, dir.path(), UpstreamCa::from_pem(&ca).unwrap());
-    let received = Arc::new(Mutex::new(Vec::new()));
-    runtime.block_on(async {
-        let port = echo_server(server, received.clone()).await;
-        let mut tls = through_proxy(&socket, port, &proxy_ca).await;
+    let rig = &Rig::new(true);
+    let placeholder = &rig.placeholder;
+    rig.run(|port| async move {
+        let mut tls = rig.connect(port).await;
         let mut buf = Vec::new();
         for (i, body) in ["", "x=PLACEHOLDER"].iter().enumerate() {
-            let body = body.replace("PLACEHOLDER", &placeholder);
+            let body = body.replace("PLACEHOLDER", placeholder);
             let request = format!(
                 "POST /{i} HTTP/1.1\r\nHost: localhost:{port}\r\nAuthorization: Bearer \
                  {placeholder}\r\nContent-Length: {}\r\n\r\n{body}",
@@ -193,7 +238,7 @@ fn a_bound_host_is_seen_through_every_request_of_a_kept_alive_connection() {
                 "{answer}"
             );
         }
-        let received = received.lock().unwrap().clone();
+        let received = rig.received();
         assert_eq!(
             received.len(),
             2,
@@ -216,16 +261,11 @@ fn a_bound_host_is_seen_through_every_request_of_a_kept_alive_connection() {
 
 #[test]
 fn a_bound_host_that_does_not_verify_is_sent_nothing() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let (_, server) = upstream_identity();
     // The proxy trusts the host's roots only: the test CA is not among them.
-    let (_proxy, socket, placeholder, proxy_ca) =
-        bound_proxy(&runtime, dir.path(), UpstreamCa::default());
-    let received = Arc::new(Mutex::new(Vec::new()));
-    runtime.block_on(async {
-        let port = echo_server(server, received.clone()).await;
-        let mut tls = through_proxy(&socket, port, &proxy_ca).await;
+    let rig = &Rig::new(false);
+    let placeholder = &rig.placeholder;
+    rig.run(|port| async move {
+        let mut tls = rig.connect(port).await;
         let request = format!(
             "GET / HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {placeholder}\r\n\r\n"
         );
@@ -235,7 +275,7 @@ fn a_bound_host_that_does_not_verify_is_sent_nothing() {
         let _ = tls.read_to_string(&mut answer).await;
         assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
         assert!(answer.contains("could not be verified"), "{answer}");
-        assert!(received.lock().unwrap().is_empty());
+        assert!(rig.received().is_empty());
     });
 }
 
@@ -252,4 +292,73 @@ fn each_host_gets_its_own_certificate_from_the_one_ca() {
         &authority.server_config("10.0.0.1").unwrap()
     ));
     assert!(authority.pem().starts_with("-----BEGIN CERTIFICATE-----"));
+}
+
+#[test]
+fn rules_that_change_end_the_connections_checked_against_the_old_ones() {
+    let rig = &Rig::new(true);
+    let proxy = &rig.proxy;
+    proxy.set_request_rules(["GET localhost/a/**"].try_into().unwrap());
+    rig.run(|port| async move {
+        let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n");
+        let mut buf = Vec::new();
+        let mut kept = rig.connect(port).await;
+        kept.write_all(get("/a/1").as_bytes()).await.unwrap();
+        let answer = message(&mut kept, &mut buf).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+        proxy.set_request_rules(["GET localhost/b/**"].try_into().unwrap());
+        // The connection the old rules let through is gone, its next request
+        // with it.
+        let _ = kept.write_all(get("/a/2").as_bytes()).await;
+        assert_eq!(message(&mut kept, &mut buf).await, None);
+        for (path, status) in [("/b/1", "200"), ("/a/3", "403")] {
+            let mut fresh = rig.connect(port).await;
+            fresh.write_all(get(path).as_bytes()).await.unwrap();
+            let answer = message(&mut fresh, &mut Vec::new()).await.unwrap();
+            assert!(
+                answer.starts_with(&format!("HTTP/1.1 {status}")),
+                "{path}: {answer}"
+            );
+        }
+        let received: Vec<String> = rig
+            .received()
+            .iter()
+            .map(|r| r.lines().next().unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(received, ["GET /a/1 HTTP/1.1", "GET /b/1 HTTP/1.1"]);
+    });
+    assert!(proxy
+        .take_denials()
+        .iter()
+        .any(|d| d.to_string().contains("`GET /a/3`")));
+}
+
+#[test]
+fn a_large_answer_through_tls_arrives_whole_on_a_kept_alive_connection() {
+    let rig = &Rig::new(true);
+    rig.run(|port| async move {
+        let mut tls = rig.connect(port).await;
+        let mut buf = Vec::new();
+        // Megabytes each way: more than a socket takes at once, so TLS holds some
+        // back at every turn, the last of it too.
+        let body = "x".repeat(2 << 20);
+        for i in 0..2 {
+            let request = format!(
+                "POST /{i} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            tls.write_all(request.as_bytes()).await.unwrap();
+            tls.flush().await.unwrap();
+            let answer = tokio::time::timeout(
+                std::time::Duration::from_secs(60),
+                message(&mut tls, &mut buf),
+            )
+            .await
+            .expect("the whole answer comes, not all but its tail")
+            .unwrap();
+            assert!(answer.ends_with(&body), "answer {i} is cut short");
+        }
+    });
+    assert_eq!(rig.received().len(), 2);
 }

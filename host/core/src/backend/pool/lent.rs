@@ -44,6 +44,18 @@ impl Sandbox for Pooled {
     fn name(&self) -> String {
         self.name.clone()
     }
+
+    fn bind_secrets(&mut self, secrets: Arc<crate::secret::Injector>) {
+        // A pool closed under the session has taken the sandbox, and its proxy.
+        let _ = self.with(|sandbox| {
+            sandbox.bind_secrets(secrets);
+            Ok(())
+        });
+    }
+
+    fn set_request_rules(&mut self, rules: &crate::egress::RequestRules) -> Result<()> {
+        self.with(|sandbox| sandbox.set_request_rules(rules))
+    }
 }
 
 impl SandboxFiles for Pooled {

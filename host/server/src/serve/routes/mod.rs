@@ -50,6 +50,10 @@ pub(super) fn router(manager: SessionManager, tokens: Vec<Token>, max_body: usiz
         .route("/v1/sessions/{id}/fork", post(sessions::fork))
         .route("/v1/sessions/{id}/pause", post(sessions::pause))
         .route(
+            "/v1/sessions/{id}/network",
+            axum::routing::put(sessions::update_network),
+        )
+        .route(
             "/v1/snapshots",
             get(snapshots::snapshots).post(snapshots::upload_snapshot),
         )

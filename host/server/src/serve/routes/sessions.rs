@@ -6,7 +6,7 @@ use super::bodies::{body, optional_body};
 use super::errors::Answer;
 use crate::manager::{ClientId, SessionId};
 use crate::serve::client_tools::ToolHub;
-use crate::serve::requests::{Fork, OpenSession};
+use crate::serve::requests::{Fork, OpenSession, UpdateNetwork};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, JsonRejection};
 use axum::extract::{Path, State};
@@ -93,4 +93,17 @@ pub(super) async fn pause(
     let id = SessionId::from(id);
     let paused = blocking(move || manager.pause(&client, &id)).await?;
     Ok(Json(json!({ "paused": paused })))
+}
+
+pub(super) async fn update_network(
+    State(api): State<Api>,
+    Extension(client): Extension<ClientId>,
+    Path(id): Path<String>,
+    update: Result<Json<UpdateNetwork>, JsonRejection>,
+) -> Answer<Json<Value>> {
+    let update = body(update)?.update();
+    let manager = api.manager.clone();
+    let id = SessionId::from(id);
+    let policy = blocking(move || manager.update_network(&client, &id, update)).await?;
+    Ok(Json(json!({ "requests": policy.requests })))
 }
