@@ -194,7 +194,14 @@ try:
     sni_refused = wrapped.recv(100) == b''
 except (OSError, ssl.SSLError):
     sni_refused = True
-print(token in one, token in two, token in three, own, host_refused, sni_refused)
+# Python's `requests`, as code calls an API: the proxy from the environment, the
+# bundle the sandbox is pointed at (`REQUESTS_CA_BUNDLE`).
+import requests
+os.environ['no_proxy'] = os.environ['NO_PROXY'] = ''
+with_requests = requests.post('https://localhost:%d/requests' % {port}, headers=headers,
+                              data='y=' + token, timeout=20).text
+print(token in one, token in two, token in three, own, host_refused, sni_refused,
+      token in with_requests)
 print(issuer)
 print(token)
 print(one + two + three)
@@ -207,7 +214,7 @@ print(one + two + three)
     let mut lines = stdout.lines();
     assert_eq!(
         lines.next(),
-        Some("True True True True 403 True"),
+        Some("True True True True 403 True True"),
         "{stdout}"
     );
     assert!(
@@ -216,8 +223,15 @@ print(one + two + three)
     );
     let placeholder = lines.next().unwrap();
     let received = servers.received();
-    assert_eq!(received.len(), 3, "{received:#?}");
+    assert_eq!(received.len(), 4, "{received:#?}");
     assert!(received[0].starts_with("GET /one "), "{received:#?}");
+    let with_requests = &received[3];
+    assert!(
+        with_requests.starts_with("POST /requests ")
+            && with_requests.contains(&format!("Authorization: Bearer {value}"))
+            && with_requests.ends_with(&format!("y={placeholder}")),
+        "{with_requests}"
+    );
     assert!(received[1].starts_with("POST /two "), "{received:#?}");
     for kept_alive in &received[..2] {
         assert!(
@@ -266,5 +280,5 @@ print(answer.status, answer.read().decode())
         stdout.starts_with("502 ") && stdout.contains("could not be verified"),
         "{stdout}"
     );
-    assert_eq!(servers.received().len(), 3, "{:#?}", servers.received());
+    assert_eq!(servers.received().len(), 4, "{:#?}", servers.received());
 }
