@@ -14,12 +14,15 @@
 //! in `tests/run.sh`). On a machine without one of them, that backend's tests pass
 //! without running and the suite says so (`support::needs`); CI fails them instead.
 
+#[path = "conformance/pooled.rs"]
+mod pooled;
 #[path = "conformance/rules.rs"]
 mod rules;
 #[path = "conformance/secrets.rs"]
 mod secrets;
 mod support;
 
+use pooled::a_pooled_sandbox_serves_its_session_whole;
 use rules::{
     request_rules_change_on_a_live_session, request_rules_let_through_only_what_they_allow,
 };
@@ -2113,6 +2116,7 @@ macro_rules! conformance {
             #[test] fn every_language_calls_tools() { if super::here($backend) { super::every_language_calls_tools($backend) } }
             #[test] fn javascript_calls_tools() { if super::here($backend) { super::javascript_calls_tools($backend) } }
             #[test] fn pooled_sessions_share_nothing() { if super::here($backend) { super::pooled_sessions_share_nothing($backend) } }
+            #[test] fn a_pooled_sandbox_serves_its_session_whole() { if super::here($backend) { super::a_pooled_sandbox_serves_its_session_whole($backend) } }
             #[test] fn twenty_tasks_over_a_pool_of_four() { if super::here($backend) { super::twenty_tasks_over_a_pool_of_four($backend) } }
             #[test] fn a_pool_closed_while_sessions_run() { if super::here($backend) { super::a_pool_closed_while_sessions_run($backend) } }
             #[test] fn a_full_pool_makes_room_for_another_kind() { if super::here($backend) { super::a_full_pool_makes_room_for_another_kind($backend) } }

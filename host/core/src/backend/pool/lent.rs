@@ -45,6 +45,10 @@ impl Sandbox for Pooled {
         self.name.clone()
     }
 
+    fn reset(&mut self) -> Result<()> {
+        self.with(|sandbox| sandbox.reset())
+    }
+
     fn bind_secrets(&mut self, secrets: Arc<crate::secret::Injector>) {
         // A pool closed under the session has taken the sandbox, and its proxy.
         let _ = self.with(|sandbox| {
