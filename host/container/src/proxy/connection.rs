@@ -293,6 +293,9 @@ impl Connection<'_> {
                     return Self::refuse(&mut stream, Refusal::Denied(denial)).await;
                 }
             }
+            if let Some(denial) = self.ruled_out(&request, (host, port), &path) {
+                return Self::refuse(&mut stream, Refusal::Denied(denial)).await;
+            }
             let body = first.split_off(request.length);
             return self
                 .forward_request(stream, upstream, &request, (host, port, &path), body)
@@ -392,6 +395,7 @@ impl Connection<'_> {
     /// are) and exactly its body after it, then relays the answer (those values
     /// hidden again) until the server is done. Nothing more the client sends reaches
     /// the server: a second request on the connection would not have been checked.
+    /// The request rules were checked by the caller, before it opened `upstream` if it could.
     async fn forward_request(
         &self,
         mut stream: UnixStream,
@@ -406,9 +410,6 @@ impl Connection<'_> {
                 return respond(&mut stream, "400 Bad Request", &format!("sandlot: {why}\n")).await
             }
         };
-        if let Some(denial) = self.ruled_out(request, (host, port), path) {
-            return Self::refuse(&mut stream, Refusal::Denied(denial)).await;
-        }
         let bound = self.shared.secrets();
         body.truncate(usize::try_from(length).unwrap_or(usize::MAX));
         let rest = length - body.len() as u64;
